@@ -1,0 +1,118 @@
+"""The public checker: feed text, ask whether the program can still be, or now is, complete."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from . import lexer
+from .errors import GrammarError, InputError, UncompletableError
+from .grammar import load_builtin
+from .layers import PlainLayer, PythonLayer
+
+#: language name -> (grammar file, start rule, layer class)
+LANGUAGES = {
+    "python": ("python", "file_input", PythonLayer),
+    "json": ("json", "value", PlainLayer),
+}
+
+
+@lru_cache(maxsize=None)
+def get_layer(language: str) -> PlainLayer:
+    """The (shared, cached) language layer for ``language``."""
+    try:
+        grammar_name, start, layer_class = LANGUAGES[language]
+    except KeyError:
+        raise GrammarError(f"unknown language {language!r}; known: {', '.join(sorted(LANGUAGES))}") from None
+    return layer_class(load_builtin(grammar_name, start))
+
+
+def _clean(text: str, pending_cr: bool) -> tuple[str, bool]:
+    """Translate ``\\r\\n`` and lone ``\\r`` to ``\\n`` as CPython does, across chunk borders."""
+    if pending_cr and text.startswith("\n"):
+        text = text[1:]
+    if "\r" not in text:
+        return text, pending_cr and not text
+    ends_in_cr = text.endswith("\r")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), ends_in_cr
+
+
+def _is_valid_source_text(text: str) -> bool:
+    """Text that can never occur in a valid program: NUL characters and lone surrogates."""
+    if "\0" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class Checker:
+    """An immutable constraint state: the text read so far keeps the program completable.
+
+    ``feed`` never changes the checker it is called on, so one checker can be fed many
+    candidate continuations (top-k checking forks for free).
+    """
+
+    __slots__ = ("_layer", "_branches", "_pending_cr", "_suffix")
+
+    def __init__(self, layer, branches, pending_cr: bool, suffix: str):
+        self._layer = layer
+        self._branches = branches
+        self._pending_cr = pending_cr
+        self._suffix = suffix
+
+    def feed(self, text: str) -> Checker | None:
+        """The checker after ``text``, or None if no continuation can make a valid program."""
+        if not isinstance(text, str):
+            raise InputError(f"feed() takes str, not {type(text).__name__}")
+        if not _is_valid_source_text(text):
+            return None
+        text, pending_cr = _clean(text, self._pending_cr)
+        if not text:
+            return Checker(self._layer, self._branches, pending_cr, self._suffix)
+        branches = lexer.advance(self._layer, self._branches, text)
+        if not branches:
+            return None
+        return Checker(self._layer, branches, pending_cr, self._suffix)
+
+    def is_complete(self) -> bool:
+        """Whether everything fed so far, followed by the suffix, is a complete valid program."""
+        if self._suffix:
+            after = self.feed(self._suffix)
+            return after is not None and lexer.complete(self._layer, after._branches)
+        return lexer.complete(self._layer, self._branches)
+
+
+def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Checker:
+    """A checker for middles between ``prefix`` and ``suffix``.
+
+    Raises :class:`InputError` for non-text input and :class:`UncompletableError` when the
+    prefix already rules out every program (``offset`` says where it went wrong).
+
+    With a non-empty suffix the middle is checked against the prefix as it is generated and
+    against the suffix when the program is ended (``is_complete``).
+    """
+    for name, value in (("prefix", prefix), ("suffix", suffix)):
+        if not isinstance(value, str):
+            raise InputError(f"{name} must be str, not {type(value).__name__}")
+    layer = get_layer(language)
+    start = Checker(layer, [layer.initial_branch()], False, suffix)
+    checker = start.feed(prefix)
+    if checker is None:
+        raise UncompletableError("the prefix cannot be completed to a valid program",
+                                 offset=first_error_offset(start, prefix))
+    return checker
+
+
+def first_error_offset(checker: Checker, text: str) -> int:
+    """The smallest n such that ``text[:n]`` is already rejected (``len(text)`` if never)."""
+    lo, hi = 0, len(text)
+    # feed is monotone: once rejected, every extension is rejected; bisect on the prefix length
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if checker.feed(text[:mid + 1]) is None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -1,0 +1,152 @@
+"""Earley recognizer with persistent, immutable item sets.
+
+An :class:`EarleySet` is one state of the recognizer. It never changes after it is built, and
+items point at the sets they started in (their *origin*) by reference rather than by chart
+index, so the chart is a DAG of sets: scanning a terminal builds a new set and leaves the old
+one usable, which makes forking a parse O(1). The structure works over any transition system,
+not just a string: a set can be scanned from several predecessors or with several terminals.
+
+Two standard refinements keep sets small:
+
+* Predicted items (dot at the start, origin = this set) are not stored per set. They depend
+  only on which nonterminals the set predicts, so they live in a shared, memoised
+  :class:`Prediction` keyed by that set of nonterminals.
+* Nullable symbols are stepped over as soon as an item is added (Aycock and Horspool), so no
+  completion ever has to look back into the set being built.
+"""
+
+from __future__ import annotations
+
+from .grammar import Grammar
+
+_EMPTY: tuple = ()
+
+
+class Prediction:
+    """The predicted items shared by every set that predicts the same nonterminals."""
+
+    __slots__ = ("advance", "terminals")
+
+    def __init__(self, grammar: Grammar, roots: frozenset[int]):
+        next_symbol, skip, first_item = grammar.next_symbol, grammar.skip, grammar.rule_first_item
+        seen: set[int] = set()
+        stack = list(roots)
+        advance: dict[int, list[int]] = {}
+        terminals = 0
+        while stack:
+            lhs = stack.pop()
+            if lhs in seen:
+                continue
+            seen.add(lhs)
+            for rule in grammar.rules_of.get(lhs, _EMPTY):
+                for d in skip[first_item[rule]]:
+                    sym = next_symbol[d]
+                    if sym < 0:
+                        continue
+                    advance.setdefault(sym, []).append(d + 1)
+                    if sym < grammar.n_terminals:
+                        terminals |= 1 << sym
+                    elif sym not in seen:
+                        stack.append(sym)
+        #: symbol -> items (dot moved past the symbol) whose origin is the predicting set
+        self.advance = {sym: tuple(items) for sym, items in advance.items()}
+        #: bitmask of terminals some predicted item can scan next
+        self.terminals = terminals
+
+
+class EarleySet:
+    """One immutable recognizer state: kernel items indexed by the symbol they wait for."""
+
+    __slots__ = ("waiting", "prediction", "accepting", "_expected", "__weakref__")
+
+    def __init__(self, waiting: dict[int, list], prediction: Prediction, accepting: bool):
+        #: symbol -> [(item after the symbol, origin set)] for kernel items expecting it
+        self.waiting = waiting
+        self.prediction = prediction
+        #: the start symbol has been completed from the initial set
+        self.accepting = accepting
+        self._expected = -1
+
+
+class Recognizer:
+    """Builds and advances :class:`EarleySet` states for one grammar."""
+
+    def __init__(self, grammar: Grammar):
+        self.grammar = grammar
+        self._predictions: dict[frozenset[int], Prediction] = {}
+        self._n_terminals = grammar.n_terminals
+        self.initial = self._close([(grammar.start_item, None)])
+
+    def prediction(self, roots: frozenset[int]) -> Prediction:
+        pred = self._predictions.get(roots)
+        if pred is None:
+            pred = self._predictions[roots] = Prediction(self.grammar, roots)
+        return pred
+
+    def expected_terminals(self, state: EarleySet) -> int:
+        """Bitmask of terminals ``state`` can scan (cached on the state)."""
+        mask = state._expected
+        if mask < 0:
+            mask = state.prediction.terminals
+            n = self._n_terminals
+            for sym in state.waiting:
+                if sym < n:
+                    mask |= 1 << sym
+            state._expected = mask
+        return mask
+
+    def scan(self, state: EarleySet, terminals) -> EarleySet | None:
+        """The state after reading one of ``terminals`` (an iterable of terminal ids), or None."""
+        seeds = []
+        waiting, advance = state.waiting, state.prediction.advance
+        for t in terminals:
+            seeds.extend(waiting.get(t, _EMPTY))
+            for d in advance.get(t, _EMPTY):
+                seeds.append((d, state))
+        if not seeds:
+            return None
+        return self._close(seeds)
+
+    def _close(self, seeds: list) -> EarleySet:
+        """Complete and index ``seeds`` (items of the new set) into a new :class:`EarleySet`."""
+        g = self.grammar
+        next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
+        n_terminals = self._n_terminals
+        seen: set = set()
+        done: set = set()
+        waiting: dict[int, list] = {}
+        roots: set[int] = set()
+        accepting = False
+        stack = seeds
+        pop, push = stack.pop, stack.append
+        while stack:
+            item = pop()
+            d0, origin = item
+            for d in skip[d0]:
+                key = (d, origin) if d != d0 else item
+                if key in seen:
+                    continue
+                seen.add(key)
+                sym = next_symbol[d]
+                if sym >= 0:
+                    bucket = waiting.get(sym)
+                    if bucket is None:
+                        waiting[sym] = [(d + 1, origin)]
+                        if sym >= n_terminals:
+                            roots.add(sym)
+                    else:
+                        bucket.append((d + 1, origin))
+                    continue
+                lhs = item_lhs[d]
+                if origin is None:  # the augmented start rule is complete
+                    accepting = True
+                    continue
+                done_key = (lhs, origin)
+                if done_key in done:
+                    continue
+                done.add(done_key)
+                for entry in origin.waiting.get(lhs, _EMPTY):
+                    push(entry)
+                for d2 in origin.prediction.advance.get(lhs, _EMPTY):
+                    push((d2, origin))
+        return EarleySet(waiting, self.prediction(frozenset(roots)), accepting)

@@ -1,0 +1,21 @@
+"""Exception types raised by fimconstrain; all derive from FimConstrainError."""
+
+
+class FimConstrainError(Exception):
+    """Base class for every error the package raises on purpose."""
+
+
+class GrammarError(FimConstrainError):
+    """A grammar file or terminal pattern that the engine cannot use."""
+
+
+class InputError(FimConstrainError):
+    """Input text the engine cannot take (undecodable bytes, NUL, wrong type)."""
+
+
+class UncompletableError(FimConstrainError):
+    """A prefix (or prefix and suffix) that no middle can turn into a valid program."""
+
+    def __init__(self, message: str, offset: int | None = None):
+        super().__init__(message)
+        self.offset = offset

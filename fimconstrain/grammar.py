@@ -1,0 +1,162 @@
+"""Load a Lark grammar file into the flat, integer-indexed form the recognizer runs on.
+
+Lark's own loader parses the ``.lark`` syntax and expands EBNF into plain BNF rules; everything
+after that (symbol numbering, nullable sets, dotted-rule tables) is ours.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from lark.exceptions import GrammarError as LarkGrammarError
+from lark.load_grammar import load_grammar
+from lark.lexer import PatternStr
+
+from .errors import GrammarError
+
+AUGMENTED_START = "$start"
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A lexed terminal: its regex source, flags, and the literal it spells if it is a string."""
+
+    name: str
+    pattern: str
+    flags: str
+    literal: str | None
+    ignored: bool
+
+
+class Grammar:
+    """A context-free grammar as flat integer tables.
+
+    Symbols are numbered terminals first (``0 .. n_terminals-1``, lexed ones before declared
+    ones such as ``_INDENT``), then nonterminals. Rules are stored as *dotted items*: item ``d``
+    is a rule with its dot at one position, ``next_symbol[d]`` is the symbol after the dot
+    (``-1`` at the end) and ``d + 1`` is the same rule with the dot moved one step right.
+    """
+
+    def __init__(self, terminals: list[Terminal], declared: list[str],
+                 rules: list[tuple[str, tuple[str, ...]]], start: str):
+        self.terminals = terminals
+        self.declared = declared
+        names = [t.name for t in terminals] + declared
+        self.n_terminals = len(names)
+        nonterminals = [AUGMENTED_START]
+        for lhs, _ in rules:
+            if lhs not in nonterminals:
+                nonterminals.append(lhs)
+        self.symbol_names = names + nonterminals
+        self.symbol_id = {name: i for i, name in enumerate(self.symbol_names)}
+        if start not in self.symbol_id:
+            raise GrammarError(f"start rule {start!r} is not defined")
+        for lhs, rhs in rules:
+            for sym in rhs:
+                if sym not in self.symbol_id:
+                    raise GrammarError(f"rule {lhs!r} uses undefined symbol {sym!r}")
+        all_rules = [(AUGMENTED_START, (start,))] + rules
+        self.start_symbol = self.symbol_id[AUGMENTED_START]
+
+        self.rule_lhs: list[int] = []
+        self.rule_first_item: list[int] = []
+        self.next_symbol: list[int] = []
+        self.item_lhs: list[int] = []
+        self.rules_of: dict[int, list[int]] = {}
+        for lhs_name, rhs_names in all_rules:
+            lhs = self.symbol_id[lhs_name]
+            rule = len(self.rule_lhs)
+            self.rule_lhs.append(lhs)
+            self.rule_first_item.append(len(self.next_symbol))
+            self.rules_of.setdefault(lhs, []).append(rule)
+            for sym in rhs_names:
+                self.next_symbol.append(self.symbol_id[sym])
+                self.item_lhs.append(lhs)
+            self.next_symbol.append(-1)
+            self.item_lhs.append(lhs)
+        self.nullable = self._nullable_symbols()
+        self.skip = self._nullable_skips()
+        self.start_item = self.rule_first_item[0]
+
+    def is_terminal(self, symbol: int) -> bool:
+        return 0 <= symbol < self.n_terminals
+
+    def _nullable_symbols(self) -> frozenset[int]:
+        nullable: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for rule, lhs in enumerate(self.rule_lhs):
+                if lhs in nullable:
+                    continue
+                d = self.rule_first_item[rule]
+                while self.next_symbol[d] in nullable:
+                    d += 1
+                if self.next_symbol[d] == -1:
+                    nullable.add(lhs)
+                    changed = True
+        return frozenset(nullable)
+
+    def _nullable_skips(self) -> list[tuple[int, ...]]:
+        """For each item, the items reached by stepping over nullable symbols (itself first)."""
+        skips = []
+        for d in range(len(self.next_symbol)):
+            chain = [d]
+            while self.next_symbol[chain[-1]] in self.nullable:
+                chain.append(chain[-1] + 1)
+            skips.append(tuple(chain))
+        return skips
+
+    def terminal_id(self, name: str) -> int:
+        sym = self.symbol_id.get(name)
+        if sym is None or not self.is_terminal(sym):
+            raise GrammarError(f"grammar has no terminal {name!r}")
+        return sym
+
+
+def _pattern_source(pattern) -> str:
+    if isinstance(pattern, PatternStr):
+        return re.escape(pattern.value)
+    return pattern.value
+
+
+def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
+    """Compile Lark grammar text into a :class:`Grammar`; unused terminals are kept (they act
+    as error lexemes that take part in longest match but are never accepted)."""
+    try:
+        lark_grammar, _ = load_grammar(text, source, [], False)
+        keep = {name for name, *_ in lark_grammar.term_defs}
+        term_defs, rule_defs, ignore = lark_grammar.compile([start], keep)
+    except LarkGrammarError as exc:
+        raise GrammarError(f"{source}: {exc}") from exc
+    except Exception as exc:  # lark raises plain exceptions for some malformed input
+        raise GrammarError(f"{source}: cannot load grammar: {exc}") from exc
+    ignored = set(ignore)
+    terminals = [
+        Terminal(
+            name=t.name,
+            pattern=_pattern_source(t.pattern),
+            flags="".join(sorted(t.pattern.flags)),
+            literal=t.pattern.value if isinstance(t.pattern, PatternStr) else None,
+            ignored=t.name in ignored,
+        )
+        for t in term_defs
+    ]
+    lexed = {t.name for t in terminals}
+    rules = [(r.origin.name, tuple(s.name for s in r.expansion)) for r in rule_defs]
+    declared = sorted({s.name for r in rule_defs for s in r.expansion
+                       if s.is_term and s.name not in lexed})
+    return Grammar(terminals, declared, rules, start)
+
+
+@lru_cache(maxsize=None)
+def load_builtin(name: str, start: str) -> Grammar:
+    """Load one of the grammars shipped in ``fimconstrain.grammars`` (cached per process)."""
+    try:
+        text = resources.files("fimconstrain.grammars").joinpath(f"{name}.lark").read_text("utf-8")
+    except FileNotFoundError as exc:
+        raise GrammarError(f"no built-in grammar named {name!r}") from exc
+    return parse_lark(text, start, source=f"{name}.lark")

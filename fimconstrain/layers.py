@@ -1,0 +1,222 @@
+"""Language layers: what happens between the lexer and the parser when a symbol ends.
+
+:class:`PlainLayer` serves any grammar whose tokens go straight to the parser (JSON, for one).
+:class:`PythonLayer` adds Python's layout: INDENT/DEDENT from an indentation stack, bracket
+depth (no logical lines inside brackets), backslash continuations, CPython's string checks.
+Both keep their state as small immutable values so branches can share them.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import warnings
+
+from .earley import EarleySet, Recognizer
+from .grammar import Grammar
+from .regex_dfa import LexerDFA
+
+_OPENERS = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+
+
+class PlainLayer:
+    """Tokens go to the parser as lexed; ignored terminals are dropped."""
+
+    def __init__(self, grammar: Grammar):
+        self.grammar = grammar
+        self.recognizer = Recognizer(grammar)
+        self.dfa = LexerDFA([t.pattern for t in grammar.terminals], [t.flags for t in grammar.terminals])
+        self.ignore_mask = _mask(i for i, t in enumerate(grammar.terminals) if t.ignored)
+        self._ids: dict[int, tuple[int, ...]] = {}
+
+    def initial_branch(self) -> tuple:
+        return (self.recognizer.initial, None, self.dfa.start, "", ())
+
+    def terminal_ids(self, mask: int) -> tuple[int, ...]:
+        """The terminal ids of a bitmask (memoised)."""
+        ids = self._ids.get(mask)
+        if ids is None:
+            ids = self._ids[mask] = tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+        return ids
+
+    def allowed(self, parser: EarleySet, layout) -> int:
+        return self.recognizer.expected_terminals(parser) | self.ignore_mask
+
+    def end_symbol(self, parser: EarleySet, layout, lexeme_state: int, text: str):
+        mask = self.dfa.accept[lexeme_state] & self.allowed(parser, layout)
+        if not mask:
+            return None
+        if mask & self.ignore_mask:
+            return parser, layout
+        parser = self.recognizer.scan(parser, self.terminal_ids(mask))
+        return None if parser is None else (parser, layout)
+
+    def end_of_input(self, parser: EarleySet, layout, lexeme_state: int, text: str) -> bool:
+        if lexeme_state == self.dfa.start:
+            return parser.accepting
+        ended = self.end_symbol(parser, layout, lexeme_state, text)
+        return ended is not None and ended[0].accepting
+
+
+def _mask(indices) -> int:
+    mask = 0
+    for i in indices:
+        mask |= 1 << i
+    return mask
+
+
+def _indent_columns(text: str) -> tuple[int, int]:
+    """Column of the last line's indentation with tabs to multiples of 8, and with tabs as 1
+    (CPython compares both to detect inconsistent tabs and spaces)."""
+    col = alt = 0
+    for ch in text[text.rfind("\n") + 1:]:
+        if ch == " ":
+            col += 1
+            alt += 1
+        elif ch == "\t":
+            col = (col // 8 + 1) * 8
+            alt += 1
+        elif ch == "\f":
+            col = alt = 0
+    return col, alt
+
+
+class PythonLayer(PlainLayer):
+    """Python's layout on top of the grammar in ``grammars/python.lark``.
+
+    Layout state is ``(indents, depth, line_open)``: the indentation stack above column 0 as
+    ``(column, column_with_tabs_as_1)`` pairs, the bracket depth, and whether a logical line has
+    started since the last NEWLINE.
+    """
+
+    INITIAL_LAYOUT = ((), 0, False)
+
+    def __init__(self, grammar: Grammar):
+        super().__init__(grammar)
+        term = grammar.terminal_id
+        self.newline = term("_NEWLINE")
+        self.indent = (term("_INDENT"),)
+        self.dedent = (term("_DEDENT"),)
+        self.newline_ids = (self.newline,)
+        self.newline_mask = 1 << self.newline
+        self.name_mask = 1 << term("NAME")
+        self.string_mask = 1 << term("STRING")
+        dfa = self.dfa
+        self.continuation_mask = dfa.accept[dfa.run("\\\n")] & self.ignore_mask
+        hard = set(keyword.kwlist)
+        self.hard_keyword_mask = _mask(i for i, t in enumerate(grammar.terminals) if t.literal in hard)
+        self.bracket_delta = {1 << i: _OPENERS[t.literal] for i, t in enumerate(grammar.terminals)
+                              if t.literal in _OPENERS}
+        # Files start at the beginning of a line: lex as if a newline came first, so leading
+        # blank lines, comments and indentation are one NEWLINE lexeme like any other.
+        self.initial_lexeme = dfa.restrict(dfa.run("\n"), self.newline_mask)
+        self._token_masks: dict[int, int] = {}
+
+    def initial_branch(self) -> tuple:
+        return (self.recognizer.initial, self.INITIAL_LAYOUT, self.initial_lexeme, "\n", ())
+
+    def token_mask(self, lexeme_state: int) -> int:
+        """Terminals a finished lexeme can be: hard keywords are never NAMEs."""
+        mask = self._token_masks.get(lexeme_state)
+        if mask is None:
+            mask = self.dfa.accept[lexeme_state]
+            if mask & self.hard_keyword_mask:
+                mask &= ~self.name_mask
+            self._token_masks[lexeme_state] = mask
+        return mask
+
+    def allowed(self, parser: EarleySet, layout) -> int:
+        mask = self.recognizer.expected_terminals(parser) | self.ignore_mask
+        if layout[1] or not layout[2]:
+            mask |= self.newline_mask
+        return mask
+
+    def end_symbol(self, parser: EarleySet, layout, lexeme_state: int, text: str):
+        mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
+        if not mask:
+            return None
+        if mask & self.ignore_mask:
+            return parser, layout
+        indents, depth, line_open = layout
+        if mask == self.newline_mask:
+            if depth:
+                return parser, layout
+            if line_open:
+                parser = self.recognizer.scan(parser, self.newline_ids)
+                if parser is None:
+                    return None
+            return self._indentation(parser, indents, _indent_columns(text))
+        if mask & self.string_mask and not _string_ok(text):
+            mask &= ~self.string_mask
+            if not mask:
+                return None
+        delta = self.bracket_delta.get(mask)
+        if delta:
+            depth += delta
+            if depth < 0:
+                return None
+        parser = self.recognizer.scan(parser, self.terminal_ids(mask))
+        if parser is None:
+            return None
+        return parser, (indents, depth, True)
+
+    def _indentation(self, parser: EarleySet, indents: tuple, columns: tuple[int, int]):
+        """Compare a new line's indentation with the stack; scan INDENT or DEDENTs."""
+        col, alt = columns
+        top, top_alt = indents[-1] if indents else (0, 0)
+        if col == top:
+            if alt != top_alt:
+                return None  # inconsistent use of tabs and spaces
+        elif col > top:
+            if alt <= top_alt:
+                return None
+            parser = self.recognizer.scan(parser, self.indent)
+            if parser is None:
+                return None
+            indents = indents + (columns,)
+        else:
+            while indents and col < indents[-1][0]:
+                indents = indents[:-1]
+                parser = self.recognizer.scan(parser, self.dedent)
+                if parser is None:
+                    return None
+            top, top_alt = indents[-1] if indents else (0, 0)
+            if col != top or alt != top_alt:
+                return None  # unindent does not match any outer indentation level
+        return parser, (indents, 0, False)
+
+    def end_of_input(self, parser: EarleySet, layout, lexeme_state: int, text: str) -> bool:
+        mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
+        if not mask or mask & self.continuation_mask:
+            return False  # a backslash continuation may not end the file
+        if not mask & self.newline_mask:
+            ended = self.end_symbol(parser, layout, lexeme_state, text)
+            if ended is None:
+                return False
+            parser, layout = ended
+        indents, depth, line_open = layout
+        if depth:
+            return False
+        if line_open:
+            parser = self.recognizer.scan(parser, self.newline_ids)
+        for _ in indents:
+            if parser is None:
+                return False
+            parser = self.recognizer.scan(parser, self.dedent)
+        return parser is not None and parser.accepting
+
+
+def _string_ok(text: str) -> bool:
+    """CPython rejects some string lexemes after tokenizing them: bad escapes such as
+    ``'\\x1'``, non-ASCII bytes, and f-strings whose replacement fields don't parse."""
+    quote = min((i for i in (text.find("'"), text.find('"')) if i >= 0), default=0)
+    prefix = text[:quote].lower()
+    if "f" not in prefix and "\\" not in text and ("b" not in prefix or text.isascii()):
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(text, mode="eval")
+        except (SyntaxError, ValueError):
+            return False
+    return True

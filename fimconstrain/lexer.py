@@ -1,0 +1,102 @@
+"""Branching incremental lexer (paper 004, section V-A).
+
+The lexer state is a small list of *branches*. Each branch is a tuple
+
+    (parser, layout, lexeme_state, lexeme_text, guards)
+
+``parser`` is an Earley state, ``layout`` the language layer's state (indentation, brackets),
+``lexeme_state`` the lexer-automaton state of the symbol in progress, and ``guards`` the
+automaton states of symbols this branch already ended, advanced over the characters read since.
+After each character a branch splits into the branch where the symbol in progress goes on and
+the branch where it ended just before this character. An ended symbol is only right if no
+longer lexeme exists (leftmost-longest lexing), so a guard that reaches an accepting state,
+meaning a longer match appeared, deletes its branch; a guard that dies is dropped.
+
+Symbols the parser cannot take die as soon as the lexeme in progress can no longer become one
+the parser allows (``f(a andy`` is rejected at ``andy`` once ``and`` is ruled out).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .regex_dfa import DEAD, LexerDFA
+
+
+class Layer(Protocol):
+    """What the lexer needs from a language: filtering and what happens when a symbol ends."""
+
+    dfa: LexerDFA
+
+    def allowed(self, parser, layout) -> int:
+        """Bitmask of terminals that may be lexed next in this parser/layout state."""
+
+    def end_symbol(self, parser, layout, lexeme_state: int, text: str):
+        """Feed the symbol that just ended; return ``(parser, layout)`` or None if rejected."""
+
+    def end_of_input(self, parser, layout, lexeme_state: int, text: str) -> bool:
+        """Whether ending the input here (after this last symbol) gives a complete program."""
+
+
+def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
+    """Read ``text`` character by character; return the surviving branches (maybe none)."""
+    dfa = layer.dfa
+    trans, accept, live = dfa.trans, dfa.accept, dfa.live
+    step = dfa.step
+    start = dfa.start
+    allowed, end_symbol = layer.allowed, layer.end_symbol
+    start_trans = trans[start]
+    for ch in text:
+        survivors = []
+        for parser, layout, state, lexeme, guards in branches:
+            if guards:
+                kept = []
+                for g in guards:
+                    g2 = trans[g].get(ch)
+                    if g2 is None:
+                        g2 = step(g, ch)
+                    if g2 == DEAD:
+                        continue
+                    if accept[g2]:
+                        break
+                    kept.append(g2)
+                else:
+                    guards = tuple(kept)
+                    kept = None
+                if kept is not None:  # a guard saw a longer match: this branch is wrong
+                    continue
+            # (a) the symbol in progress continues with ch
+            nxt = trans[state].get(ch)
+            if nxt is None:
+                nxt = step(state, ch)
+            if nxt != DEAD and live[nxt] & allowed(parser, layout):
+                survivors.append((parser, layout, nxt, lexeme + ch, guards))
+            # (b) the symbol in progress ended before ch, and ch starts a new one
+            if not accept[state]:
+                continue
+            if accept[nxt]:
+                continue  # lexeme + ch is itself a lexeme: longest match says keep going
+            fresh = start_trans.get(ch)
+            if fresh is None:
+                fresh = step(start, ch)
+            if fresh == DEAD:
+                continue
+            ended = end_symbol(parser, layout, state, lexeme)
+            if ended is None:
+                continue
+            parser2, layout2 = ended
+            if live[fresh] & allowed(parser2, layout2):
+                if nxt != DEAD:
+                    guards = guards + (nxt,)
+                survivors.append((parser2, layout2, fresh, ch, guards))
+        branches = survivors
+        if not branches:
+            break
+    return branches
+
+
+def complete(layer: Layer, branches: list[tuple]) -> bool:
+    """Whether some branch, ended here, is a complete program."""
+    end_of_input = layer.end_of_input
+    return any(end_of_input(parser, layout, state, lexeme)
+               for parser, layout, state, lexeme, _ in branches)
