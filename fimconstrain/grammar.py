@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.load_grammar import load_grammar
@@ -156,7 +157,11 @@ def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
 def load_builtin(name: str, start: str) -> Grammar:
     """Load one of the grammars shipped in ``fimconstrain.grammars`` (cached per process)."""
     try:
-        text = resources.files("fimconstrain.grammars").joinpath(f"{name}.lark").read_text("utf-8")
+        folder = resources.files("fimconstrain.grammars")
+    except ModuleNotFoundError:  # running from a source checkout that is not installed
+        folder = Path(__file__).resolve().parent.parent / "grammars"
+    try:
+        text = folder.joinpath(f"{name}.lark").read_text("utf-8")
     except FileNotFoundError as exc:
         raise GrammarError(f"no built-in grammar named {name!r}") from exc
     return parse_lark(text, start, source=f"{name}.lark")
