@@ -90,6 +90,9 @@ class PythonLayer(PlainLayer):
     """
 
     INITIAL_LAYOUT = ((), 0, False)
+    #: CPython's tokenizer limits ("too many nested parentheses", "too many levels of indentation")
+    MAX_BRACKET_DEPTH = 200
+    MAX_INDENT_LEVELS = 99
 
     def __init__(self, grammar: Grammar):
         super().__init__(grammar)
@@ -153,7 +156,7 @@ class PythonLayer(PlainLayer):
         delta = self.bracket_delta.get(mask)
         if delta:
             depth += delta
-            if depth < 0:
+            if depth < 0 or depth > self.MAX_BRACKET_DEPTH:
                 return None
         parser = self.recognizer.scan(parser, self.terminal_ids(mask))
         if parser is None:
@@ -168,7 +171,7 @@ class PythonLayer(PlainLayer):
             if alt != top_alt:
                 return None  # inconsistent use of tabs and spaces
         elif col > top:
-            if alt <= top_alt:
+            if alt <= top_alt or len(indents) == self.MAX_INDENT_LEVELS:
                 return None
             parser = self.recognizer.scan(parser, self.indent)
             if parser is None:
