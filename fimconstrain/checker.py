@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import lexer
+from .context import LRU, PrefixCache, SuffixPlan, plan_suffix
 from .errors import GrammarError, InputError, UncompletableError
 from .grammar import load_builtin
 from .layers import PlainLayer, PythonLayer
@@ -54,13 +55,13 @@ class Checker:
     candidate continuations (top-k checking forks for free).
     """
 
-    __slots__ = ("_layer", "_branches", "_pending_cr", "_suffix")
+    __slots__ = ("_layer", "_branches", "_pending_cr", "_plan")
 
-    def __init__(self, layer, branches, pending_cr: bool, suffix: str):
+    def __init__(self, layer, branches, pending_cr: bool = False, plan: SuffixPlan | None = None):
         self._layer = layer
         self._branches = branches
         self._pending_cr = pending_cr
-        self._suffix = suffix
+        self._plan = plan
 
     def feed(self, text: str) -> Checker | None:
         """The checker after ``text``, or None if no continuation can make a valid program."""
@@ -70,25 +71,72 @@ class Checker:
             return None
         text, pending_cr = _clean(text, self._pending_cr)
         if not text:
-            return Checker(self._layer, self._branches, pending_cr, self._suffix)
+            return Checker(self._layer, self._branches, pending_cr, self._plan)
         branches = lexer.advance(self._layer, self._branches, text)
         if not branches:
             return None
-        return Checker(self._layer, branches, pending_cr, self._suffix)
+        return Checker(self._layer, branches, pending_cr, self._plan)
+
+    def with_suffix(self, plan: SuffixPlan | None) -> Checker:
+        """This checker with another suffix (the same text read so far)."""
+        return Checker(self._layer, self._branches, self._pending_cr, plan)
 
     def is_complete(self) -> bool:
         """Whether everything fed so far, followed by the suffix, is a complete valid program."""
-        if self._suffix:
-            after = self.feed(self._suffix)
-            return after is not None and lexer.complete(self._layer, after._branches)
-        return lexer.complete(self._layer, self._branches)
+        plan, layer = self._plan, self._layer
+        if plan is None:
+            return lexer.complete(layer, self._branches)
+        head = plan.head
+        if self._pending_cr and head.startswith("\n"):  # the middle ended in \r, the suffix opens with \n
+            head = head[1:]
+        branches = lexer.advance(layer, self._branches, head)
+        if not plan.split:
+            return lexer.complete(layer, branches)
+        slow = []
+        for branch in branches:
+            if layer.at_statement_boundary(branch):
+                if plan.tail_valid and layer.end_of_input(*branch[:4]):
+                    return True
+            else:
+                slow.append(branch)
+        return bool(slow) and lexer.complete(layer, lexer.advance(layer, slow, plan.tail))
+
+
+class _Context:
+    """Per-language state shared by all checkers: the empty-file checker and the caches."""
+
+    def __init__(self, language: str):
+        self.layer = get_layer(language)
+        self.start = Checker(self.layer, [self.layer.initial_branch()])
+        self.prefixes = PrefixCache()
+        self.suffixes = LRU(64)
+
+    def plan(self, suffix: str) -> SuffixPlan | None:
+        if not suffix:
+            return None
+        suffix, _ = _clean(suffix, False)
+        plan = self.suffixes.get(suffix)
+        if plan is None:
+            if self.layer.splits_at_top_level:
+                plan = plan_suffix(self.start, suffix)
+            else:
+                plan = SuffixPlan(suffix, "", False)
+            self.suffixes.put(suffix, plan)
+        return plan
+
+
+@lru_cache(maxsize=None)
+def _context(language: str) -> _Context:
+    return _Context(language)
 
 
 def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Checker:
     """A checker for middles between ``prefix`` and ``suffix``.
 
     Raises :class:`InputError` for non-text input and :class:`UncompletableError` when the
-    prefix already rules out every program (``offset`` says where it went wrong).
+    prefix already rules out every program (``offset`` says where it went wrong). Work on the
+    far parts of the file is cached between calls, so a request after a small edit near the
+    cursor is cheap.
 
     With a non-empty suffix the middle is checked against the prefix as it is generated and
     against the suffix when the program is ended (``is_complete``).
@@ -96,17 +144,21 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Chec
     for name, value in (("prefix", prefix), ("suffix", suffix)):
         if not isinstance(value, str):
             raise InputError(f"{name} must be str, not {type(value).__name__}")
-    layer = get_layer(language)
-    start = Checker(layer, [layer.initial_branch()], False, suffix)
-    checker = start.feed(prefix)
+    context = _context(language)
+    checker = context.prefixes.checker_for(context.start, prefix) if _is_valid_source_text(prefix) else None
     if checker is None:
         raise UncompletableError("the prefix cannot be completed to a valid program",
-                                 offset=first_error_offset(start, prefix))
-    return checker
+                                 offset=first_error_offset(context.start, prefix))
+    return checker.with_suffix(context.plan(suffix))
+
+
+def empty_checker(language: str = "python") -> Checker:
+    """The checker of an empty file with no suffix (the start of every parse)."""
+    return _context(language).start
 
 
 def first_error_offset(checker: Checker, text: str) -> int:
-    """The smallest n such that ``text[:n]`` is already rejected (``len(text)`` if never)."""
+    """The smallest n such that ``text[:n + 1]`` is already rejected (``len(text)`` if never)."""
     lo, hi = 0, len(text)
     # feed is monotone: once rejected, every extension is rejected; bisect on the prefix length
     while lo < hi:

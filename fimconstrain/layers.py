@@ -29,8 +29,15 @@ class PlainLayer:
         self.ignore_mask = _mask(i for i, t in enumerate(grammar.terminals) if t.ignored)
         self._ids: dict[int, tuple[int, ...]] = {}
 
+    #: whether a suffix may be split before a top-level statement line (see context.py)
+    splits_at_top_level = False
+
     def initial_branch(self) -> tuple:
         return (self.recognizer.initial, None, self.dfa.start, "", ())
+
+    def at_statement_boundary(self, branch: tuple) -> bool:
+        """Whether ``branch`` stands at the start of a top-level line with nothing pending."""
+        return False
 
     def terminal_ids(self, mask: int) -> tuple[int, ...]:
         """The terminal ids of a bitmask (memoised)."""
@@ -115,8 +122,15 @@ class PythonLayer(PlainLayer):
         self.initial_lexeme = dfa.restrict(dfa.run("\n"), self.newline_mask)
         self._token_masks: dict[int, int] = {}
 
+    splits_at_top_level = True
+
     def initial_branch(self) -> tuple:
         return (self.recognizer.initial, self.INITIAL_LAYOUT, self.initial_lexeme, "\n", ())
+
+    def at_statement_boundary(self, branch: tuple) -> bool:
+        _, layout, lexeme_state, text, guards = branch
+        return (not guards and not layout[1] and text.endswith("\n")
+                and self.token_mask(lexeme_state) == self.newline_mask)
 
     def token_mask(self, lexeme_state: int) -> int:
         """Terminals a finished lexeme can be: hard keywords are never NAMEs."""
