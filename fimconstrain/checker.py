@@ -92,10 +92,13 @@ class Checker:
         branches = lexer.advance(layer, self._branches, head)
         if not plan.split:
             return lexer.complete(layer, branches)
+        # A branch that ends a complete file before the tail's first line needs nothing but a
+        # valid tail; any other branch (a decorator waiting for its def, an open string, a
+        # middle gone wrong) is followed through the tail for real and usually dies at once.
         slow = []
         for branch in branches:
-            if layer.at_statement_boundary(branch):
-                if plan.tail_valid and layer.end_of_input(*branch[:4]):
+            if layer.at_statement_boundary(branch) and layer.end_of_input(*branch[:4]):
+                if plan.tail_valid:
                     return True
             else:
                 slow.append(branch)

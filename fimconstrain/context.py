@@ -5,10 +5,12 @@ last request. Two facts keep the repeated work small:
 
 * Feeding is exact and pure, so the checker after ``prefix[:p]`` can be stored and reused for
   any later prefix that starts with the same text (:class:`PrefixCache`).
-* Python source splits cleanly before a line that starts a top-level statement at column 0:
-  a file is valid exactly when the part before such a line is a complete file and the part
-  from it on is valid on its own. So the suffix is split into a *head*, which is parsed after
-  each middle, and a *tail*, which is checked once (:class:`SuffixPlan`).
+* Python source splits cleanly before a line at column 0 that does not continue a compound
+  statement (``else``, ``elif``, ``except``, ``finally``): when the text before such a line is
+  a complete file, the whole is valid exactly when the text from that line on is valid on its
+  own. So the suffix is split into a *head*, parsed after each middle, and a *tail*, checked
+  once (:class:`SuffixPlan`); middles that leave the head open (a decorator waiting for its
+  ``def``) are followed through the tail for real.
 """
 
 from __future__ import annotations
