@@ -7,9 +7,9 @@ The public contract::
     c.is_complete()     # prefix + fed text + suffix is a complete, valid program
 """
 
-from .checker import Checker, fim_checker
+from .checker import Checker, clear_caches, fim_checker
 from .errors import FimConstrainError, GrammarError, InputError, UncompletableError
 
-__all__ = ["Checker", "fim_checker", "FimConstrainError", "GrammarError", "InputError",
+__all__ = ["Checker", "clear_caches", "fim_checker", "FimConstrainError", "GrammarError", "InputError",
            "UncompletableError"]
 __version__ = "0.1.0"

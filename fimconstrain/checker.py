@@ -128,9 +128,14 @@ class _Context:
         return plan
 
 
-@lru_cache(maxsize=None)
+_CONTEXTS: dict[str, _Context] = {}
+
+
 def _context(language: str) -> _Context:
-    return _Context(language)
+    context = _CONTEXTS.get(language)
+    if context is None:
+        context = _CONTEXTS[language] = _Context(language)
+    return context
 
 
 def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Checker:
@@ -153,6 +158,14 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Chec
         raise UncompletableError("the prefix cannot be completed to a valid program",
                                  offset=first_error_offset(context.start, prefix))
     return checker.with_suffix(context.plan(suffix))
+
+
+def clear_caches() -> None:
+    """Forget cached prefixes and suffixes (grammar-level tables stay): the next request
+    for any file is a cold build. Benchmarks use it; editors never need to."""
+    for context in _CONTEXTS.values():
+        context.prefixes.clear()
+        context.suffixes.clear()
 
 
 def empty_checker(language: str = "python") -> Checker:

@@ -4,7 +4,8 @@ An editor asks again after every keystroke, and most of the file has not changed
 last request. Two facts keep the repeated work small:
 
 * Feeding is exact and pure, so the checker after ``prefix[:p]`` can be stored and reused for
-  any later prefix that starts with the same text (:class:`PrefixCache`).
+  any later prefix that starts with the same text (:class:`PrefixCache`), wherever the
+  edit was.
 * Python source splits cleanly before a line at column 0 that does not continue a compound
   statement (``else``, ``elif``, ``except``, ``finally``): when the text before such a line is
   a complete file, the whole is valid exactly when the text from that line on is valid on its
@@ -76,44 +77,63 @@ def plan_suffix(start, suffix: str) -> SuffixPlan:
     return SuffixPlan(head, tail, after is not None and after.is_complete())
 
 
-class PrefixCache:
-    """Checkers after line-start checkpoints of recent prefixes, keyed by the exact text.
+def common_prefix_length(a: str, b: str) -> int:
+    """Length of the longest common prefix, by bisection on C-speed slice comparisons."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while lo < hi:  # invariant: a[:lo] == b[:lo] and a[:hi + 1] != b[:hi + 1]
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
-    Only the last few checkpoints of each prefix are stored or looked up, which keeps memory
-    and lookup cost linear in the prefix length: an edit near the cursor reuses the
-    checkpoint at the start of the enclosing top-level statement.
+
+class PrefixCache:
+    """Checkers at line starts of recently seen prefixes, reused up to the first edit.
+
+    Feeding is exact and pure, so the checker after ``prefix[:p]`` serves any later prefix
+    that shares its first ``p`` characters. For each recent document the cache keeps
+    checkpoints at line starts about every ``spacing`` characters; a request after an edit
+    anywhere resumes from the last checkpoint before the edit.
     """
 
-    CHECKPOINTS_PER_PREFIX = 8
-
-    def __init__(self, size: int = 256):
-        self._entries = LRU(size)
+    def __init__(self, documents: int = 8, spacing: int = 256):
+        self._documents: list[tuple[str, list[tuple[int, object]]]] = []
+        self.size = documents
+        self.spacing = spacing
         self.hits = 0
         self.misses = 0
 
     def checker_for(self, start, prefix: str):
-        """The checker after ``prefix``, fed from the longest cached checkpoint (or None if
-        the prefix is rejected)."""
-        checkpoints = top_level_starts(prefix)[-self.CHECKPOINTS_PER_PREFIX:]
-        base, base_at = start, 0
-        for p in reversed(checkpoints):
-            cached = self._entries.get(prefix[:p])
-            if cached is not None:
-                base, base_at = cached, p
-                self.hits += 1
-                break
+        """The checker after ``prefix`` (None if the prefix is rejected)."""
+        best, shared = -1, 0
+        for i, (text, _) in enumerate(self._documents):
+            n = common_prefix_length(text, prefix)
+            if n > shared:
+                best, shared = i, n
+        checkpoints = [(0, start)]
+        if best >= 0:
+            checkpoints = [cp for cp in self._documents.pop(best)[1] if cp[0] <= shared]
+            self.hits += 1
         else:
             self.misses += 1
-        checker = base
-        for p in checkpoints:
-            if p <= base_at:
-                continue
-            checker = checker.feed(prefix[base_at:p])
-            if checker is None:
-                return None
-            self._entries.put(prefix[:p], checker)
-            base_at = p
-        return checker.feed(prefix[base_at:])
+        at, checker = checkpoints[-1]
+        next_mark = at + self.spacing
+        pos = prefix.find("\n", next_mark - 1)
+        while checker is not None and 0 <= pos < len(prefix) - 1:
+            checker = checker.feed(prefix[at:pos + 1])
+            at = pos + 1
+            if checker is not None:
+                checkpoints.append((at, checker))
+            pos = prefix.find("\n", at + self.spacing - 1)
+        if checker is not None:
+            checker = checker.feed(prefix[at:])
+        self._documents.insert(0, (prefix, checkpoints))
+        del self._documents[self.size:]
+        return checker
 
     def clear(self) -> None:
-        self._entries.clear()
+        self._documents.clear()

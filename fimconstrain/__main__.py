@@ -1,0 +1,8 @@
+"""``python -m fimconstrain`` runs the command-line interface."""
+
+import sys
+
+from fimconstrain.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

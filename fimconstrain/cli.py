@@ -1,0 +1,338 @@
+"""Command-line interface: ``fimconstrain check FILE [--cursor POS]``.
+
+Exit codes: 0 valid (or, with ``--cursor``, the text before the cursor can
+still be completed), 1 invalid, 2 usage or input error (unreadable file,
+bytes that are not UTF-8, NUL characters, a bad ``--cursor``), 3 internal
+error of the engine (a bug: please report it with the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class _UsageError(Exception):
+    """A problem with the command line or the input file (exit code 2)."""
+
+
+# --------------------------------------------------------------------------
+# positions
+
+
+@dataclass(frozen=True)
+class Position:
+    """A character offset with its 1-based line and column."""
+
+    offset: int
+    line: int
+    col: int
+
+
+class LineIndex:
+    """Maps character offsets to (line, col) and back; lines end at \\r\\n, \\r or \\n."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.starts = [0]
+        for m in _NEWLINE.finditer(text):
+            self.starts.append(m.end())
+
+    def position(self, offset: int) -> Position:
+        from bisect import bisect_right
+
+        offset = max(0, min(offset, len(self.text)))
+        i = bisect_right(self.starts, offset) - 1
+        return Position(offset, i + 1, offset - self.starts[i] + 1)
+
+    def line_count(self) -> int:
+        """Number of lines as an editor counts them (a final newline ends the last line)."""
+        n = len(self.starts)
+        return n - 1 if n > 1 and self.starts[-1] == len(self.text) else n
+
+    def line_text(self, line: int) -> str:
+        start = self.starts[line - 1]
+        end = self.starts[line] if line < len(self.starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def offset_of(self, line: int, col: int) -> int:
+        if not 1 <= line <= len(self.starts):
+            raise _UsageError(f"--cursor line {line} is outside the file (1..{len(self.starts)})")
+        width = len(self.line_text(line))
+        if not 1 <= col <= width + 1:
+            raise _UsageError(f"--cursor column {col} is outside line {line} (1..{width + 1})")
+        return self.starts[line - 1] + col - 1
+
+
+def parse_cursor(spec: str, index: LineIndex) -> int:
+    """``N`` is a 0-based character offset (the length of the prefix); ``LINE:COL`` is 1-based."""
+    spec = spec.strip()
+    m = re.fullmatch(r"(\d+):(\d+)", spec)
+    if m:
+        return index.offset_of(int(m.group(1)), int(m.group(2)))
+    if re.fullmatch(r"\d+", spec):
+        off = int(spec)
+        if off > len(index.text):
+            raise _UsageError(f"--cursor offset {off} is past the end of the file ({len(index.text)} characters)")
+        return off
+    raise _UsageError(f"--cursor expects a character offset N or LINE:COL, got {spec!r}")
+
+
+# --------------------------------------------------------------------------
+# input
+
+
+def read_source(path: str) -> tuple[str, str]:
+    """Return (display name, text). Raises _UsageError for unreadable or non-UTF-8 input."""
+    if path == "-":
+        name = "<stdin>"
+        data = sys.stdin.buffer.read()
+    else:
+        name = path
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as e:
+            raise _UsageError(f"{name}: cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # report where, as line:col of the bytes decoded so far
+        good = data[: e.start].decode("utf-8", errors="replace")
+        pos = LineIndex(good).position(len(good))
+        raise _UsageError(
+            f"{name}:{pos.line}:{pos.col}: error: not valid UTF-8 "
+            f"(byte 0x{data[e.start]:02x} at byte offset {e.start}); fimconstrain reads UTF-8 only"
+        ) from None
+    if text.startswith("\ufeff"):  # a UTF-8 byte-order mark is allowed in Python source files
+        text = text[1:]
+    nul = text.find("\0")
+    if nul >= 0:
+        pos = LineIndex(text).position(nul)
+        raise _UsageError(f"{name}:{pos.line}:{pos.col}: error: NUL character (Python source cannot contain null bytes)")
+    return name, text
+
+
+# --------------------------------------------------------------------------
+# engine calls
+
+
+def _engine():
+    import fimconstrain  # imported lazily so that `--help` stays fast
+
+    return fimconstrain
+
+
+def _uncompletable():
+    from fimconstrain.errors import UncompletableError
+
+    return UncompletableError
+
+
+def first_dead_offset(checker, text: str, start: int = 0, chunk: int = 256):
+    """Feed ``text[start:]`` to ``checker`` and find where it stops being completable.
+
+    Returns ``(offset, checker)``: ``offset`` is the index in ``text`` of the first
+    character after which no continuation can give a valid program, or ``None`` if
+    every prefix is completable (then ``checker`` has been fed everything).
+    ``feed`` is pure, so the last good checker is kept and the failing chunk is
+    re-fed character by character.
+    """
+    pos = start
+    n = len(text)
+    while pos < n:
+        piece = text[pos : pos + chunk]
+        nxt = checker.feed(piece)
+        if nxt is not None:
+            checker = nxt
+            pos += len(piece)
+            continue
+        # the failure lies inside this chunk: locate it one character at a time
+        for i, ch in enumerate(piece):
+            nxt = checker.feed(ch)
+            if nxt is None:
+                return pos + i, checker
+            checker = nxt
+        # feeding the chunk whole failed but char by char did not: trust the finer answer
+        pos += len(piece)
+    return None, checker
+
+
+@dataclass
+class Verdict:
+    dead_at: int | None  # first offset that makes the text uncompletable, or None
+    complete: bool  # text is a complete valid program
+
+
+def check_text(text: str, language: str, start_checker=None, start: int = 0, feed_chunk: int = 0) -> Verdict:
+    """Check ``text`` (from ``start``, continuing ``start_checker`` if given)."""
+    fc = _engine()
+    if start_checker is None and feed_chunk <= 0:
+        # fast path: hand the whole text to the engine as a prefix
+        try:
+            c = fc.fim_checker(text, "", language=language)
+        except _uncompletable():
+            c = None
+        if c is not None:
+            return Verdict(None, bool(c.is_complete()))
+    checker = start_checker if start_checker is not None else fc.fim_checker("", "", language=language)
+    dead, checker = first_dead_offset(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
+    if dead is not None:
+        return Verdict(dead, False)
+    return Verdict(None, bool(checker.is_complete()))
+
+
+# --------------------------------------------------------------------------
+# output
+
+
+def _caret_block(index: LineIndex, pos: Position) -> str:
+    line = index.line_text(pos.line)
+    # keep tabs so that the caret lines up with the source line as a terminal shows it
+    pad = "".join(ch if ch == "\t" else " " for ch in line[: pos.col - 1])
+    return f"    {line}\n    {pad}^"
+
+
+def _describe_dead(name: str, index: LineIndex, offset: int, what: str) -> str:
+    pos = index.position(offset)
+    ch = index.text[offset] if offset < len(index.text) else ""
+    return (
+        f"{name}:{pos.line}:{pos.col}: error: invalid syntax at {ch!r}: "
+        f"{what} up to here cannot be completed to a valid program\n" + _caret_block(index, pos)
+    )
+
+
+def _describe_eof(name: str, index: LineIndex) -> str:
+    pos = index.position(len(index.text))
+    return (
+        f"{name}:{pos.line}:{pos.col}: error: unexpected end of file: "
+        f"the text can still be completed, but it is not a complete program"
+    )
+
+
+def cmd_check(args) -> int:
+    name, text = read_source(args.file)
+    index = LineIndex(text)
+    fc = _engine()
+
+    if args.cursor is None:
+        v = check_text(text, args.language, feed_chunk=args.feed_chunk)
+        if v.complete:
+            print(f"{name}: ok: valid program ({len(text)} characters, {index.line_count()} lines)")
+            return EXIT_OK
+        if v.dead_at is not None:
+            print(_describe_dead(name, index, v.dead_at, "the text"))
+        else:
+            print(_describe_eof(name, index))
+        return EXIT_INVALID
+
+    cut = parse_cursor(args.cursor, index)
+    cpos = index.position(cut)
+    prefix = text[:cut]
+    where = f"{name}:{cpos.line}:{cpos.col}"
+
+    # 1. the prefix (text before the cursor) on its own
+    pv = check_text(prefix, args.language, feed_chunk=args.feed_chunk)
+    if pv.dead_at is not None:
+        print(f"{where}: cursor: prefix ({cut} characters) cannot be completed")
+        print(_describe_dead(name, index, pv.dead_at, "the prefix"))
+        print(f"{name}: whole file: invalid")
+        return EXIT_INVALID
+    print(f"{where}: cursor: prefix ({cut} characters) can be completed" + (" (and is already complete)" if pv.complete else ""))
+
+    # 2. prefix + rest: continue from the prefix checker (feed is pure)
+    try:
+        c = fc.fim_checker(prefix, "", language=args.language)
+    except _uncompletable():  # pragma: no cover - disagrees with step 1
+        c = None
+    if c is None:
+        wv = check_text(text, args.language)
+    else:
+        wv = check_text(text, args.language, start_checker=c, start=cut, feed_chunk=args.feed_chunk)
+    if wv.complete:
+        print(f"{name}: whole file: ok: valid program")
+    elif wv.dead_at is not None:
+        print(f"{name}: whole file: invalid")
+        print(_describe_dead(name, index, wv.dead_at, "the text"))
+    else:
+        print(f"{name}: whole file: invalid")
+        print(_describe_eof(name, index))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fimconstrain",
+        description="Syntax checks with the fimconstrain engine (Earley parser with quotients).",
+        epilog="Exit codes: 0 ok, 1 invalid, 2 usage or input error, 3 internal error.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    c = sub.add_parser(
+        "check",
+        help="check that a file is a valid program, or that the text before a cursor can be completed",
+        description=(
+            "Check that FILE is a valid program. If it is not, print FILE:LINE:COL of the first "
+            "character after which no continuation can give a valid program (or of the end of the "
+            "file, when every prefix is fine but the program is unfinished). With --cursor, split "
+            "the file at the cursor and report whether the text before it can still be completed "
+            "(this sets the exit code) and whether the whole file is valid."
+        ),
+    )
+    c.add_argument("file", metavar="FILE", help="a UTF-8 source file, or - for standard input")
+    c.add_argument(
+        "--cursor",
+        metavar="POS",
+        help="cursor position: a 0-based character offset (the prefix length) or LINE:COL (1-based)",
+    )
+    c.add_argument("--language", default="python", help="language of the file (default: python)")
+    c.add_argument(
+        "--feed-chunk",
+        type=int,
+        default=0,
+        metavar="N",
+        help="feed the text to the engine N characters at a time from an empty checker, "
+        "instead of building the checker from the whole text at once (default: 0 = at once)",
+    )
+    c.set_defaults(func=cmd_check)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except _UsageError as e:
+        print(f"fimconstrain: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - map package errors and bugs to exit codes
+        try:
+            from fimconstrain.errors import FimConstrainError, InputError
+        except Exception:  # pragma: no cover
+            FimConstrainError = InputError = ()  # type: ignore[assignment]
+        if InputError and isinstance(e, InputError):
+            print(f"fimconstrain: input error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        if FimConstrainError and isinstance(e, FimConstrainError):
+            print(f"fimconstrain: {type(e).__name__}: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        traceback.print_exc()
+        print(f"fimconstrain: internal error ({type(e).__name__}); please report it with the input file", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""FIM prompt formats of the common code models, detected from a tokenizer's vocabulary.
+
+A format names the marker tokens that frame the prefix, the suffix and the
+middle, the tokens that end the middle, and the layouts it supports: PSM
+(prefix, suffix, middle) and SPM (suffix first).  Prompts are built as token
+ids (markers by id, texts encoded on their own) so that a marker is never split
+or merged with the code around it.  No torch import: the training script and the
+decoder share this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import FimConstrainError
+
+PSM = ("PRE", "prefix", "SUF", "suffix", "MID")
+SPM = ("PRE", "SUF", "suffix", "MID", "prefix")
+SUFFIX_FIRST = ("SUF", "suffix", "PRE", "prefix")
+
+_SENTINEL = "\u263a"  # Meta's trick: encode/decode next to "☺" to drop SentencePiece's implicit leading space
+
+
+class FimFormatError(FimConstrainError):
+    """A FIM format that is unknown, or that the tokenizer lacks tokens for."""
+
+
+@dataclass(frozen=True)
+class FimFormat:
+    """Marker tokens, stop tokens and layouts of one model family's FIM prompt."""
+
+    name: str
+    markers: dict[str, tuple[str, ...]]  # "PRE"/"SUF"/"MID" -> spellings to look up, first found wins
+    stops: tuple[str, ...]  # tokens that end the middle (besides the tokenizer's eos token)
+    layouts: dict[str, tuple[str, ...]]  # "psm"/"spm" -> sequence of marker names and "prefix"/"suffix"
+    bos: bool = False  # prepend the tokenizer's bos token
+    suffix_without_space: bool = False  # SentencePiece: encode the suffix without the implicit leading space
+
+    def marker_ids(self, tokenizer) -> dict[str, int]:
+        """Ids of the marker tokens this format's layouts use, in this tokenizer's vocabulary."""
+        vocab = tokenizer.get_vocab()
+        ids = {}
+        for role, spellings in self.markers.items():
+            found = [vocab[s] for s in spellings if s in vocab]
+            if not found:
+                raise FimFormatError(f"tokenizer has no {role} token for FIM format {self.name!r} "
+                                     f"(looked for {', '.join(spellings)})")
+            ids[role] = found[0]
+        return ids
+
+    def stop_ids(self, tokenizer) -> set[int]:
+        """Token ids that end the middle: the format's stop tokens present in the vocabulary, and eos."""
+        vocab = tokenizer.get_vocab()
+        ids = {vocab[s] for s in self.stops if s in vocab}
+        if tokenizer.eos_token_id is not None:
+            ids.add(tokenizer.eos_token_id)
+        return ids
+
+
+FORMATS: dict[str, FimFormat] = {f.name: f for f in [
+    FimFormat("santacoder", {"PRE": ("<fim-prefix>",), "SUF": ("<fim-suffix>",), "MID": ("<fim-middle>",)},
+              ("<|endoftext|>",), {"psm": PSM, "spm": SPM}),
+    FimFormat("starcoder", {"PRE": ("<fim_prefix>",), "SUF": ("<fim_suffix>",), "MID": ("<fim_middle>",)},
+              ("<|endoftext|>", "<file_sep>"), {"psm": PSM, "spm": SPM}),
+    FimFormat("codellama", {"PRE": ("▁<PRE>", "<PRE>"), "SUF": ("▁<SUF>", "<SUF>"), "MID": ("▁<MID>", "<MID>")},
+              ("▁<EOT>", "<EOT>", "</s>"), {"psm": PSM, "spm": SPM}, bos=True, suffix_without_space=True),
+    FimFormat("deepseek", {"PRE": ("<｜fim▁begin｜>",), "SUF": ("<｜fim▁hole｜>",), "MID": ("<｜fim▁end｜>",)},
+              ("<｜end▁of▁sentence｜>", "<|EOT|>"), {"psm": PSM}, bos=True),
+    FimFormat("qwen", {"PRE": ("<|fim_prefix|>",), "SUF": ("<|fim_suffix|>",), "MID": ("<|fim_middle|>",)},
+              ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>", "<|im_end|>"),
+              {"psm": PSM, "spm": SPM}),
+    FimFormat("codestral", {"PRE": ("[PREFIX]",), "SUF": ("[SUFFIX]",)},
+              ("</s>",), {"psm": SUFFIX_FIRST, "spm": SUFFIX_FIRST}, bos=True),
+]}
+
+ALIASES = {"starcoder2": "starcoder", "code_llama": "codellama", "deepseek-coder": "deepseek",
+           "qwen2.5-coder": "qwen", "qwen-coder": "qwen", "mistral": "codestral"}
+
+
+def get_format(name: str) -> FimFormat:
+    """The format called ``name`` (case-insensitive; aliases such as ``starcoder2`` accepted)."""
+    key = name.lower()
+    key = ALIASES.get(key, key)
+    if key not in FORMATS:
+        raise FimFormatError(f"unknown FIM format {name!r}; known: {', '.join(sorted(FORMATS))}")
+    return FORMATS[key]
+
+
+def detect_format(tokenizer) -> FimFormat:
+    """The format whose marker tokens are all in the tokenizer's vocabulary."""
+    vocab = tokenizer.get_vocab()
+    for fmt in FORMATS.values():
+        if all(any(s in vocab for s in spellings) for spellings in fmt.markers.values()):
+            return fmt
+    raise FimFormatError("no known FIM marker tokens in this tokenizer's vocabulary; "
+                         "it is not a FIM model, or pass the format by name")
+
+
+def resolve_format(tokenizer, name: str | None = None) -> FimFormat:
+    """``name`` when given, else the format detected from the tokenizer; checked against the vocabulary."""
+    fmt = get_format(name) if name else detect_format(tokenizer)
+    fmt.marker_ids(tokenizer)
+    return fmt
+
+
+def split_budget(n_prefix: int, n_suffix: int, budget: int) -> tuple[int, int]:
+    """How many prefix tokens (kept from the end) and suffix tokens (kept from the start) fit in ``budget``.
+
+    Each side gets half; a side that needs less leaves the rest to the other.
+    Training and inference share this so the model sees prompts cut the same way.
+    """
+    budget = max(0, budget)
+    if n_prefix + n_suffix <= budget:
+        return n_prefix, n_suffix
+    half = budget // 2
+    if n_prefix <= half:
+        return n_prefix, budget - n_prefix
+    if n_suffix <= budget - half:
+        return budget - n_suffix, n_suffix
+    return half, budget - half
+
+
+class TextCodec:
+    """Exact text <-> token ids for a tokenizer, hiding SentencePiece's implicit leading space."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        first = tokenizer.convert_ids_to_tokens(tokenizer.encode("x", add_special_tokens=False))
+        self.dummy_prefix = bool(first) and first[0].startswith("▁")
+        self._sentinel_ids = tokenizer.encode(_SENTINEL, add_special_tokens=False)
+
+    def encode(self, text: str, leading_space: bool = True) -> list[int]:
+        """Token ids of ``text``; with ``leading_space=False`` a SentencePiece tokenizer adds no space."""
+        if not text:
+            return []
+        if leading_space or not self.dummy_prefix:
+            return self.tokenizer.encode(text, add_special_tokens=False)
+        ids = self.tokenizer.encode(_SENTINEL + text, add_special_tokens=False)
+        n = len(self._sentinel_ids)
+        return ids[n:] if ids[:n] == self._sentinel_ids else ids
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of generated ids exactly as the model wrote it (leading spaces kept)."""
+        if not self.dummy_prefix:
+            return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        anchored = self.tokenizer.decode(self._sentinel_ids + list(ids), skip_special_tokens=False,
+                                         clean_up_tokenization_spaces=False)
+        return anchored[anchored.index(_SENTINEL) + 1:] if _SENTINEL in anchored else anchored
+
+
+def build_prompt(fmt: FimFormat, codec: TextCodec, prefix: str, suffix: str,
+                 max_tokens: int | None = None, order: str = "psm") -> list[int]:
+    """Prompt ids for filling between ``prefix`` and ``suffix``; the texts are cut to fit ``max_tokens``.
+
+    The prefix loses tokens from its start and the suffix from its end (see :func:`split_budget`).
+    """
+    if order not in fmt.layouts:
+        raise FimFormatError(f"FIM format {fmt.name!r} has no {order!r} order; it has {', '.join(fmt.layouts)}")
+    tok = codec.tokenizer
+    layout = fmt.layouts[order]
+    marker_ids = fmt.marker_ids(tok)
+    head = [tok.bos_token_id] if fmt.bos and tok.bos_token_id is not None else []
+    pre = codec.encode(prefix)
+    suf = codec.encode(suffix, leading_space=not fmt.suffix_without_space)
+    if max_tokens is not None:
+        n_markers = len(head) + sum(1 for item in layout if item in marker_ids)
+        keep_pre, keep_suf = split_budget(len(pre), len(suf), max_tokens - n_markers)
+        pre, suf = pre[len(pre) - keep_pre:], suf[:keep_suf]
+    texts = {"prefix": pre, "suffix": suf}
+    ids = list(head)
+    for item in layout:
+        ids.extend(texts[item] if item in texts else [marker_ids[item]])
+    return ids
