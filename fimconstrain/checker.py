@@ -86,10 +86,35 @@ class Checker:
         plan, layer = self._plan, self._layer
         if plan is None:
             return lexer.complete(layer, self._branches)
-        head = plan.head
+        head, at = plan.head, 0
         if self._pending_cr and head.startswith("\n"):  # the middle ended in \r, the suffix opens with \n
-            head = head[1:]
-        branches = lexer.advance(layer, self._branches, head)
+            at = 1
+        branches, visited, result = self._branches, [], None
+        for stop in plan.checkpoints:
+            if stop <= at:
+                continue
+            branches = lexer.advance(layer, branches, head[at:stop])
+            at = stop
+            if not branches:
+                result = False
+                break
+            if stop == len(head):
+                break
+            key = (stop, tuple(map(lexer.branch_key, branches)))
+            known = plan.memo.get(key)
+            if known is not None:
+                result = known[0]
+                break
+            visited.append((key, branches))
+        if result is None:
+            result = self._finish(plan, branches)
+        for key, kept in visited:  # kept: holds the origin sets whose ids are in the key
+            plan.memo.put(key, (result, kept))
+        return result
+
+    def _finish(self, plan: SuffixPlan, branches: list) -> bool:
+        """Complete after the whole head: use the tail's verdict where the head ends a file."""
+        layer = self._layer
         if not plan.split:
             return lexer.complete(layer, branches)
         # A branch that ends a complete file before the tail's first line needs nothing but a

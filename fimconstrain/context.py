@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
 
 #: keywords that continue a compound statement, so a line starting with one is no split point
 _CONTINUATIONS = re.compile(r"(?:else|elif|except|finally)\b")
 #: a line start at column 0 with a character that can begin a statement
 _TOP_LEVEL_LINE = re.compile(r"\n(?=[^\s#\\)\]}])")
+#: the indentation of a non-blank line, up to its first character
+_LINE_FIRST_CHAR = re.compile(r"\n[ \t\f]*(?=\S)")
 
 
 class LRU(OrderedDict):
@@ -53,13 +54,23 @@ def top_level_starts(text: str, start: int = 0) -> list[int]:
             if not _CONTINUATIONS.match(text, m.end())]
 
 
-@dataclass(frozen=True)
 class SuffixPlan:
-    """A suffix split into a head parsed per middle and a tail checked once on its own."""
+    """A suffix split into a head parsed per middle and a tail checked once on its own.
 
-    head: str
-    tail: str
-    tail_valid: bool
+    ``memo`` remembers how finishing the head turned out from a given point and parser state.
+    The points are just after the first character of each line, where the previous logical
+    line has been closed: middles that differ only before that line usually reach the same
+    state there (their open items point at the same origin sets), so repeated end-of-middle
+    checks cost about one line of the head.
+    """
+
+    def __init__(self, head: str, tail: str = "", tail_valid: bool = False):
+        self.head = head
+        self.tail = tail
+        self.tail_valid = tail_valid
+        self.checkpoints = [m.end() + 1 for m in _LINE_FIRST_CHAR.finditer(head)]
+        self.checkpoints.append(len(head))
+        self.memo = LRU(4096)
 
     @property
     def split(self) -> bool:
@@ -71,7 +82,7 @@ def plan_suffix(start, suffix: str) -> SuffixPlan:
     of an empty file, used to check the tail on its own."""
     starts = top_level_starts(suffix)
     if not starts:
-        return SuffixPlan(suffix, "", False)
+        return SuffixPlan(suffix)
     head, tail = suffix[:starts[0]], suffix[starts[0]:]
     after = start.feed(tail)
     return SuffixPlan(head, tail, after is not None and after.is_complete())

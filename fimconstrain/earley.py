@@ -67,6 +67,12 @@ class EarleySet:
         self.accepting = accepting
         self._expected = -1
 
+    def signature(self) -> tuple:
+        """Equal for sets with the same kernel items over the same origin sets, which
+        therefore accept the same continuations (origins compared by identity)."""
+        return self.accepting, frozenset((d, id(origin)) for items in self.waiting.values()
+                                         for d, origin in items)
+
 
 class Recognizer:
     """Builds and advances :class:`EarleySet` states for one grammar."""

@@ -100,3 +100,9 @@ def complete(layer: Layer, branches: list[tuple]) -> bool:
     end_of_input = layer.end_of_input
     return any(end_of_input(parser, layout, state, lexeme)
                for parser, layout, state, lexeme, _ in branches)
+
+
+def branch_key(branch: tuple) -> tuple:
+    """A hashable key equal for branches that behave the same on any further input."""
+    parser, layout, state, lexeme, guards = branch
+    return parser.signature(), layout, state, lexeme, guards
