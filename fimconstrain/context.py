@@ -64,10 +64,11 @@ class SuffixPlan:
     checks cost about one line of the head.
     """
 
-    def __init__(self, head: str, tail: str = "", tail_valid: bool = False):
+    def __init__(self, head: str, tail: str = "", start=None):
         self.head = head
         self.tail = tail
-        self.tail_valid = tail_valid
+        self._start = start
+        self._tail_valid: bool | None = None
         self.checkpoints = [m.end() + 1 for m in _LINE_FIRST_CHAR.finditer(head)]
         self.checkpoints.append(len(head))
         self.memo = LRU(4096)
@@ -76,6 +77,14 @@ class SuffixPlan:
     def split(self) -> bool:
         return bool(self.tail)
 
+    @property
+    def tail_valid(self) -> bool:
+        """Whether the tail is a valid file on its own (checked on first use, then kept)."""
+        if self._tail_valid is None:
+            after = self._start.feed(self.tail)
+            self._tail_valid = after is not None and after.is_complete()
+        return self._tail_valid
+
 
 def plan_suffix(start, suffix: str) -> SuffixPlan:
     """Split ``suffix`` before its first top-level statement line; ``start`` is the checker
@@ -83,9 +92,7 @@ def plan_suffix(start, suffix: str) -> SuffixPlan:
     starts = top_level_starts(suffix)
     if not starts:
         return SuffixPlan(suffix)
-    head, tail = suffix[:starts[0]], suffix[starts[0]:]
-    after = start.feed(tail)
-    return SuffixPlan(head, tail, after is not None and after.is_complete())
+    return SuffixPlan(suffix[:starts[0]], suffix[starts[0]:], start)
 
 
 def common_prefix_length(a: str, b: str) -> int:
