@@ -10,6 +10,8 @@ decoder share this module.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 from .errors import FimConstrainError
@@ -128,6 +130,8 @@ class TextCodec:
         first = tokenizer.convert_ids_to_tokens(tokenizer.encode("x", add_special_tokens=False))
         self.dummy_prefix = bool(first) and first[0].startswith("▁")
         self._sentinel_ids = tokenizer.encode(_SENTINEL, add_special_tokens=False)
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._byte_scheme = _byte_scheme(self._backend)
 
     def encode(self, text: str, leading_space: bool = True) -> list[int]:
         """Token ids of ``text``; with ``leading_space=False`` a SentencePiece tokenizer adds no space."""
@@ -142,10 +146,64 @@ class TextCodec:
     def decode(self, ids: list[int]) -> str:
         """The text of generated ids exactly as the model wrote it (leading spaces kept)."""
         if not self.dummy_prefix:
-            return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        anchored = self.tokenizer.decode(self._sentinel_ids + list(ids), skip_special_tokens=False,
-                                         clean_up_tokenization_spaces=False)
+            return self._decode(list(ids))
+        anchored = self._decode(self._sentinel_ids + list(ids))
         return anchored[anchored.index(_SENTINEL) + 1:] if _SENTINEL in anchored else anchored
+
+    def unfinished_char(self, ids: list[int]) -> bytes:
+        """The bytes of a UTF-8 character that the text of ``ids`` ends inside of (b"" if none or unknown).
+
+        Only byte-level BPE and SentencePiece byte-fallback tokens can split a character;
+        bytes that can never become a character are not unfinished (they decode to U+FFFD for good).
+        """
+        if self._byte_scheme is None:
+            return b""
+        tail = b"".join(self._token_bytes(t) for t in ids[-4:])[-3:]
+        for start in range(len(tail) - 1, -1, -1):
+            if tail[start] & 0xC0 != 0x80:  # the last byte that starts a character
+                try:
+                    tail[start:].decode("utf-8")
+                except UnicodeDecodeError as error:
+                    return tail[start:] if error.reason == "unexpected end of data" and error.start == 0 else b""
+                return b""
+        return b""
+
+    def _token_bytes(self, token: int) -> bytes:
+        """The raw bytes a token stands for, under this tokenizer's byte scheme."""
+        piece = self.tokenizer.convert_ids_to_tokens(token)
+        if self._byte_scheme == "byte-level":
+            return bytes(_UNICODE_TO_BYTE.get(ch, 0) for ch in piece)
+        if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", piece):
+            return bytes([int(piece[3:5], 16)])
+        return piece.replace("▁", " ").encode("utf-8")
+
+    def _decode(self, ids: list[int]) -> str:
+        """The tokenizer's decoding with special tokens kept and no space clean-up (the Rust one when there is one)."""
+        if self._backend is not None:
+            return self._backend.decode(ids, skip_special_tokens=False)
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, reversed: the printable stand-in character of each byte value."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    stand_in = {b: chr(b) for b in kept}
+    for n, b in enumerate(b for b in range(256) if b not in stand_in):
+        stand_in[b] = chr(256 + n)
+    return {ch: b for b, ch in stand_in.items()}
+
+
+_UNICODE_TO_BYTE = _byte_level_alphabet()
+
+
+def _byte_scheme(backend) -> str | None:
+    """"byte-level" (GPT-2 style BPE), "byte-fallback" (SentencePiece ``<0xNN>``), or None, from the decoder."""
+    if backend is None or backend.decoder is None:
+        return None
+    spec = json.dumps(json.loads(backend.to_str()).get("decoder"))
+    if '"ByteLevel"' in spec:
+        return "byte-level"
+    return "byte-fallback" if '"ByteFallback"' in spec else None
 
 
 def build_prompt(fmt: FimFormat, codec: TextCodec, prefix: str, suffix: str,

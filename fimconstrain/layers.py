@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import unicodedata
 import warnings
 
 from .earley import EarleySet, Recognizer
@@ -72,20 +73,40 @@ def _mask(indices) -> int:
     return mask
 
 
+def _last_line(text: str) -> list[str]:
+    """The physical lines of a newline lexeme's last logical line: the last line and the
+    backslash-continuation lines right before it."""
+    lines = text.split("\n")
+    start = len(lines) - 1
+    while start > 1 and lines[start - 1].strip(" \t\f") == "\\":
+        start -= 1
+    return lines[start:]
+
+
 def _indent_columns(text: str) -> tuple[int, int]:
-    """Column of the last line's indentation with tabs to multiples of 8, and with tabs as 1
-    (CPython compares both to detect inconsistent tabs and spaces)."""
-    col = alt = 0
-    for ch in text[text.rfind("\n") + 1:]:
-        if ch == " ":
-            col += 1
-            alt += 1
-        elif ch == "\t":
-            col = (col // 8 + 1) * 8
-            alt += 1
-        elif ch == "\f":
-            col = alt = 0
-    return col, alt
+    """Indentation of the line a newline lexeme ends on, as CPython's tokenizer measures it:
+    tabs to multiples of 8, and tabs as 1 (both are compared, to reject inconsistent tabs);
+    when the line starts with backslash continuations, the column of the first backslash
+    that is not at column 0 counts."""
+    col = alt = continued = 0
+    for line in _last_line(text):
+        for ch in line:
+            if ch == " ":
+                col += 1
+                alt += 1
+            elif ch == "\t":
+                col = (col // 8 + 1) * 8
+                alt += 1
+            elif ch == "\f":
+                col = alt = 0
+            elif ch == "\\":
+                continued = continued or col
+    return (continued, continued) if continued else (col, alt)
+
+
+def _ends_in_continuation(text: str) -> bool:
+    """Whether a newline lexeme's last line break is a backslash continuation."""
+    return len(_last_line(text)) > 1
 
 
 class PythonLayer(PlainLayer):
@@ -110,7 +131,7 @@ class PythonLayer(PlainLayer):
         self.newline_ids = (self.newline,)
         self.newline_mask = 1 << self.newline
         self.name_mask = 1 << term("NAME")
-        self.string_mask = 1 << term("STRING")
+        self.string_mask = 1 << term("STRING") | 1 << term("BYTES")
         dfa = self.dfa
         self.continuation_mask = dfa.accept[dfa.run("\\\n")] & self.ignore_mask
         hard = set(keyword.kwlist)
@@ -163,6 +184,10 @@ class PythonLayer(PlainLayer):
                 if parser is None:
                     return None
             return self._indentation(parser, indents, _indent_columns(text))
+        if mask & self.name_mask and not text.isascii() and not _identifier_ok(text):
+            mask &= ~self.name_mask
+            if not mask:
+                return None
         if mask & self.string_mask and not _string_ok(text):
             mask &= ~self.string_mask
             if not mask:
@@ -206,6 +231,8 @@ class PythonLayer(PlainLayer):
         mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
         if not mask or mask & self.continuation_mask:
             return False  # a backslash continuation may not end the file
+        if mask & self.newline_mask and _ends_in_continuation(text):
+            return False
         if not mask & self.newline_mask:
             ended = self.end_symbol(parser, layout, lexeme_state, text)
             if ended is None:
@@ -221,6 +248,12 @@ class PythonLayer(PlainLayer):
                 return False
             parser = self.recognizer.scan(parser, self.dedent)
         return parser is not None and parser.accepting
+
+
+def _identifier_ok(text: str) -> bool:
+    """CPython's check on non-ASCII names: valid after NFKC normalisation (a combining mark
+    cannot start a name)."""
+    return unicodedata.normalize("NFKC", text).isidentifier()
 
 
 def _string_ok(text: str) -> bool:

@@ -1,0 +1,443 @@
+"""FIM decoding with a Hugging Face causal LM: unconstrained, checked, or constrained by the FIM checker.
+
+Constrained decoding walks the model's candidates best first (greedy) or in a
+seeded Gumbel order (sampling: the first candidate that passes is an exact
+draw from the distribution restricted to passing tokens) and takes the first
+whose text keeps ``prefix + middle + suffix`` completable; a stop token passes
+only when the program is complete.  The same check drives
+:class:`FimLogitsProcessor` for ``model.generate()``.  This module imports
+torch; the parser core does not.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import product
+
+import torch
+from transformers import LogitsProcessor
+
+from .checker import Checker, fim_checker
+from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
+from .models import context_window
+
+MODES = ("unconstrained", "checked", "constrained")
+_REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole UTF-8 character
+_DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
+
+
+def parses(program: str) -> bool:
+    """Whether the running Python's ``ast.parse`` accepts ``program`` (the ground truth)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(program)
+    except (SyntaxError, ValueError, UnicodeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+@dataclass
+class FimResult:
+    """A generated middle, whether the whole file is valid with it, and where the time went."""
+
+    middle: str
+    mode: str
+    valid: bool  # ast.parse(prefix + middle + suffix) succeeds
+    stopped: str  # "eos", "budget", "finished" (budget hook), "stuck" (no candidate passed), "window"
+    tokens: int
+    prompt_tokens: int
+    model_seconds: float = 0.0  # forward passes for generated tokens (prompt prefill excluded)
+    prefill_seconds: float = 0.0  # forward pass over the prompt
+    checker_seconds: float = 0.0  # constraint work per token (candidate checks, EOS checks, decoding)
+    setup_seconds: float = 0.0  # building the FIM checker for the file (one-time)
+    token_ids: list[int] = field(default_factory=list)  # the generated tokens (stop token excluded)
+    raw_middle: str | None = None  # checked mode: the model's output before cutting to a valid prefix
+    candidates_checked: int = 0
+
+    @property
+    def model_ms_per_token(self) -> float:
+        return 1000 * self.model_seconds / max(1, self.tokens)
+
+    @property
+    def checker_ms_per_token(self) -> float:
+        return 1000 * self.checker_seconds / max(1, self.tokens)
+
+    def to_dict(self) -> dict:
+        """Plain fields plus the per-token timings, for JSON output."""
+        out = dict(self.__dict__)
+        out.update(model_ms_per_token=self.model_ms_per_token, checker_ms_per_token=self.checker_ms_per_token)
+        return out
+
+
+class ConstraintState:
+    """The FIM checker after the middle's tokens so far; which next tokens keep the file completable.
+
+    Text is the tokenizer's own decoding; the checker is fed the difference that
+    a candidate token makes to it.  The difference is taken over the last few
+    tokens (decoding is local for byte-level BPE and SentencePiece), with the
+    whole middle as the fallback.  A token that ends inside a UTF-8 character
+    has that character held back (it decodes to U+FFFD for now) until it is
+    whole, and passes only if some character it could become is acceptable
+    next; bytes that can never be a character stay U+FFFD and are checked as such.
+    """
+
+    def __init__(self, checker: Checker, codec: TextCodec, ids: tuple[int, ...] = (), held: int = 0):
+        self.checker = checker
+        self.codec = codec
+        self.ids = ids
+        self.held = held  # trailing U+FFFD characters of the decoded middle that the checker has not seen
+        self._children: dict[int, ConstraintState | None] = {}
+        self._can_end: bool | None = None
+        self._window_text: str | None = None
+
+    def child(self, token: int) -> ConstraintState | None:
+        """The state after ``token``, or None when no continuation can make a valid file (cached)."""
+        if token not in self._children:
+            self._children[token] = self._advance(token)
+        return self._children[token]
+
+    def _seen(self, ids: tuple[int, ...]) -> str:
+        """The decoding of ``ids`` (a tail of the middle) without the held-back characters."""
+        text = self.codec.decode(list(ids))
+        return text[:len(text) - self.held] if self.held else text
+
+    def _difference(self, token: int) -> str | None:
+        """Text that ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
+        window = self.ids[-_DECODE_WINDOW:]
+        if self._window_text is None:
+            self._window_text = self._seen(window)
+        text = self.codec.decode(list(window) + [token])
+        if text.startswith(self._window_text):
+            return text[len(self._window_text):]
+        base, text = self._seen(self.ids), self.codec.decode(list(self.ids) + [token])
+        return text[len(base):] if text.startswith(base) else None
+
+    def _advance(self, token: int) -> ConstraintState | None:
+        new = self._difference(token)
+        if new is None:
+            return None
+        ids = self.ids + (token,)
+        unfinished = self.codec.unfinished_char(list(ids[-4:]))
+        held = min(len(unfinished), len(new) - len(new.rstrip(_REPLACEMENT)))
+        if held:
+            new = new[:-held]
+        nxt = self.checker.feed(new) if new else self.checker
+        if nxt is None or (held and not any(nxt.feed(ch) for ch in _completions(unfinished))):
+            return None
+        return ConstraintState(nxt, self.codec, ids, held)
+
+    def final_checker(self) -> Checker | None:
+        """The checker with the held-back characters fed as U+FFFD, as they stay in the final text."""
+        return self.checker.feed(_REPLACEMENT * self.held) if self.held else self.checker
+
+    def can_end(self) -> bool:
+        """Whether prefix + middle + suffix is a complete program now (cached)."""
+        if self._can_end is None:
+            final = self.final_checker()
+            self._can_end = final is not None and final.is_complete()
+        return self._can_end
+
+
+@lru_cache(maxsize=4096)
+def _completions(unfinished: bytes) -> tuple[str, ...]:
+    """Characters whose UTF-8 starts with ``unfinished``: the first that can start a name, continue one, or be any.
+
+    Python accepts a non-ASCII character only in a name (identifier characters) or
+    in a string or comment (any character), so these three stand for all of them.
+    """
+    size = 2 if unfinished[0] < 0xE0 else 3 if unfinished[0] < 0xF0 else 4
+    found: dict[str, str] = {}
+    for rest in product(range(0x80, 0xC0), repeat=size - len(unfinished)):
+        try:
+            ch = (unfinished + bytes(rest)).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found.setdefault("any", ch)
+        if ch.isidentifier():
+            found.setdefault("start", ch)
+        if ("a" + ch).isidentifier():
+            found.setdefault("continue", ch)
+        if len(found) == 3:
+            break
+    return tuple(dict.fromkeys(found.values()))
+
+
+def passing_candidates(state: ConstraintState, ranked: Iterable[int], stop_ids: set[int],
+                       banned_ids: set[int]) -> Iterator[tuple[int, ConstraintState]]:
+    """The tokens of ``ranked`` (in order) that pass: stop tokens when the file is complete, others that stay completable."""
+    for token in ranked:
+        if token in stop_ids:
+            if state.can_end():
+                yield token, state
+        elif token not in banned_ids:
+            nxt = state.child(token)
+            if nxt is not None:
+                yield token, nxt
+
+
+def ranked_tokens(keys: torch.Tensor, first: int) -> Iterator[int]:
+    """Token ids by descending key: the top ``first`` from a partial sort, then the rest from a full one."""
+    first = min(first, keys.numel())
+    top = torch.topk(keys, first).indices.tolist()
+    yield from top
+    if first < keys.numel():
+        yield from torch.argsort(keys, descending=True)[first:].tolist()
+
+
+def ranking_keys(logits: torch.Tensor, temperature: float, top_p: float,
+                 generator: torch.Generator | None) -> torch.Tensor:
+    """Keys whose descending order is the walk order: logits (greedy) or perturbed by Gumbel noise (sampling).
+
+    With ``top_p < 1`` the nucleus comes first, then the other tokens in their own Gumbel order.
+    """
+    logits = logits.double()
+    if temperature <= 0:
+        return logits
+    scaled = torch.log_softmax(logits / temperature, dim=-1)
+    uniform = torch.rand(scaled.shape, generator=generator, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
+    keys = scaled - torch.log(-torch.log(uniform))
+    if top_p < 1.0:
+        probs, order = torch.sort(scaled.exp(), descending=True)
+        outside = torch.cumsum(probs, dim=-1) - probs >= top_p
+        spread = float(keys[torch.isfinite(keys)].max() - keys[torch.isfinite(keys)].min()) + 1.0
+        keys[order[outside]] -= spread
+    return keys
+
+
+class _CachedStepper:
+    """One forward pass per generated token, reusing the key/value cache of everything before it."""
+
+    def __init__(self, model):
+        self.model = model
+        self.past = None
+        self.seconds = 0.0
+
+    @torch.inference_mode()
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        """Next-token logits after feeding ``ids`` (the prompt first, then one token at a time)."""
+        start = time.perf_counter()
+        inputs = torch.tensor([ids], dtype=torch.long, device=self.model.device)
+        out = self.model(input_ids=inputs, past_key_values=self.past, use_cache=True)
+        self.past = out.past_key_values
+        logits = out.logits[0, -1].float().cpu()
+        self.seconds += time.perf_counter() - start
+        return logits
+
+
+# A budget hook: given the constraint state and the tokens left, return text that completes the middle, or None.
+Finisher = Callable[[ConstraintState, int], "str | None"]
+
+
+@dataclass
+class FimDecoder:
+    """Fills the middle between a prefix and a suffix with ``model``, in any of :data:`MODES`."""
+
+    model: object
+    tokenizer: object
+    fim_format: FimFormat | None = None
+    order: str = "psm"
+    window: int | None = None
+    codec: TextCodec = field(init=False)
+    stop_ids: set[int] = field(init=False)
+    banned_ids: set[int] = field(init=False)
+
+    def __post_init__(self):
+        self.fim_format = self.fim_format or resolve_format(self.tokenizer)
+        self.codec = TextCodec(self.tokenizer)
+        self.window = self.window or context_window(self.model, self.tokenizer)
+        self.stop_ids = self.fim_format.stop_ids(self.tokenizer)
+        self.banned_ids = special_token_ids(self.tokenizer) - self.stop_ids
+
+    def ends(self, token: int) -> bool:
+        """Whether ``token`` ends the middle: a stop token, or (unconstrained) any other FIM marker."""
+        return token in self.stop_ids or token in self.banned_ids
+
+    def generate(self, prefix: str, suffix: str, mode: str = "constrained", max_new_tokens: int = 128,
+                 temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64, seed: int | None = None,
+                 finisher: Finisher | None = None, progress: bool = False) -> FimResult:
+        """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
+
+        ``finisher`` is called when the budget runs out on an incomplete middle (constrained mode).
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        max_new_tokens = max(1, min(max_new_tokens, self.window // 2))
+        prompt = build_prompt(self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order)
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        run = _Run(self, prefix, suffix, mode, len(prompt))
+        if mode == "constrained":
+            run.start_constraint()
+        stepper = _CachedStepper(self.model)
+        logits = stepper.logits(prompt)
+        run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
+        bar = _progress(max_new_tokens, progress)
+        for step in range(max_new_tokens):
+            token = run.choose(ranking_keys(logits, temperature, top_p, generator), top_k)
+            if token is None or self.ends(token):
+                break
+            bar.update(1)
+            if step + 1 < max_new_tokens:
+                logits = stepper.logits([token])
+        else:
+            run.result.stopped = "budget"
+            if finisher is not None and run.state is not None and not run.state.can_end():
+                run.finish(finisher)
+        bar.close()
+        run.result.model_seconds = stepper.seconds
+        return run.close()
+
+
+class _Run:
+    """The mutable state of one generation: tokens chosen, constraint state, timings."""
+
+    def __init__(self, decoder: FimDecoder, prefix: str, suffix: str, mode: str, prompt_tokens: int):
+        self.decoder = decoder
+        self.prefix, self.suffix, self.mode = prefix, suffix, mode
+        self.ids: list[int] = []
+        self.state: ConstraintState | None = None
+        self.extra = ""  # text a finisher appended
+        self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
+
+    def start_constraint(self) -> None:
+        """Build the FIM checker for the whole file (the one-time cost)."""
+        start = time.perf_counter()
+        self.state = ConstraintState(fim_checker(self.prefix, self.suffix), self.decoder.codec)
+        self.result.setup_seconds = time.perf_counter() - start
+
+    def choose(self, keys: torch.Tensor, top_k: int) -> int | None:
+        """The next token (recorded unless it ends the middle), or None when no candidate passes."""
+        dec = self.decoder
+        if self.state is None:
+            token = int(torch.argmax(keys))
+            if not dec.ends(token):
+                self.ids.append(token)
+            return token
+        start = time.perf_counter()
+        choice = None
+        for token, nxt in passing_candidates(self.state, _counting(ranked_tokens(keys, top_k), self),
+                                             dec.stop_ids, dec.banned_ids):
+            choice = token
+            if token not in dec.stop_ids:
+                self.ids.append(token)
+                self.state = nxt
+            break
+        self.result.checker_seconds += time.perf_counter() - start
+        if choice is None:
+            self.result.stopped = "stuck"
+        return choice
+
+    def finish(self, finisher: Finisher) -> None:
+        """Let the budget hook complete the middle; keep its text only if the file is then complete."""
+        start = time.perf_counter()
+        text = finisher(self.state, 0)
+        if text is not None:
+            base = self.state.final_checker()
+            end = None if base is None else base.feed(text)
+            if end is not None and end.is_complete():
+                self.extra = text
+                self.result.stopped = "finished"
+        self.result.checker_seconds += time.perf_counter() - start
+
+    def close(self) -> FimResult:
+        """Fill in the middle text and its validity (checked mode: cut to the longest valid prefix)."""
+        res = self.result
+        res.tokens = len(self.ids)
+        res.token_ids = list(self.ids)
+        res.middle = self.decoder.codec.decode(self.ids) + self.extra
+        if self.mode == "checked":
+            start = time.perf_counter()
+            res.raw_middle = res.middle
+            res.middle = longest_valid_prefix(self.prefix, self.decoder.codec, self.ids, self.suffix)
+            res.checker_seconds += time.perf_counter() - start
+        res.valid = parses(self.prefix + res.middle + self.suffix)
+        return res
+
+
+def _counting(tokens: Iterator[int], run: _Run) -> Iterator[int]:
+    """Pass ``tokens`` through, counting them as checked candidates."""
+    for token in tokens:
+        run.result.candidates_checked += 1
+        yield token
+
+
+def longest_valid_prefix(prefix: str, codec: TextCodec, ids: list[int], suffix: str) -> str:
+    """The longest token-boundary prefix of the middle that makes the file parse (paper 004 §VII-B), else all of it."""
+    for n in range(len(ids), -1, -1):
+        middle = codec.decode(ids[:n])
+        if parses(prefix + middle + suffix):
+            return middle
+    return codec.decode(ids)
+
+
+def special_token_ids(tokenizer) -> set[int]:
+    """Ids of every special or added token (FIM markers, padding...): never part of a middle's text."""
+    ids = set(tokenizer.all_special_ids)
+    ids.update(getattr(tokenizer, "added_tokens_decoder", {}).keys())
+    return ids
+
+
+def _progress(total: int, enabled: bool):
+    """A tqdm bar over generated tokens on a terminal (a no-op when disabled or not a terminal)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="tok", desc="generating", disable=None if enabled else True, leave=False)
+
+
+class FimLogitsProcessor(LogitsProcessor):
+    """For ``model.generate()``: keep only the first ``k`` tokens (by score) that pass the FIM constraint.
+
+    Every row of the batch fills the same prefix/suffix; ``prompt_length`` is the
+    (padded) prompt width, so the row's middle is ``input_ids[row, prompt_length:]``.
+    When no token passes, only the stop tokens stay allowed so generation ends.
+    """
+
+    def __init__(self, tokenizer, prefix: str, suffix: str, prompt_length: int, k: int = 1,
+                 fim_format: FimFormat | None = None):
+        fmt = fim_format or resolve_format(tokenizer)
+        self.codec = TextCodec(tokenizer)
+        self.stop_ids = fmt.stop_ids(tokenizer)
+        self.banned_ids = special_token_ids(tokenizer) - self.stop_ids
+        self.prompt_length = prompt_length
+        self.k = k
+        self.root = ConstraintState(fim_checker(prefix, suffix), self.codec)
+        self.seconds = 0.0
+
+    def state_for(self, middle: list[int]) -> ConstraintState | None:
+        """The constraint state after ``middle`` (children are cached, so each step costs one feed per row)."""
+        state = self.root
+        for token in middle:
+            if token in self.stop_ids:
+                return state
+            state = state.child(token)
+            if state is None:
+                return None
+        return state
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        start = time.perf_counter()
+        masked = torch.full_like(scores, float("-inf"))
+        for row in range(scores.shape[0]):
+            state = self.state_for(input_ids[row, self.prompt_length:].tolist())
+            allowed = [] if state is None else [
+                token for token, _ in _take(passing_candidates(state, ranked_tokens(scores[row], self.k),
+                                                               self.stop_ids, self.banned_ids), self.k)]
+            allowed = allowed or sorted(self.stop_ids)
+            masked[row, allowed] = scores[row, allowed]
+        self.seconds += time.perf_counter() - start
+        return masked
+
+
+def _take(items: Iterator, n: int) -> list:
+    """The first ``n`` items of an iterator."""
+    out = []
+    for item in items:
+        out.append(item)
+        if len(out) == n:
+            break
+    return out

@@ -1,0 +1,87 @@
+"""Load a Hugging Face causal LM and its tokenizer for FIM decoding, offline only.
+
+Weights come from a local directory or the local Hugging Face cache
+(``local_files_only=True`` always): nothing is downloaded at run time, so a
+model that is not on disk is a clear error that says how to fetch it.  Remote
+code stays off unless the caller asks for it.  Without a name, the small FIM
+model shipped in ``fimconstrain/default_model`` is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FimConstrainError
+from .fim_formats import FimFormat, resolve_format
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
+
+
+class ModelNotFoundError(FimConstrainError):
+    """The model is neither a local directory nor in the local Hugging Face cache."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM in eval mode, its tokenizer, and the FIM format it was trained with."""
+
+    model: object
+    tokenizer: object
+    fim_format: FimFormat
+    name: str
+
+    @property
+    def context_window(self) -> int:
+        """Most tokens (prompt plus generated) the model's positions cover."""
+        return context_window(self.model, self.tokenizer)
+
+
+def context_window(model, tokenizer) -> int:
+    """The model's window from its config (``n_positions`` or ``max_position_embeddings``), else the tokenizer's."""
+    for key in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        value = getattr(model.config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return min(int(tokenizer.model_max_length), 1 << 20)
+
+
+def _not_found(name: str, error: Exception) -> ModelNotFoundError:
+    """The error for a model that is not on this machine, with what to do about it."""
+    if Path(name).expanduser().is_absolute() or name.startswith((".", "~")):
+        return ModelNotFoundError(f"model directory {name!r} is missing or incomplete "
+                                  f"(needs config.json, weights and tokenizer files): {error}")
+    return ModelNotFoundError(
+        f"model {name!r} is not in the local Hugging Face cache, and fimconstrain never downloads at run time. "
+        f"Download it yourself first, e.g. `hf download {name}` (or `huggingface-cli download {name}`) on a "
+        f"machine with network access, or pass the path of a directory that holds it. ({type(error).__name__}: "
+        f"{str(error).splitlines()[0] if str(error) else ''})")
+
+
+def load_model(name: str | Path | None = None, *, fim_format: str | None = None, trust_remote_code: bool = False,
+               dtype=None, device: str = "cpu") -> LoadedModel:
+    """Load ``name`` (directory or hub id already in the cache; default: the shipped model) for FIM decoding.
+
+    ``dtype`` defaults to float32 on the CPU and to the checkpoint's own type elsewhere;
+    ``fim_format`` overrides the format detected from the tokenizer's vocabulary.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = str(DEFAULT_MODEL_DIR if name is None else name)
+    path = Path(name).expanduser()
+    source = str(path) if path.is_dir() else name
+    if dtype is None:
+        dtype = torch.float32 if device == "cpu" else "auto"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True,
+                                                  trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=True,
+                                                     trust_remote_code=trust_remote_code, dtype=dtype)
+    except (OSError, ValueError) as error:
+        if trust_remote_code is False and "trust_remote_code" in str(error):
+            raise FimConstrainError(f"model {name!r} needs its own code; pass trust_remote_code=True "
+                                    f"(--trust-remote-code) if you trust it") from error
+        raise _not_found(name, error) from error
+    model.to(device).eval()
+    return LoadedModel(model, tokenizer, resolve_format(tokenizer, fim_format), name)

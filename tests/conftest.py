@@ -1,0 +1,187 @@
+"""Shared fixtures: the ast.parse oracle, the engine's verdicts, standard-library files.
+
+Every test gets a hard time limit (SIGALRM) so that a hang in the engine fails
+the test instead of stalling the run: 600 s by default, or
+``@pytest.mark.time_limit(seconds)``. Tests marked ``slow`` run by default
+(CI runs them too); deselect them locally with ``-m "not slow"``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import signal
+import sysconfig
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+DEFAULT_TIME_LIMIT = 600
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a long test (tens of seconds); runs by default and in CI")
+    config.addinivalue_line("markers", "time_limit(seconds): fail the test if it runs longer than this (default 600 s)")
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request):
+    """Fail (rather than hang) a test that runs past its limit."""
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+    marker = request.node.get_closest_marker("time_limit")
+    seconds = marker.args[0] if marker else DEFAULT_TIME_LIMIT
+
+    def handler(signum, frame):
+        pytest.fail(f"test ran past its {seconds} s time limit", pytrace=True)
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# ---------------------------------------------------------------- oracle and engine
+
+
+def ast_ok(src: str) -> bool:
+    """The verdict of the running interpreter's ast.parse (warnings silenced)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(src)
+        return True
+    except (SyntaxError, ValueError, UnicodeError):
+        return False
+
+
+def ast_message(src: str) -> str:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(src)
+        return "accepted"
+    except (SyntaxError, ValueError, UnicodeError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def fc():
+    import fimconstrain
+
+    return fimconstrain
+
+
+def uncompletable():
+    from fimconstrain.errors import UncompletableError
+
+    return UncompletableError
+
+
+def feed_ok(src: str) -> bool:
+    """Engine verdict through feed: fim_checker("", "").feed(src)."""
+    c = fc().fim_checker("", "").feed(src)
+    return c is not None and bool(c.is_complete())
+
+
+def prefix_ok(src: str) -> bool:
+    """Engine verdict through construction: fim_checker(src, "")."""
+    try:
+        c = fc().fim_checker(src, "")
+    except uncompletable():
+        return False
+    return bool(c.is_complete())
+
+
+def chars_ok(src: str) -> bool:
+    """Engine verdict feeding one character at a time (stops at the first None)."""
+    c = fc().fim_checker("", "")
+    for ch in src:
+        c = c.feed(ch)
+        if c is None:
+            return False
+    return bool(c.is_complete())
+
+
+def first_dead(checker, text: str):
+    """Index of the first character of ``text`` after which ``checker`` rejects, or None."""
+    for i, ch in enumerate(text):
+        nxt = checker.feed(ch)
+        if nxt is None:
+            return i
+        checker = nxt
+    return None
+
+
+def where(text: str, offset: int) -> str:
+    """'line L col C: <source line with a marker>' for failure messages."""
+    line = text.count("\n", 0, offset) + 1
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    end = len(text) if end < 0 else end
+    return f"line {line} col {offset - start + 1}: {text[start:offset]!r} ⟦here⟧ {text[offset:end]!r}"
+
+
+def feed_random_chunks(checker, text: str, rng: random.Random, lo: int = 1, hi: int = 8):
+    """Feed ``text`` in random chunks; return (final checker or None, offset of the rejected chunk or None)."""
+    pos = 0
+    while pos < len(text):
+        k = rng.randint(lo, hi)
+        nxt = checker.feed(text[pos : pos + k])
+        if nxt is None:
+            return None, pos
+        checker, pos = nxt, pos + k
+    return checker, None
+
+
+# ---------------------------------------------------------------- files
+
+
+def stdlib_py_files() -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(STDLIB):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
+        out.extend(Path(dirpath) / f for f in filenames if f.endswith(".py"))
+    return sorted(out)
+
+
+def read_utf8(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def sample_stdlib(n: int, max_bytes: int, seed: int, *, min_bytes: int = 0, valid_only: bool = True) -> list[Path]:
+    """A deterministic sample of decodable standard-library files in a size range."""
+    files = [f for f in stdlib_py_files() if min_bytes <= f.stat().st_size <= max_bytes]
+    rng = random.Random(seed)
+    rng.shuffle(files)
+    out = []
+    for f in files:
+        text = read_utf8(f)
+        if text is None or (valid_only and not ast_ok(text)):
+            continue
+        out.append(f)
+        if len(out) >= n:
+            break
+    return sorted(out)
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """The helpers above as one object, for tests that prefer a fixture."""
+    return SimpleNamespace(
+        fc=fc(), ast_ok=ast_ok, ast_message=ast_message, feed_ok=feed_ok, prefix_ok=prefix_ok,
+        chars_ok=chars_ok, first_dead=first_dead, where=where, feed_random_chunks=feed_random_chunks,
+        Uncompletable=uncompletable(),
+    )

@@ -1,0 +1,194 @@
+"""The command-line interface, run as a subprocess: exit codes and reported positions."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, REPO
+
+
+def run(*args, stdin: bytes | None = None, cwd=None):
+    proc = subprocess.run(
+        [sys.executable, "-m", "fimconstrain", *map(str, args)],
+        input=stdin, capture_output=True, cwd=cwd or REPO, timeout=300,
+    )
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+def test_valid_example():
+    rc, out, err = run("check", EXAMPLES / "inventory.py")
+    assert rc == 0, out + err
+    assert "ok: valid program" in out
+
+
+def test_broken_example_reports_line_and_col():
+    rc, out, err = run("check", EXAMPLES / "broken.py")
+    assert rc == 1, out + err
+    # the stray ')' on line 9: "    return 2 * (width + height))"
+    assert f"{EXAMPLES / 'broken.py'}:9:32: error" in out
+    lines = out.splitlines()
+    i = next(k for k, line in enumerate(lines) if ":9:32:" in line)
+    assert lines[i + 1].strip() == "return 2 * (width + height))"
+    assert lines[i + 2].index("^") == lines[i + 1].index("))") + 1
+
+
+def test_unfinished_example_is_incomplete_but_completable():
+    rc, out, err = run("check", EXAMPLES / "unfinished.py")
+    assert rc == 1, out + err
+    assert "unexpected end of file" in out
+    text = (EXAMPLES / "unfinished.py").read_text()
+    last_line = text.count("\n") + 1
+    assert f":{last_line}:{len(text.splitlines()[-1]) + 1}:" in out
+    # as a prefix (cursor at the end), it can be completed
+    rc, out, err = run("check", EXAMPLES / "unfinished.py", "--cursor", str(len(text)))
+    assert rc == 0, out + err
+    assert "can be completed" in out
+
+
+def test_tmp_broken_file(tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("def f(x):\n    y = x\n    return y)\n", encoding="utf-8")
+    rc, out, err = run("check", f)
+    assert rc == 1
+    assert re.search(r"broken\.py:3:13: error", out), out
+    assert "    return y)" in out
+
+
+def test_tmp_broken_file_with_tab_caret(tmp_path):
+    f = tmp_path / "tabs.py"
+    f.write_text("if x:\n\ty = = 1\n", encoding="utf-8")
+    rc, out, err = run("check", f)
+    assert rc == 1
+    assert re.search(r"tabs\.py:2:6: error", out), out
+    src_line, caret_line = out.splitlines()[1:3]
+    assert src_line == "    \ty = = 1"
+    assert caret_line == "    \t    ^"
+
+
+def test_crlf_positions(tmp_path):
+    f = tmp_path / "crlf.py"
+    f.write_bytes(b"x = 1\r\ny = (2,\r\n     3]]\r\n")
+    rc, out, err = run("check", f)
+    assert rc == 1
+    assert re.search(r"crlf\.py:3:7: error", out), out
+
+
+def test_stdin():
+    rc, out, err = run("check", "-", stdin=b"x = [1,\n     2]\n")
+    assert rc == 0, out + err
+    assert out.startswith("<stdin>: ok")
+    rc, out, err = run("check", "-", stdin=b"x = [1,\n     2))\n")
+    assert rc == 1
+    assert "<stdin>:2:7: error" in out
+
+
+def test_cursor_line_col_and_offset():
+    f = EXAMPLES / "inventory.py"
+    text = f.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    # cursor at line 30, column 9 (1-based), as an editor shows it
+    offset = sum(len(x) for x in lines[:29]) + 8
+    rc1, out1, _ = run("check", f, "--cursor", "30:9")
+    rc2, out2, _ = run("check", f, "--cursor", str(offset))
+    assert rc1 == rc2 == 0
+    assert f"{f}:30:9: cursor: prefix ({offset} characters) can be completed" in out1
+    assert out1 == out2
+    assert "whole file: ok" in out1
+
+
+def test_cursor_after_error(tmp_path):
+    f = tmp_path / "late.py"
+    f.write_text("x = 1\ny = )\nz = 3\n", encoding="utf-8")
+    rc, out, _ = run("check", f, "--cursor", "3:1")
+    assert rc == 1
+    assert "cannot be completed" in out and "late.py:2:5:" in out
+    # cursor before the error: the prefix is fine, the whole file is not
+    rc, out, _ = run("check", f, "--cursor", "2:3")
+    assert rc == 0
+    assert "can be completed" in out
+    assert "whole file: invalid" in out and "late.py:2:5:" in out
+
+
+def test_feed_chunk_mode_agrees():
+    rc, out, err = run("check", EXAMPLES / "broken.py", "--feed-chunk", "7")
+    assert rc == 1
+    assert ":9:32: error" in out
+    rc, out, err = run("check", EXAMPLES / "inventory.py", "--feed-chunk", "3")
+    assert rc == 0, out + err
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"x = '\xff'\n", "not valid UTF-8"),
+    (b"x = 1\n\x00\n", "NUL"),
+])
+def test_bad_input_exit_2(tmp_path, content, needle):
+    f = tmp_path / "bad.py"
+    f.write_bytes(content)
+    rc, out, err = run("check", f)
+    assert rc == 2
+    assert needle in err
+    assert "Traceback" not in err
+
+
+def test_bom_is_allowed(tmp_path):
+    f = tmp_path / "bom.py"
+    f.write_bytes(b"\xef\xbb\xbfx = 1\n")
+    rc, out, err = run("check", f)
+    assert rc == 0, out + err
+
+
+@pytest.mark.parametrize("args", [
+    ["check"],
+    [],
+    ["check", "missing-file.py"],
+    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "abc"],
+    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "9999:1"],
+    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "1:999"],
+    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "99999999"],
+])
+def test_usage_errors_exit_2(args):
+    rc, out, err = run(*args)
+    assert rc == 2, out + err
+    assert "Traceback" not in err
+
+
+def test_help():
+    rc, out, _ = run("--help")
+    assert rc == 0 and "check" in out
+    rc, out, _ = run("check", "--help")
+    assert rc == 0 and "--cursor" in out
+
+
+@pytest.mark.skipif(shutil.which("fimconstrain") is None and not (REPO / ".venv/bin/fimconstrain").exists(),
+                    reason="console script not installed")
+def test_console_script():
+    exe = shutil.which("fimconstrain") or str(REPO / ".venv/bin/fimconstrain")
+    proc = subprocess.run([exe, "check", str(EXAMPLES / "inventory.py")], capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_console_examples_match():
+    """The `$ ...` examples in README.md print what the README says they print."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("```console") + len("```console"):]
+    block = block[: block.index("```")]
+    examples = re.split(r"^\$ ", block, flags=re.M)[1:]
+    assert len(examples) >= 3
+    for example in examples:
+        cmd, _, expected = example.partition("\n")
+        argv = cmd.split()
+        assert argv[0].endswith("fimconstrain"), cmd
+        rc, out, err = run(*argv[1:])
+        assert out.rstrip("\n") == expected.rstrip("\n"), f"{cmd}\n{out}{err}"
+
+
+def test_readme_python_examples():
+    import doctest
+
+    result = doctest.testfile(str(REPO / "README.md"), module_relative=False, verbose=False)
+    assert result.attempted >= 4 and result.failed == 0

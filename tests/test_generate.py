@@ -1,0 +1,386 @@
+"""FIM decoding with models: formats, offline loading, the constrained decode loop, the LogitsProcessor.
+
+Models here are a tiny randomly initialised GPTBigCode and a byte-level BPE
+tokenizer trained in the fixture on a few standard-library files, so the tests
+need no network and run in seconds; one test uses the shipped default model
+when it is present.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sysconfig
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+import fimconstrain  # noqa: E402
+from fimconstrain.fim_formats import (FORMATS, FimFormatError, TextCodec, build_prompt, detect_format,  # noqa: E402
+                                      get_format, split_budget)
+from fimconstrain.generate import (ConstraintState, FimDecoder, FimLogitsProcessor, longest_valid_prefix,  # noqa: E402
+                                   parses)
+from fimconstrain.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+SPECIALS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"]
+
+# (prefix, suffix) pairs: an open expression, a statement to fill inside a block, a call's arguments
+CASES = [
+    ("def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"),
+    ("values = [1, 2,", "]\ntotal = sum(values)\n"),
+    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n", "\n    def norm(self):\n        return self.x\n"),
+    ("import os\nname = os.path.join(", ")\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A random 2-layer GPTBigCode and a 600-token byte-level BPE tokenizer with SantaCoder's FIM tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
+
+    texts = [(STDLIB / name).read_text(encoding="utf-8") for name in ("textwrap.py", "string.py", "json/decoder.py")]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIALS, show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
+                                        pad_token="<fim-pad>")
+    torch.manual_seed(0)
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+                              multi_query=True, bos_token_id=eos, eos_token_id=eos)
+    out = tmp_path_factory.mktemp("tiny_model")
+    GPTBigCodeForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return load_model(tiny_dir)
+
+
+class _EosFirst(torch.nn.Module):
+    """Wraps a causal LM so that the stop token always has the highest logit (the worst case for EOS checks)."""
+
+    def __init__(self, model, eos: int):
+        super().__init__()
+        self.inner, self.eos = model, eos
+        self.config = model.config
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        out.logits[..., self.eos] = out.logits.max() + 100.0
+        return out
+
+
+# ---------------------------------------------------------------- formats
+
+
+def _fake_tokenizer(tokens):
+    return SimpleNamespace(get_vocab=lambda: {t: i for i, t in enumerate(tokens)})
+
+
+@pytest.mark.parametrize("name, tokens", [
+    ("santacoder", ["<fim-prefix>", "<fim-suffix>", "<fim-middle>", "<|endoftext|>"]),
+    ("starcoder", ["<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>"]),
+    ("codellama", ["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"]),
+    ("deepseek", ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"]),
+    ("qwen", ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>"]),
+    ("codestral", ["[SUFFIX]", "[PREFIX]", "</s>"]),
+])
+def test_format_detected_from_vocabulary(name, tokens):
+    assert detect_format(_fake_tokenizer(["a", "b"] + tokens)).name == name
+
+
+def test_format_by_name_and_errors(tiny):
+    assert get_format("StarCoder2") is FORMATS["starcoder"]
+    assert get_format("qwen2.5-coder") is FORMATS["qwen"]
+    with pytest.raises(FimFormatError, match="unknown FIM format"):
+        get_format("gpt-17")
+    with pytest.raises(FimFormatError, match="no known FIM marker"):
+        detect_format(_fake_tokenizer(["a", "<s>"]))
+    with pytest.raises(FimFormatError, match="no PRE token"):
+        FORMATS["starcoder"].marker_ids(tiny.tokenizer)  # hyphens, not underscores, in this vocabulary
+
+
+def test_prompt_layouts(tiny):
+    tok, fmt = tiny.tokenizer, tiny.fim_format
+    codec = TextCodec(tok)
+    pre, mid, suf = (tok.convert_tokens_to_ids(t) for t in ("<fim-prefix>", "<fim-middle>", "<fim-suffix>"))
+    psm = build_prompt(fmt, codec, "x = (", ")\n")
+    assert psm == [pre] + codec.encode("x = (") + [suf] + codec.encode(")\n") + [mid]
+    spm = build_prompt(fmt, codec, "x = (", ")\n", order="spm")
+    assert spm == [pre, suf] + codec.encode(")\n") + [mid] + codec.encode("x = (")
+    cut = build_prompt(fmt, codec, "a = 1\n" * 50, "b = 2\n" * 50, max_tokens=23)
+    assert len(cut) == 23
+    assert tok.decode(cut[1:cut.index(suf)]).endswith("a = 1\n") and tok.decode(cut[cut.index(suf) + 1:-1]).startswith("b = 2")
+
+
+def _sentencepiece_like_tokenizer():
+    """A Llama-style tokenizer (Metaspace with a dummy prefix, byte fallback) with CodeLlama's FIM tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"<0x{b:02X}>": 3 + b for b in range(256)}}
+    for piece in [*"▁abcdefghijklmnopqrstuvwxyz=()+:,0123456789\n", "▁x", "▁="]:
+        vocab.setdefault(piece, len(vocab))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("▁", "x"), ("▁", "=")], byte_fallback=True, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   additional_special_tokens=["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"])
+
+
+def test_sentencepiece_codec_and_codellama_prompt():
+    tok = _sentencepiece_like_tokenizer()
+    codec = TextCodec(tok)
+    assert codec.dummy_prefix
+    assert tok.convert_ids_to_tokens(codec.encode("x = 1", leading_space=False))[0] == "x"
+    assert tok.convert_ids_to_tokens(codec.encode("x = 1"))[0] == "▁x"
+    assert codec.decode(tok.encode(" x", add_special_tokens=False)) == " x"  # the leading space is kept
+    fmt = detect_format(tok)
+    assert fmt.name == "codellama"
+    prompt = tok.convert_ids_to_tokens(build_prompt(fmt, codec, "f(", ")\n"))
+    assert prompt == ["<s>", "▁<PRE>", "▁", "f", "(", "▁<SUF>", ")", "\n", "▁<MID>"]  # Meta's "<PRE> {pre} <SUF>{suf} <MID>"
+    assert fmt.stop_ids(tok) == {tok.convert_tokens_to_ids("▁<EOT>"), tok.eos_token_id}
+    euro = tok.encode("\u20ac", add_special_tokens=False)[1:]  # byte-fallback tokens <0xE2> <0x82> <0xAC>
+    assert [codec.unfinished_char(euro[:n]) for n in range(4)] == [b"", b"\xe2", b"\xe2\x82", b""]
+
+
+def test_split_budget():
+    assert split_budget(10, 10, 100) == (10, 10)
+    assert split_budget(100, 5, 50) == (45, 5)
+    assert split_budget(5, 100, 50) == (5, 45)
+    assert split_budget(100, 100, 51) == (25, 26)
+    assert split_budget(3, 3, -4) == (0, 0)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_load_refuses_to_download(monkeypatch):
+    attempts = []
+
+    def no_network(self, address):
+        attempts.append(address)
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    with pytest.raises(ModelNotFoundError, match=r"never downloads.*hf download fimconstrain-tests/no-such-model"):
+        load_model("fimconstrain-tests/no-such-model")
+    assert attempts == []
+
+
+def test_load_missing_directory(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="missing or incomplete"):
+        load_model(tmp_path / "nothing-here")
+
+
+def test_load_tiny_model(tiny, tiny_dir):
+    assert tiny.fim_format.name == "santacoder"
+    assert tiny.context_window == 256
+    assert not tiny.model.training
+    assert tiny.name == str(tiny_dir)
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def test_kv_cache_matches_full_forward(tiny):
+    """One cached forward per token gives the logits of a full forward over everything so far."""
+    from fimconstrain.generate import _CachedStepper
+
+    ids = build_prompt(tiny.fim_format, TextCodec(tiny.tokenizer), *CASES[0])
+    stepper = _CachedStepper(tiny.model)
+    logits = stepper.logits(ids)
+    with torch.no_grad():
+        for token in [17, 300, 5, 599, 42]:
+            full = tiny.model(input_ids=torch.tensor([ids])).logits[0, -1]
+            assert torch.allclose(logits, full, atol=1e-5)
+            ids.append(token)
+            logits = stepper.logits([token])
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_constrained_middle_stays_completable(tiny, case, temperature):
+    prefix, suffix = CASES[case]
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=30, temperature=temperature,
+                              top_p=0.95, seed=case)
+    assert result.tokens > 0 and result.candidates_checked >= result.tokens
+    assert fimconstrain.fim_checker(prefix, suffix).feed(result.middle) is not None
+    assert result.valid == parses(prefix + result.middle + suffix)
+    if result.stopped == "eos":
+        assert result.valid
+
+
+@pytest.mark.parametrize("case", CASES + [("x = (1 +", "\n")])
+def test_eos_only_when_complete(tiny, case):
+    """With EOS always ranked first, decoding stops at the first token boundary where the file parses."""
+    prefix, suffix = case
+    decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
+    for seed in range(3):
+        result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=40, temperature=1.0, seed=seed)
+        ids = result.token_ids
+        assert decoder.codec.decode(ids) == result.middle
+        for n in range(len(ids)):  # EOS was refused at every earlier step, so none of these may parse
+            assert not parses(prefix + decoder.codec.decode(ids[:n]) + suffix), (seed, n)
+        assert result.stopped in ("eos", "budget")
+        assert result.valid == (result.stopped == "eos")
+
+
+def test_eos_accepted_at_once_when_complete(tiny):
+    decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
+    for mode in ("constrained", "unconstrained"):
+        result = decoder.generate("x = 1", "\n", mode=mode, max_new_tokens=10)
+        assert (result.middle, result.stopped, result.valid, result.tokens) == ("", "eos", True, 0)
+
+
+def test_sampling_is_seeded(tiny):
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    prefix, suffix = CASES[1]
+    runs = [decoder.generate(prefix, suffix, max_new_tokens=15, temperature=1.0, seed=s).middle for s in (3, 3, 4)]
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_checked_mode_cuts_to_longest_valid_prefix(tiny):
+    codec = TextCodec(tiny.tokenizer)
+    ids = codec.encode(" 2)") + codec.encode(" + (")
+    assert longest_valid_prefix("x = (1 +", codec, ids, "\n") == " 2)"
+    assert longest_valid_prefix("x = (1 +", codec, codec.encode(" +"), "\n") == " +"  # none valid: all of it
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    result = decoder.generate(*CASES[0], mode="checked", max_new_tokens=20)
+    assert result.raw_middle.startswith(result.middle)
+    assert result.valid or result.middle == result.raw_middle
+
+
+def test_partial_utf8_is_held_back(tiny):
+    vocab = tiny.tokenizer.get_vocab()
+    byte = {b: vocab[ch] for b, ch in zip((0xC3, 0xA9, 0xE2, 0x82, 0xAC), "Ã©âĤ¬")}
+    codec = TextCodec(tiny.tokenizer)
+    in_string = ConstraintState(fimconstrain.fim_checker('s = "', '"\n'), codec)
+    half = in_string.child(byte[0xC3])
+    assert half is not None and half.held == 1
+    assert half.can_end()  # ending here leaves U+FFFD in the string: valid
+    whole = half.child(byte[0xA9])
+    assert whole is not None and not whole.held and whole.can_end()
+    assert codec.decode(list(whole.ids)) == "\u00e9"
+    in_code = ConstraintState(fimconstrain.fim_checker("x = 1 + ", "\n"), codec)
+    assert not in_code.child(byte[0xC3]).can_end()  # U+FFFD is no operand
+    name = in_code.child(byte[0xC3]).child(byte[0xA9])  # é starts a name: valid
+    assert name is not None and name.can_end()
+    assert in_code.child(byte[0xA9]) is None  # a lone continuation byte is U+FFFD for good
+    euro = in_code.child(byte[0xE2]).child(byte[0x82])  # could still be a letter such as 中
+    assert euro is not None and euro.held
+    assert euro.child(byte[0xAC]) is None  # € is no identifier character
+
+
+# ---------------------------------------------------------------- LogitsProcessor
+
+
+def _passing(tokenizer, prefix, suffix, token):
+    text = tokenizer.decode([token])
+    if token == tokenizer.eos_token_id:
+        return fimconstrain.fim_checker(prefix, suffix).is_complete()
+    if token in tokenizer.all_special_ids or token in tokenizer.added_tokens_decoder:
+        return False
+    return fimconstrain.fim_checker(prefix, suffix).feed(text) is not None
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_logits_processor_masks_to_first_k_passing(tiny, k):
+    prefix, suffix = "values = [1, 2", "]\n"  # complete already; no non-ASCII character can come next
+    tok = tiny.tokenizer
+    scores = torch.randn(2, len(tok), generator=torch.Generator().manual_seed(k))
+    proc = FimLogitsProcessor(tok, prefix, suffix, prompt_length=3, k=k)
+    out = proc(torch.zeros(2, 3, dtype=torch.long), scores.clone())
+    for row in range(2):
+        order = torch.argsort(scores[row], descending=True).tolist()
+        expected = [t for t in order if _passing(tok, prefix, suffix, t)][:k]
+        kept = torch.isfinite(out[row]).nonzero().flatten().tolist()
+        assert sorted(kept) == sorted(expected)
+        assert torch.equal(out[row, kept], scores[row, kept])
+
+
+def test_logits_processor_with_generate(tiny):
+    prefix, suffix = CASES[3]
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    prompt = build_prompt(tiny.fim_format, decoder.codec, prefix, suffix)
+    proc = FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=len(prompt), k=1)
+    with torch.no_grad():
+        out = tiny.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                  logits_processor=[proc], max_new_tokens=25, do_sample=False,
+                                  pad_token_id=tiny.tokenizer.pad_token_id)
+    new = out[0, len(prompt):].tolist()
+    ended = tiny.tokenizer.eos_token_id in new
+    middle = decoder.codec.decode(new[:new.index(tiny.tokenizer.eos_token_id)] if ended else new)
+    assert fimconstrain.fim_checker(prefix, suffix).feed(middle) is not None
+    assert not ended or parses(prefix + middle + suffix)
+    direct = decoder.generate(prefix, suffix, max_new_tokens=25)
+    assert direct.middle == middle  # the processor and the decode loop agree (greedy, k=1)
+
+
+# ---------------------------------------------------------------- default model and command line
+
+
+needs_default = pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "config.json").exists(),
+                                   reason="the default model has not been trained")
+
+
+@needs_default
+def test_default_model_completes_a_file(tmp_path):
+    from fimconstrain.complete import complete_file, cursor_offset
+
+    path = tmp_path / "sample.py"
+    path.write_text("import os\n\n\ndef list_python_files(folder):\n    result = []\n"
+                    "    for name in sorted(os.listdir(folder)):\n        if name.endswith('.py'):\n"
+                    "            result.append(name)\n    return result\n")
+    result = complete_file(path, "6:5", max_new_tokens=48, progress=False)  # cursor before "for"
+    text = path.read_text()
+    offset = cursor_offset(text, "6:5")
+    assert text[offset:].startswith("for name")
+    prefix, suffix = text[:offset], text[offset:]
+    assert result.tokens > 0
+    assert fimconstrain.fim_checker(prefix, suffix).feed(result.middle) is not None
+    assert result.valid == parses(prefix + result.middle + suffix)
+    assert result.stopped != "eos" or result.valid
+    assert result.model_seconds > 0 and result.checker_seconds > 0
+
+
+def test_cursor_offset():
+    from fimconstrain.complete import cursor_offset
+
+    text = "ab\r\ncd\nef"
+    assert [cursor_offset(text, c) for c in ("1:1", "1:3", "2:1", "3:2", "4", 0)] == [0, 2, 4, 8, 4, 0]
+    for bad in ("4:1", "1:4", "x", 99):
+        with pytest.raises(fimconstrain.FimConstrainError):
+            cursor_offset(text, bad)
+
+
+def test_complete_command_json(tiny_dir, tmp_path, capsys):
+    from fimconstrain.complete import main_complete
+
+    path = tmp_path / "f.py"
+    path.write_text("def f(x):\n    return x\n")
+    code = main_complete([str(path), "--cursor", "2:12", "--model", str(tiny_dir), "--max-new-tokens", "8", "--json"])
+    record = json.loads(capsys.readouterr().out)
+    assert code == (0 if record["valid"] else 1)
+    assert record["mode"] == "constrained" and record["tokens"] <= 8
+    assert main_complete([str(path), "--cursor", "9:1", "--model", str(tiny_dir)]) == 2
+    assert "outside the file" in capsys.readouterr().err
