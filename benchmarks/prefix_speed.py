@@ -53,6 +53,7 @@ def feed_chunks(fc, text: str, k: int):
 
 
 def build_prefix(fc, text: str):
+    fc.clear_caches()  # a cold build: fim_checker would otherwise resume from cached checkpoints
     c = fc.fim_checker(text, "")
     c.feed("")
     c.is_complete()
