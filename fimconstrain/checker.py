@@ -155,7 +155,7 @@ class _Context:
             if self.layer.splits_at_top_level:
                 plan = plan_suffix(self.start, suffix)
             else:
-                plan = SuffixPlan(suffix, "", False)
+                plan = SuffixPlan(suffix)
             self.suffixes.put(suffix, plan)
         return plan
 
@@ -174,7 +174,8 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Chec
     """A checker for middles between ``prefix`` and ``suffix``.
 
     Raises :class:`InputError` for non-text input and :class:`UncompletableError` when the
-    prefix already rules out every program (``offset`` says where it went wrong). Work on the
+    prefix already rules out every program, or when the suffix does (a part of it that must be
+    valid on its own is not); ``offset`` says where in prefix + suffix it went wrong. Work on the
     far parts of the file is cached between calls, so a request after a small edit near the
     cursor is cheap.
 
@@ -189,7 +190,13 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Chec
     if checker is None:
         raise UncompletableError("the prefix cannot be completed to a valid program",
                                  offset=first_error_offset(context.start, prefix))
-    return checker.with_suffix(context.plan(suffix))
+    plan = context.plan(suffix)
+    if plan is not None and _is_valid_source_text(suffix):
+        broken = plan.unjoinable()
+        if broken is not None:
+            offset, reason = broken
+            raise UncompletableError(reason, offset=len(prefix) + offset)
+    return checker.with_suffix(plan)
 
 
 def clear_caches() -> None:

@@ -16,13 +16,15 @@ last request. Two facts keep the repeated work small:
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from collections import OrderedDict
 
 #: keywords that continue a compound statement, so a line starting with one is no split point
 _CONTINUATIONS = re.compile(r"(?:else|elif|except|finally)\b")
 #: a line start at column 0 with a character that can begin a statement
-_TOP_LEVEL_LINE = re.compile(r"\n(?=[^\s#\\)\]}])")
+_TOP_LEVEL_LINE = re.compile(r"(?<!\\)\n(?=[^\s#\\)\]}])")
 #: the indentation of a non-blank line, up to its first character
 _LINE_FIRST_CHAR = re.compile(r"\n[ \t\f]*(?=\S)")
 
@@ -84,6 +86,42 @@ class SuffixPlan:
             after = self._start.feed(self.tail)
             self._tail_valid = after is not None and after.is_complete()
         return self._tail_valid
+
+    def unjoinable(self) -> tuple[int, str] | None:
+        """``(offset in the suffix, reason)`` when no middle can make the file valid because
+        the tail is broken in a way nothing before it can change; None otherwise (which does
+        not promise that some middle joins)."""
+        if not self.split or self.tail_valid or not _isolated(self.tail):
+            return None
+        from .checker import first_error_offset
+
+        error = first_error_offset(self._start, self.tail)
+        line = self.head.count("\n") + self.tail.count("\n", 0, error) + 1
+        where = "its end" if error >= len(self.tail) else f"line {line} of the suffix"
+        return len(self.head) + error, (
+            f"no middle can join this prefix and suffix: the suffix from line "
+            f"{self.head.count(chr(10)) + 1} on must be valid on its own (it starts a top-level "
+            f"statement), and it is not (first error at {where})")
+
+
+def _isolated(tail: str) -> bool:
+    """Whether text before ``tail`` (which starts a line at column 0) cannot change how it is
+    read: no string can run into it (it has no triple quotes, and its first line does not follow
+    a backslash) and no bracket opened before it can be closed in it (no unmatched closer)."""
+    if '"""' in tail or "'''" in tail:
+        return False
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(tail).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+                if depth < 0:
+                    return False
+    except (tokenize.TokenError, SyntaxError):
+        pass  # tokenizing stopped at an error that brackets before the tail cannot reach
+    return True
 
 
 def plan_suffix(start, suffix: str) -> SuffixPlan:

@@ -208,3 +208,34 @@ def test_property_real_cuts_and_mutated_middles(data):
         char = data.draw(st.sampled_from(list("()[]{}:,.=+- \n\t'\"#\\x1")))
         mutated = middle[:pos] + char + middle[pos + 1:]
         assert verdict(source[:a], mutated, source[b:]) == parses(source[:a] + mutated + source[b:])
+
+
+UNJOINABLE = [
+    ("def f():\n    x = ", "\n    return x\n\ndef g(:\n    pass\n"),
+    ("x = ", "1\n\nclass A:\n    def f(self):\n  return 1\n"),
+    ("x = (", "\ny = 1 +\n"),
+    ("import os\n", "\nprint(os.sep\n"),
+]
+
+
+@pytest.mark.parametrize("prefix,suffix", UNJOINABLE)
+def test_unjoinable_contexts_get_a_clear_answer(prefix, suffix):
+    with pytest.raises(fimconstrain.UncompletableError) as info:
+        fimconstrain.fim_checker(prefix, suffix)
+    assert "no middle can join" in str(info.value)
+    assert len(prefix) <= info.value.offset <= len(prefix) + len(suffix)
+
+
+# Tails that are broken on their own but can be rescued by what comes before them.
+RESCUABLE = [
+    ("x = ", '"""', '\ny = """\n'),  # a string from the middle swallows the broken line
+    ("x = (1,", "", "\n2)\n"),  # the tail closes a bracket left open
+    ("x = [", "1,", "\n2]\n"),
+    ("def f():\n    return ", "'''", "\n\n)'''\n"),
+]
+
+
+@pytest.mark.parametrize("prefix,middle,suffix", RESCUABLE)
+def test_rescuable_tails_are_not_refused(prefix, middle, suffix):
+    assert parses(prefix + middle + suffix)
+    assert verdict(prefix, middle, suffix)
