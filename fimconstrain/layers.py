@@ -47,11 +47,15 @@ class PlainLayer:
             ids = self._ids[mask] = tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
         return ids
 
+    def token_mask(self, lexeme_state: int) -> int:
+        """Terminals a finished lexeme can be."""
+        return self.dfa.accept[lexeme_state]
+
     def allowed(self, parser: EarleySet, layout) -> int:
         return self.recognizer.expected_terminals(parser) | self.ignore_mask
 
     def end_symbol(self, parser: EarleySet, layout, lexeme_state: int, text: str):
-        mask = self.dfa.accept[lexeme_state] & self.allowed(parser, layout)
+        mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
         if not mask:
             return None
         if mask & self.ignore_mask:
