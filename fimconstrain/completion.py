@@ -138,12 +138,14 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
     allowed = layer.allowed(parser, layout)
     newline_mask = getattr(layer, "newline_mask", 0)
     last_line = lexeme[lexeme.rfind("\n") + 1:]
-    if layer.token_mask(state) & newline_mask and "#" in last_line:
-        additions = ["\n"]  # a comment ends at the end of its line
-    elif layer.token_mask(state) & newline_mask and "\n" in lexeme and not last_line.strip():
-        column = len(last_line.expandtabs(8))
+    in_newline = layer.token_mask(state) & newline_mask
+    if in_newline and ("#" in last_line or ("\n" in lexeme and not last_line.strip())):
+        # a comment ends at the end of its line; a line's indentation may be padded to any
+        # column the parser could want next
+        line_break = "\n" if "#" in last_line else ""
+        column = 0 if line_break else len(last_line.expandtabs(8))
         targets = {col for col, _ in layout[0]} | {max((c for c, _ in layout[0]), default=0) + 4}
-        additions = [""] + [" " * (t - column) for t in sorted(targets) if t > column]
+        additions = [line_break + " " * (t - column) for t in sorted(targets | {column}) if t >= column]
     elif layer.token_mask(state) & allowed:
         additions = [""]
     else:
@@ -225,26 +227,52 @@ def _joiners(checker) -> list[str]:
     return list(dict.fromkeys(out + _OPENERS))
 
 
-def shortest_finish(checker, limit: int = 64) -> str | None:
-    """A short text ``t`` with ``checker.feed(t).is_complete()`` (suffix included), or None
-    when none is found. Tries the cheapest closing of the open rules cut at every point, and
-    with a suffix also one more symbol after each of those points."""
-    candidates = finishing_candidates(checker)[:limit]
-    for text in candidates:
-        after = checker.feed(text)
+def _openers_for(suffix: str) -> list[str]:
+    """Openers of the strings the suffix's start could be closing (``'``, ``b"``, ``'''`` ...),
+    and a comment opener (a comment can swallow the rest of the suffix's first line)."""
+    out = ["#"]
+    start = suffix[:200]
+    for quote in ("'", '"'):
+        if quote in start:
+            for opener in (quote, quote * 3):
+                out += [opener] + [p + opener for p in ("b", "r", "f", "rb", "fr")]
+    return out
+
+
+def _first_complete(base, texts) -> str | None:
+    for text in texts:
+        after = base.feed(text)
         if after is not None and after.is_complete():
             return text
-    if checker._plan is None:
-        return None
+    return None
+
+
+def shortest_finish(checker, limit: int = 64) -> str | None:
+    """A short text ``t`` with ``checker.feed(t).is_complete()`` (suffix included), or None
+    when none is found. Tries the cheapest closing of the open rules cut at every point; with
+    a suffix also one more symbol or character after each cut point, then one more symbol
+    followed by an opener of a string the suffix may close."""
+    candidates = finishing_candidates(checker)[:limit]
+    found = _first_complete(checker, candidates)
+    if found is not None or checker._plan is None:
+        return found
+    bases = [(text, base) for text in candidates if (base := checker.feed(text)) is not None]
     best = None
-    for text in candidates:
-        base = checker.feed(text)
-        if base is None or (best is not None and len(text) >= len(best)):
-            continue
-        for joiner in _joiners(base):
-            for glue in (" ", ""):
-                after = base.feed(glue + joiner)
-                if after is not None and after.is_complete():
-                    if best is None or len(text) + len(glue + joiner) < len(best):
-                        best = text + glue + joiner
-    return best
+    for text, base in bases:
+        if best is not None and len(text) >= len(best):
+            break
+        tail = _first_complete(base, sorted((glue + j for j in _joiners(base) for glue in ("", " ")), key=len))
+        if tail is not None and (best is None or len(text + tail) < len(best)):
+            best = text + tail
+    if best is not None:
+        return best
+    openers = _openers_for(checker._plan.head)
+    for text, base in bases[:16]:
+        for symbol in _joiners(base)[:64]:
+            middle = base.feed(" " + symbol)
+            if middle is None:
+                continue
+            tail = _first_complete(middle, [glue + o for o in openers for glue in (" ", "")])
+            if tail is not None:
+                return text + " " + symbol + tail
+    return None
