@@ -111,25 +111,10 @@ def context_line(text: str, offset: int, width: int = 100) -> str:
 
 
 def first_dead_offset(checker, text: str, start: int = 0, chunk: int = 256):
-    """Offset of the first character of ``text[start:]`` after which ``checker`` rejects, or None.
+    """``(offset of the first rejected character or None, last good checker)``."""
+    from fimconstrain.checker import first_rejection
 
-    Returns ``(offset, last_good_checker)``. ``feed`` is pure, so the failing
-    chunk is re-fed one character at a time from the last good checker.
-    """
-    pos, n = start, len(text)
-    while pos < n:
-        piece = text[pos : pos + chunk]
-        nxt = checker.feed(piece)
-        if nxt is not None:
-            checker, pos = nxt, pos + len(piece)
-            continue
-        for i, ch in enumerate(piece):
-            nxt = checker.feed(ch)
-            if nxt is None:
-                return pos + i, checker
-            checker = nxt
-        pos += len(piece)
-    return None, checker
+    return first_rejection(checker, text, start, chunk)
 
 
 class Timeout(Exception):

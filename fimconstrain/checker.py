@@ -212,14 +212,28 @@ def empty_checker(language: str = "python") -> Checker:
     return _context(language).start
 
 
+def first_rejection(checker: Checker, text: str, start: int = 0, chunk: int = 256) -> tuple[int | None, Checker]:
+    """Where feeding ``text[start:]`` to ``checker`` is first rejected: ``(offset of the
+    character that is rejected, or None, last checker before it)``. Feeds whole chunks and
+    goes character by character only inside the chunk that fails."""
+    pos = start
+    while pos < len(text):
+        piece = text[pos:pos + chunk]
+        after = checker.feed(piece)
+        if after is not None:
+            checker, pos = after, pos + len(piece)
+            continue
+        for i, ch in enumerate(piece):
+            after = checker.feed(ch)
+            if after is None:
+                return pos + i, checker
+            checker = after
+        pos += len(piece)  # rejected whole but not char by char (a \r\n split): trust the finer answer
+    return None, checker
+
+
 def first_error_offset(checker: Checker, text: str) -> int:
-    """The smallest n such that ``text[:n + 1]`` is already rejected (``len(text)`` if never)."""
-    lo, hi = 0, len(text)
-    # feed is monotone: once rejected, every extension is rejected; bisect on the prefix length
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if checker.feed(text[:mid + 1]) is None:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    """The offset of the first character of ``text`` that ``checker`` rejects (``len(text)``
+    when none is)."""
+    offset, _ = first_rejection(checker, text)
+    return len(text) if offset is None else offset

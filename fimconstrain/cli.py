@@ -139,35 +139,6 @@ def _uncompletable():
     return UncompletableError
 
 
-def first_dead_offset(checker, text: str, start: int = 0, chunk: int = 256):
-    """Feed ``text[start:]`` to ``checker`` and find where it stops being completable.
-
-    Returns ``(offset, checker)``: ``offset`` is the index in ``text`` of the first
-    character after which no continuation can give a valid program, or ``None`` if
-    every prefix is completable (then ``checker`` has been fed everything).
-    ``feed`` is pure, so the last good checker is kept and the failing chunk is
-    re-fed character by character.
-    """
-    pos = start
-    n = len(text)
-    while pos < n:
-        piece = text[pos : pos + chunk]
-        nxt = checker.feed(piece)
-        if nxt is not None:
-            checker = nxt
-            pos += len(piece)
-            continue
-        # the failure lies inside this chunk: locate it one character at a time
-        for i, ch in enumerate(piece):
-            nxt = checker.feed(ch)
-            if nxt is None:
-                return pos + i, checker
-            checker = nxt
-        # feeding the chunk whole failed but char by char did not: trust the finer answer
-        pos += len(piece)
-    return None, checker
-
-
 @dataclass
 class Verdict:
     dead_at: int | None  # first offset that makes the text uncompletable, or None
@@ -186,7 +157,9 @@ def check_text(text: str, language: str, start_checker=None, start: int = 0, fee
         if c is not None:
             return Verdict(None, bool(c.is_complete()))
     checker = start_checker if start_checker is not None else fc.fim_checker("", "", language=language)
-    dead, checker = first_dead_offset(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
+    from fimconstrain.checker import first_rejection
+
+    dead, checker = first_rejection(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
     if dead is not None:
         return Verdict(dead, False)
     return Verdict(None, bool(checker.is_complete()))
