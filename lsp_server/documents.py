@@ -1,0 +1,141 @@
+"""Open documents, incremental sync and LSP positions in the negotiated encoding.
+
+LSP positions are (line, character) where lines end at ``\\n``, ``\\r\\n`` or ``\\r``
+only (``str.splitlines`` also splits at form feeds and other characters, which
+Python files do contain), and characters count UTF-16 code units unless the
+client and server agreed on UTF-8 or UTF-32.  Offsets here are indexes into the
+Python string.  Positions past the end of a line or of the file are clamped, as
+the protocol asks.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets at which each line begins (the first is 0)."""
+    return [0] + [m.end() for m in _BREAK.finditer(text)]
+
+
+def _units(ch: str, encoding: str) -> int:
+    code = ord(ch)
+    if encoding == UTF8:
+        return 1 if code < 0x80 else 2 if code < 0x800 else 3 if code < 0x10000 else 4
+    if encoding == UTF16:
+        return 2 if code >= 0x10000 else 1
+    return 1
+
+
+def _line_end(text: str, starts: list[int], line: int) -> int:
+    """Offset of the end of ``line``'s content (before its line break)."""
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    while end > starts[line] and text[end - 1] in "\r\n":
+        end -= 1
+    return end
+
+
+def offset_at(text: str, line: int, character: int, encoding: str = UTF16,
+              starts: list[int] | None = None) -> int:
+    """The string offset of an LSP position (clamped to the line and the file)."""
+    starts = starts if starts is not None else line_starts(text)
+    if line < 0:
+        return 0
+    if line >= len(starts):
+        return len(text)
+    start, end = starts[line], _line_end(text, starts, line)
+    if encoding == UTF32:
+        return start + max(0, min(character, end - start))
+    units, i = 0, start
+    while i < end and units < character:
+        units += _units(text[i], encoding)
+        if units > character:  # inside a character: stay before it
+            break
+        i += 1
+    return i
+
+
+def position_at(text: str, offset: int, encoding: str = UTF16) -> tuple[int, int]:
+    """The LSP (line, character) of a string offset."""
+    offset = max(0, min(offset, len(text)))
+    starts = line_starts(text)
+    lo, hi = 0, len(starts) - 1
+    while lo < hi:  # last line start <= offset
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= offset:
+            lo = mid
+        else:
+            hi = mid - 1
+    chunk = text[starts[lo]:offset]
+    if encoding == UTF32:
+        return lo, len(chunk)
+    return lo, sum(_units(ch, encoding) for ch in chunk)
+
+
+def encoding_name(value) -> str:
+    """The encoding's name from an lsprotocol enum or string (UTF-16 when unknown)."""
+    value = getattr(value, "value", value)
+    return value if value in (UTF8, UTF16, UTF32) else UTF16
+
+
+@dataclass
+class Document:
+    uri: str
+    text: str
+    version: int | None
+    language_id: str
+
+
+class Documents:
+    """The open documents by URI, updated by didOpen/didChange/didClose (thread-safe reads)."""
+
+    def __init__(self):
+        self._docs: dict[str, Document] = {}
+        self._lock = threading.Lock()
+        self.encoding = UTF16
+
+    def open(self, uri: str, text: str, version: int | None, language_id: str) -> None:
+        with self._lock:
+            self._docs[uri] = Document(uri, text, version, language_id or "")
+
+    def close(self, uri: str) -> None:
+        with self._lock:
+            self._docs.pop(uri, None)
+
+    def get(self, uri: str) -> Document | None:
+        with self._lock:
+            doc = self._docs.get(uri)
+            return None if doc is None else Document(doc.uri, doc.text, doc.version, doc.language_id)
+
+    def __contains__(self, uri: str) -> bool:
+        with self._lock:
+            return uri in self._docs
+
+    def change(self, uri: str, version: int | None, changes: list) -> bool:
+        """Apply content changes (each with ``range`` for incremental, without for full); False if unknown."""
+        with self._lock:
+            doc = self._docs.get(uri)
+            if doc is None:
+                return False
+            text = doc.text
+            for change in changes:
+                rng = getattr(change, "range", None)
+                new = getattr(change, "text", "")
+                if rng is None:
+                    text = new
+                    continue
+                starts = line_starts(text)
+                a = offset_at(text, rng.start.line, rng.start.character, self.encoding, starts)
+                b = offset_at(text, rng.end.line, rng.end.character, self.encoding, starts)
+                if b < a:
+                    a, b = b, a
+                text = text[:a] + new + text[b:]
+            doc.text = text
+            doc.version = version
+            return True

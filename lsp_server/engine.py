@@ -1,0 +1,223 @@
+"""The model side of the server: loading, and constrained FIM generation that can be stopped.
+
+Everything here runs on one worker thread owned by the server (the model and the
+checker caches are used by one thread at a time); the event loop only waits on it.
+
+Stopping within one decode step: a :class:`Job` says when generation must end
+(``$/cancelRequest``, a newer request for the same document, the deadline, or a
+one-line completion whose line is finished).  If ``FimDecoder.generate`` takes a
+``should_stop`` callable, it gets ``job.should_stop`` and ends its loop by itself;
+otherwise the model is wrapped so that the next forward pass raises
+:class:`Stopped`, and the middle is rebuilt from the tokens seen so far.  Either
+way the text so far goes through :func:`lsp_server.shaping.finish_middle`, so
+what comes back is valid or nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from .config import Settings
+from .shaping import finish_middle, single_line_end
+
+log = logging.getLogger(__name__)
+
+WARMUP_PREFIX = "def add(a, b):\n    return "
+WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
+
+
+class Stopped(Exception):
+    """Raised from the model's forward pass when the job must end (no ``should_stop`` hook)."""
+
+
+class Job:
+    """One completion request: its stop flags and deadline, and the tokens of the generation in progress."""
+
+    def __init__(self, uri: str, deadline: float, single_line: bool):
+        self.uri = uri
+        self.deadline = deadline  # time.monotonic() value
+        self.single_line = single_line
+        self.reason: str | None = None  # "cancelled", "superseded"...: stopped from outside
+        self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
+        self._event = threading.Event()
+        self.ids: list[int] = []
+        self.codec = None
+        self.forwards = 0
+        self.generated = 0  # tokens generated over all of this job's generations
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if self.reason is None:
+            self.reason = reason
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def begin(self, codec) -> None:
+        """A new generation starts (an Invoked request runs several)."""
+        self.ids, self.codec, self.forwards, self.ended = [], codec, 0, None
+
+    def line_done(self) -> bool:
+        if not self.single_line or not self.ids or self.codec is None:
+            return False
+        return single_line_end(self.codec.decode(self.ids[-48:])) is not None
+
+    def should_stop(self) -> bool:
+        """True when the generation must end now (checked once per decode step)."""
+        if self.cancelled:
+            return True
+        if self.expired():
+            self.ended = "deadline"
+            return True
+        if self.line_done():
+            self.ended = "end of line"
+            return True
+        return False
+
+    def on_forward(self, input_ids) -> None:
+        """Called before each forward pass: record the generated token, raise :class:`Stopped` if it is time."""
+        self.forwards += 1
+        if self.forwards > 1 and input_ids is not None:  # the first pass is the prompt
+            self.ids.extend(int(t) for t in input_ids.reshape(-1).tolist())
+            self.generated += int(input_ids.numel())
+
+
+class WatchedModel:
+    """A causal LM that tells the current job about each forward pass (and lets it stop the loop)."""
+
+    def __init__(self, model):
+        self.inner = model
+        self.job: Job | None = None
+        self.hard_stop = True  # raise Stopped (when generate has no should_stop hook)
+
+    @property
+    def config(self):
+        return self.inner.config
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def __call__(self, *args, **kwargs):
+        job = self.job
+        if job is not None:
+            job.on_forward(kwargs.get("input_ids", args[0] if args else None))
+            if self.hard_stop and job.forwards > 1 and job.should_stop():
+                raise Stopped(job.reason or "stop")
+        return self.inner(*args, **kwargs)
+
+
+@dataclass
+class Loaded:
+    """A loaded model ready to complete."""
+
+    name: str
+    decoder: object
+    watched: WatchedModel
+    fim_format: str
+    has_should_stop: bool
+    load_seconds: float
+
+
+class Engine:
+    """Owns the model; every method is called on the server's single worker thread."""
+
+    def __init__(self):
+        self.loaded: Loaded | None = None
+        self.error: str | None = None
+
+    def load(self, settings: Settings) -> Loaded:
+        """Load the configured model (and warm the checker and the model up); raises on failure."""
+        start = time.perf_counter()
+        self.loaded, self.error = None, None
+        import torch
+
+        from fimconstrain.generate import FimDecoder
+        from fimconstrain.models import DEFAULT_MODEL_DIR, load_model
+
+        if settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
+            raise RuntimeError(f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
+                               f"set fimconstrain.model to a model directory")
+        if settings.threads:
+            torch.set_num_threads(settings.threads)
+        model = load_model(settings.model, fim_format=settings.fim_format, device=settings.device,
+                           trust_remote_code=settings.trust_remote_code)
+        watched = WatchedModel(model.model)
+        decoder = FimDecoder(watched, model.tokenizer, model.fim_format)
+        try:
+            has_hook = "should_stop" in inspect.signature(decoder.generate).parameters
+        except (TypeError, ValueError):
+            has_hook = False
+        watched.hard_stop = not has_hook
+        loaded = Loaded(model.name, decoder, watched, model.fim_format.name, has_hook, 0.0)
+        # warm up: grammar tables, the prompt path, a few decode steps
+        self._generate(loaded, Job("warmup", time.monotonic() + 60, False), WARMUP_PREFIX, WARMUP_SUFFIX,
+                       max_tokens=4, temperature=0.0, seed=None, top_k=8)
+        loaded.load_seconds = time.perf_counter() - start
+        self.loaded = loaded
+        return loaded
+
+    def _generate(self, loaded: Loaded, job: Job, prefix: str, suffix: str, max_tokens: int,
+                  temperature: float, seed: int | None, top_k: int) -> str:
+        """The raw middle (possibly cut short by the job); the model is left unwatched afterwards."""
+        decoder = loaded.decoder
+        job.begin(decoder.codec)
+        # no finisher: finish_middle() tries the shortest finish on whatever comes back (budget,
+        # deadline, cut to one line), and shorter cuts when that fails
+        kwargs = {"mode": "constrained", "max_new_tokens": max_tokens, "temperature": temperature,
+                  "top_k": top_k, "seed": seed}
+        if loaded.has_should_stop:
+            kwargs["should_stop"] = job.should_stop
+        loaded.watched.job = job
+        try:
+            try:
+                result = decoder.generate(prefix, suffix, **kwargs)
+            except TypeError as error:
+                if "should_stop" not in str(error):
+                    raise
+                loaded.has_should_stop, loaded.watched.hard_stop = False, True
+                kwargs.pop("should_stop")
+                job.begin(decoder.codec)
+                result = decoder.generate(prefix, suffix, **kwargs)
+            return result.middle
+        except Stopped:
+            return decoder.codec.decode(job.ids)
+        finally:
+            loaded.watched.job = None
+
+    def complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
+        """Up to ``items`` distinct valid middles (greedy first, then sampled); [] when stopped or impossible."""
+        from fimconstrain import FimConstrainError, fim_checker
+
+        loaded = self.loaded
+        if loaded is None or job.cancelled or job.expired():
+            return []
+        constrain_suffix = suffix if settings.mode == "fim" else ""
+        try:
+            checker = fim_checker(prefix, constrain_suffix)
+        except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
+            log.info("no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None))
+            return []
+        out: list[str] = []
+        for i in range(items):
+            if job.cancelled or (i and job.expired()):
+                break
+            raw = self._generate(loaded, job, prefix, constrain_suffix, settings.max_tokens,
+                                 0.0 if i == 0 else settings.temperature, None if i == 0 else i, settings.top_k)
+            if job.cancelled:
+                break
+            middle = finish_middle(checker, raw, job.single_line, constrain_suffix)
+            if middle is not None and middle not in out:
+                out.append(middle)
+        return [] if job.cancelled else out

@@ -1,0 +1,446 @@
+"""The language server: ``textDocument/inlineCompletion`` backed by the constrained FIM engine.
+
+Threads: the asyncio event loop (pygls) reads messages and answers every request;
+one worker thread loads the model and generates (:class:`~lsp_server.engine.Engine`).
+The loop never waits on the worker except through ``asyncio.wait`` with a
+timeout, so a slow model, a huge file or a model that fails to load can delay or
+empty a completion but never stall other requests.
+
+Custom notification ``fimconstrain/status`` (server -> client), params
+``{"state": "busy" | "idle" | "error", "message": str, "model": str | null}``,
+sent when the state changes: busy while the model loads or a completion runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from . import __version__
+from .config import SECTION, Settings, section, update
+from .documents import UTF8, Documents, encoding_name, offset_at
+from .engine import Engine, Job
+from .shaping import wants_multiline
+
+log = logging.getLogger("lsp_server")
+
+STATUS = "fimconstrain/status"
+GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worker to hand over what it has
+CONFIG_PULL_SECONDS = 3.0
+
+
+class _BadRequest:
+    """A request whose params could not be read: answered with InvalidParams instead of dropped."""
+
+    def __init__(self, msg_id, method: str, error: Exception):
+        self.id, self.method, self.error = msg_id, method, error
+
+
+class FimProtocol(LanguageServerProtocol):
+    """pygls' protocol with three changes: UTF-8 positions whenever the client offers them, an
+    InvalidParams answer for malformed requests, and document sync that a bad edit cannot break."""
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        general = params.capabilities.general if params.capabilities else None
+        offered = list(general.position_encodings or []) if general else []
+        if types.PositionEncodingKind.Utf8 in offered or "utf-8" in offered:
+            general.position_encodings = [types.PositionEncodingKind.Utf8] + [
+                e for e in offered if encoding_name(e) != UTF8]
+        return (yield from super().lsp_initialize(params))
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args):
+        if getattr(self._server, "_server", None) is None:  # stdio: pygls exits the process
+            return (yield from super().lsp_exit(*args))
+        # TCP: close the listening socket so that start_tcp returns (pygls would raise
+        # SystemExit inside the connection callback)
+        if (handler := self.fm.features.get(types.EXIT)) is not None:
+            yield handler, args, None
+        self._server.shutdown()
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        try:
+            for change in params.content_changes:
+                self.workspace.update_text_document(params.text_document, change)
+        except Exception as error:  # unknown document or odd range: our own store decides
+            log.debug("pygls workspace did not take the change: %r", error)
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            if isinstance(data, dict) and "jsonrpc" in data and "id" in data and "method" in data:
+                return _BadRequest(data["id"], str(data["method"]), error)
+            raise
+
+    def handle_message(self, message):
+        if isinstance(message, _BadRequest):
+            log.warning("malformed %s request (id %s): its params do not match the protocol",
+                        message.method, message.id)
+            self._send_response(message.id, error=types.ResponseError(
+                code=JsonRpcInvalidParams.CODE,
+                message=f"invalid params for {message.method}: they do not match the LSP schema"))
+            return
+        super().handle_message(message)
+
+
+class _ClientLog(logging.Handler):
+    """Forwards the server's log records to the client as window/logMessage (from any thread)."""
+
+    LEVELS = ((logging.ERROR, types.MessageType.Error), (logging.WARNING, types.MessageType.Warning),
+              (logging.INFO, types.MessageType.Info), (0, types.MessageType.Log))
+
+    def __init__(self, server: FimServer):
+        super().__init__(logging.DEBUG)
+        self.server = server
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            kind = next(t for level, t in self.LEVELS if record.levelno >= level)
+            params = types.LogMessageParams(type=kind, message=self.format(record))
+            self.server.in_loop(self.server.window_log_message, params)
+        except Exception:  # logging must never raise into the code that logs
+            self.handleError(record)
+
+
+class FimServer(LanguageServer):
+    """State of one editor session: settings, documents, the engine and the requests in flight."""
+
+    def __init__(self):
+        super().__init__("fimconstrain-lsp", __version__, protocol_cls=FimProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.documents = Documents()
+        self.engine = Engine()
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fimconstrain-worker")
+        self.jobs: dict[str, Job] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread: int | None = None
+        self.model_ready: asyncio.Event | None = None
+        self.loading = 0  # load generation; the newest one decides the engine's state
+        self.load_task: asyncio.Task | None = None
+        self.running = 0
+        self.state: tuple[str, str] | None = None
+        self.warned: set[str] = set()
+        self.client_log = _ClientLog(self)
+        self.client_log.setFormatter(logging.Formatter("%(message)s"))
+        self.client_log.setLevel(logging.INFO)
+        log.addHandler(self.client_log)
+        log.setLevel(logging.DEBUG)
+
+    # ------------------------------------------------------------ plumbing
+
+    def attach_loop(self) -> None:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+            self.loop_thread = threading.get_ident()
+            self.model_ready = asyncio.Event()
+
+    def in_loop(self, fn, *args) -> None:
+        """Call ``fn(*args)`` on the event loop thread (now if already there)."""
+        if self.loop is None or self.protocol.writer is None:
+            return
+        if threading.get_ident() == self.loop_thread:
+            fn(*args)
+        elif not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """Out-of-band errors (malformed notifications...) go to the log, not to pop-ups."""
+        log.warning("%s: %s", getattr(source, "__name__", source), error)
+
+    def set_status(self, state: str, message: str) -> None:
+        if self.state == (state, message):
+            return
+        self.state = (state, message)
+        loaded = self.engine.loaded
+        self.in_loop(self.protocol.notify, STATUS,
+                     {"state": state, "message": message, "model": loaded.name if loaded else None})
+
+    def idle_status(self) -> None:
+        if self.running or self.load_task is not None and not self.load_task.done():
+            return
+        if self.engine.error:
+            self.set_status("error", self.engine.error)
+        elif self.settings.mode == "off":
+            self.set_status("idle", "completions are off (mode: off)")
+        elif self.engine.loaded:
+            self.set_status("idle", f"ready: {self.engine.loaded.name} ({self.engine.loaded.fim_format})")
+        else:
+            self.set_status("idle", "no model loaded")
+
+    def warn_once(self, uri: str, message: str, level: int = logging.WARNING) -> None:
+        """Log why a document gets no completions, once until it gets one again (not on every keystroke)."""
+        if uri not in self.warned:
+            self.warned.add(uri)
+            log.log(level, "%s", message)
+
+    @property
+    def encoding(self) -> str:
+        return self.documents.encoding
+
+    # ------------------------------------------------------------ settings and the model
+
+    def apply_settings(self, raw: Any, origin: str) -> bool:
+        """Merge client settings; returns whether the model must be (re)loaded."""
+        before = self.settings
+        self.settings, problems = update(before, raw)
+        for problem in problems:
+            log.warning("%s: %s", origin, problem)
+        if self.settings != before:
+            old, new = before.to_dict(), self.settings.to_dict()
+            log.info("settings from %s: %s", origin, {k: v for k, v in new.items() if old[k] != v})
+        return self.settings.model_key() != before.model_key()
+
+    def want_model(self, key_changed: bool) -> bool:
+        if self.settings.mode == "off":
+            return False
+        return key_changed or (self.engine.loaded is None and self.engine.error is None
+                               and (self.load_task is None or self.load_task.done()))
+
+    def start_load(self) -> None:
+        self.loading += 1
+        self.model_ready.clear()
+        self.load_task = asyncio.ensure_future(self._load(self.loading, self.settings))
+
+    async def _load(self, generation: int, settings: Settings) -> None:
+        name = settings.model or "the shipped model"
+        token = f"fimconstrain-load-{generation}"
+        progress = await self._progress_begin(token, "fimconstrain", f"loading {name}")
+        self.set_status("busy", f"loading {name}")
+        start = time.perf_counter()
+        try:
+            loaded = await asyncio.wrap_future(self.worker.submit(self.engine.load, settings))
+        except Exception as error:  # a missing or broken model must not take the server down
+            message = f"model {name} failed to load: {error}"
+            if generation == self.loading:
+                self.engine.error = message
+                log.error("%s", message)
+                self.in_loop(self.window_show_message,
+                             types.ShowMessageParams(type=types.MessageType.Error, message=f"fimconstrain: {message}"))
+        else:
+            if generation == self.loading:
+                log.info("model %s loaded (format %s) in %.1f s", loaded.name, loaded.fim_format,
+                         time.perf_counter() - start)
+                self.model_ready.set()
+        finally:
+            if progress:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+            if generation == self.loading:
+                self.load_task = None
+                self.idle_status()
+
+    async def _progress_begin(self, token: str, title: str, message: str) -> bool:
+        caps = self.protocol.client_capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            return False
+        try:
+            await asyncio.wait_for(self.work_done_progress.create_async(token), CONFIG_PULL_SECONDS)
+        except Exception as error:
+            log.debug("no work-done progress: %r", error)
+            return False
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, message=message,
+                                                                         cancellable=False))
+        return True
+
+    async def pull_settings(self) -> bool:
+        """Ask the client for the ``fimconstrain`` section (when it supports workspace/configuration)."""
+        caps = self.protocol.client_capabilities
+        if not (caps and caps.workspace and caps.workspace.configuration):
+            return False
+        try:
+            values = await asyncio.wait_for(self.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(section=SECTION)])), CONFIG_PULL_SECONDS)
+        except Exception as error:
+            log.debug("workspace/configuration failed: %r", error)
+            return False
+        value = values[0] if values else None
+        return self.apply_settings(value, "workspace/configuration") if isinstance(value, dict) else False
+
+    # ------------------------------------------------------------ completions
+
+    async def inline_completion(self, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        empty = types.InlineCompletionList(items=[])
+        settings = self.settings
+        if settings.mode == "off":
+            return empty
+        uri = params.text_document.uri
+        doc = self.documents.get(uri)
+        if doc is None:
+            self.warn_once(uri, f"inlineCompletion for a document that is not open: {uri}")
+            return empty
+        if doc.language_id not in settings.languages:
+            self.warn_once(uri, f"not completing {uri}: languageId {doc.language_id!r} is not one of "
+                                f"{', '.join(settings.languages)}", logging.INFO)
+            return empty
+        if len(doc.text) > settings.max_file_chars:
+            self.warn_once(uri, f"not completing {uri}: {len(doc.text)} characters is over maxFileChars "
+                                f"({settings.max_file_chars})")
+            return empty
+        self.warned.discard(uri)
+        text, enc = doc.text, self.encoding
+        cursor = offset_at(text, params.position.line, params.position.character, enc)
+        context = params.context
+        kind = context.trigger_kind if context else types.InlineCompletionTriggerKind.Automatic
+        selected = context.selected_completion_info if context else None
+        lead, replace = "", types.Range(start=params.position, end=params.position)
+        if selected is not None:
+            # the item must extend the selected completion and replace the same range:
+            # complete the document as it will be once that completion is accepted
+            a, b = sorted(offset_at(text, p.line, p.character, enc)
+                          for p in (selected.range.start, selected.range.end))
+            lead, replace = selected.text, selected.range
+            prefix, suffix = text[:a] + lead, text[b:]
+        else:
+            prefix, suffix = text[:cursor], text[cursor:]
+        single = not wants_multiline(prefix, suffix, settings.multiline)
+        items = settings.invoked_items if kind == types.InlineCompletionTriggerKind.Invoked else 1
+
+        job = Job(uri, time.monotonic() + settings.deadline_ms / 1000, single)
+        previous = self.jobs.get(uri)
+        if previous is not None:
+            previous.cancel("superseded")
+        self.jobs[uri] = job
+        self.running += 1
+        self.set_status("busy", f"completing {uri.rsplit('/', 1)[-1]}")
+        try:
+            middles = await self._run(job, prefix, suffix, settings, items)
+        except asyncio.CancelledError:
+            job.cancel("cancelled")
+            raise
+        finally:
+            self.running -= 1
+            if self.jobs.get(uri) is job:
+                del self.jobs[uri]
+            self.idle_status()
+        return types.InlineCompletionList(items=[
+            types.InlineCompletionItem(insert_text=lead + middle, range=replace) for middle in middles])
+
+    async def _run(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
+        if self.engine.loaded is None:
+            if self.engine.error or self.model_ready is None:
+                return []
+            try:
+                await asyncio.wait_for(self.model_ready.wait(), max(0.0, job.deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                log.info("model not ready before the deadline; no completion")
+                return []
+        if job.cancelled:
+            return []
+        started = time.perf_counter()
+        work = self.worker.submit(self.engine.complete, job, prefix, suffix, settings, items)
+        work.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
+        future = asyncio.wrap_future(work)
+        done, _ = await asyncio.wait({future}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS)
+        if not done:
+            job.cancel("deadline")
+            future.add_done_callback(_consume)
+            log.info("deadline passed with the worker still busy; no completion")
+            return []
+        try:
+            middles = future.result()
+        except Exception:
+            log.exception("completion failed")
+            return []
+        if job.reason == "superseded":
+            return []
+        return middles
+
+    def cancel_all(self, reason: str) -> None:
+        for job in list(self.jobs.values()):
+            job.cancel(reason)
+
+
+def _summary(job: Job, done, seconds: float) -> None:
+    """Log what a completion did (from the worker thread, when it ends)."""
+    if done.cancelled():
+        return
+    error = done.exception()
+    count = "failed" if error else f"{len(done.result())} item(s)"
+    stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
+    log.info("completion %s: %s, %d tokens, %.2f s%s", job.uri.rsplit("/", 1)[-1], count, job.generated,
+             seconds, stop)
+
+
+def _consume(future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def create_server() -> FimServer:
+    """A server with every handler registered (one per process)."""
+    server = FimServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FimServer, params: types.InitializeParams):
+        ls.attach_loop()
+        ls.documents.encoding = encoding_name(ls.workspace.position_encoding)
+        ls.apply_settings(params.initialization_options, "initializationOptions")
+        log.info("fimconstrain-lsp %s: positions in %s", __version__, ls.documents.encoding)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: FimServer, params: types.InitializedParams):
+        ls.attach_loop()
+        await ls.pull_settings()
+        if ls.want_model(True):
+            ls.start_load()
+        else:
+            ls.idle_status()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: FimServer, params: types.DidChangeConfigurationParams):
+        ls.attach_loop()
+        raw = params.settings
+        if raw is None or section(raw) == {}:  # "settings changed, ask me": pull them
+            changed = await ls.pull_settings()
+        else:
+            changed = ls.apply_settings(raw, "didChangeConfiguration")
+        if changed:
+            ls.engine.error = None
+        if ls.want_model(changed):
+            ls.start_load()
+        else:
+            ls.idle_status()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: FimServer, params: types.DidOpenTextDocumentParams):
+        doc = params.text_document
+        ls.documents.open(doc.uri, doc.text, doc.version, doc.language_id)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: FimServer, params: types.DidChangeTextDocumentParams):
+        if not ls.documents.change(params.text_document.uri, params.text_document.version,
+                                   list(params.content_changes)):
+            log.warning("didChange for a document that is not open: %s", params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: FimServer, params: types.DidCloseTextDocumentParams):
+        uri = params.text_document.uri
+        ls.documents.close(uri)
+        if uri in ls.jobs:
+            ls.jobs[uri].cancel("superseded")
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: FimServer, params: types.InlineCompletionParams):
+        ls.attach_loop()
+        return await ls.inline_completion(params)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: FimServer, params):
+        ls.cancel_all("shutdown")
+
+    return server

@@ -1,0 +1,63 @@
+"""A tiny randomly initialised FIM model for tests and smoke runs (no download, a few seconds on a CPU).
+
+``build_tiny_model(directory)`` writes a 2-layer GPTBigCode (SantaCoder's
+architecture and FIM tokens) and a byte-level BPE tokenizer trained on a few
+standard-library files; point the server at it with ``{"model": directory}``.
+Its completions are random but still valid: the constraint does that.
+``python -m lsp_server.testing DIR`` builds one from the command line.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+SPECIALS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"]
+_TEXTS = ("textwrap.py", "string.py", "json/decoder.py")
+
+
+def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0, layers: int = 2, dim: int = 32,
+                     heads: int = 2, context: int = 4096) -> Path:
+    """Write the tiny model and its tokenizer into ``directory`` (created) and return it.
+
+    The sizes can be raised to those of the shipped model (8192 tokens, 4 layers, d=256,
+    4 heads, context 512) to time the server with a model of realistic cost.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    names = list(_TEXTS)
+    if vocab_size > 1000:  # enough text for the merges
+        names += sorted(str(p.relative_to(stdlib)) for p in stdlib.glob("*.py"))[:60]
+    texts = [(stdlib / name).read_text(encoding="utf-8", errors="replace") for name in names]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
+                                                       show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                        bos_token="<|endoftext|>", pad_token="<fim-pad>")
+    torch.manual_seed(seed)
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=context, n_embd=dim, n_layer=layers,
+                              n_head=heads, multi_query=True, bos_token_id=eos, eos_token_id=eos)
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    GPTBigCodeForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m lsp_server.testing", description="Build a random FIM model.")
+    ap.add_argument("directory")
+    ap.add_argument("--shipped-size", action="store_true",
+                    help="the shipped model's sizes (8192 tokens, 4 layers, d=256, context 512) instead of tiny ones")
+    args = ap.parse_args()
+    sizes = dict(vocab_size=8192, layers=4, dim=256, heads=4, context=512) if args.shipped_size else {}
+    print(build_tiny_model(args.directory, **sizes))
