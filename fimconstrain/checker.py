@@ -112,12 +112,13 @@ class Checker:
             plan.memo.put(key, (result, kept))
         return result
 
-    def shortest_finish(self) -> str | None:
+    def shortest_finish(self, seconds: float | None = None) -> str | None:
         """A short text that completes the program from here (suffix included), checked
-        with ``is_complete``; None if the search finds none. For ending inside a budget."""
+        with ``is_complete``; None if the search finds none (within ``seconds``, if given).
+        For ending inside a budget."""
         from .completion import shortest_finish
 
-        return shortest_finish(self)
+        return shortest_finish(self, seconds=seconds)
 
     def _finish(self, plan: SuffixPlan, branches: list) -> bool:
         """Complete after the whole head: use the tail's verdict where the head ends a file."""

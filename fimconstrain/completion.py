@@ -11,6 +11,7 @@ middle, since the suffix usually closes what the middle opened.
 from __future__ import annotations
 
 import heapq
+import time
 from functools import lru_cache
 
 from .grammar import Grammar
@@ -239,29 +240,56 @@ def _openers_for(suffix: str) -> list[str]:
     return out
 
 
-def _first_complete(base, texts) -> str | None:
-    for text in texts:
-        after = base.feed(text)
-        if after is not None and after.is_complete():
-            return text
-    return None
+def _header_joiners(checker) -> list[str]:
+    """A block header on a new line at each column the layout knows: a suffix that starts
+    with an indented block needs a header to hang from."""
+    columns = {0}
+    for _, layout, *_ in checker._branches:
+        if isinstance(layout, tuple):
+            stack = [col for col, _ in layout[0]]
+            columns.update(stack)
+            columns.add((stack[-1] if stack else 0) + len(_INDENT_UNIT))
+    return ["\n" + " " * col + "if A:" for col in sorted(columns)]
 
 
-def shortest_finish(checker, limit: int = 64) -> str | None:
+class _Search:
+    """Candidate checks under an optional time limit."""
+
+    def __init__(self, seconds: float | None):
+        self.until = None if seconds is None else time.monotonic() + seconds
+
+    def expired(self) -> bool:
+        return self.until is not None and time.monotonic() > self.until
+
+    def first_complete(self, base, texts) -> str | None:
+        """The first text of ``texts`` that completes ``base``, or None (also when time is up)."""
+        for text in texts:
+            if self.expired():
+                return None
+            after = base.feed(text)
+            if after is not None and after.is_complete():
+                return text
+        return None
+
+
+def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> str | None:
     """A short text ``t`` with ``checker.feed(t).is_complete()`` (suffix included), or None
-    when none is found. Tries the cheapest closing of the open rules cut at every point; with
-    a suffix also one more symbol or character after each cut point, then one more symbol
-    followed by an opener of a string the suffix may close."""
+    when none is found (within ``seconds``, if given). Tries the cheapest closing of the open
+    rules cut at every point; with a suffix also one more symbol, character or block header
+    after each cut point, then one more symbol followed by an opener of a string the suffix
+    may close."""
+    search = _Search(seconds)
     candidates = finishing_candidates(checker)[:limit]
-    found = _first_complete(checker, candidates)
+    found = search.first_complete(checker, candidates)
     if found is not None or checker._plan is None:
         return found
     bases = [(text, base) for text in candidates if (base := checker.feed(text)) is not None]
     best = None
     for text, base in bases:
-        if best is not None and len(text) >= len(best):
+        if (best is not None and len(text) >= len(best)) or search.expired():
             break
-        tail = _first_complete(base, sorted((glue + j for j in _joiners(base) for glue in ("", " ")), key=len))
+        joiners = [glue + j for j in _joiners(base) for glue in ("", " ")] + _header_joiners(base)
+        tail = search.first_complete(base, sorted(joiners, key=len))
         if tail is not None and (best is None or len(text + tail) < len(best)):
             best = text + tail
     if best is not None:
@@ -272,7 +300,9 @@ def shortest_finish(checker, limit: int = 64) -> str | None:
             middle = base.feed(" " + symbol)
             if middle is None:
                 continue
-            tail = _first_complete(middle, [glue + o for o in openers for glue in (" ", "")])
+            tail = search.first_complete(middle, [glue + o for o in openers for glue in (" ", "")])
             if tail is not None:
                 return text + " " + symbol + tail
+            if search.expired():
+                return None
     return None
