@@ -24,7 +24,6 @@ import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import _common as C
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import keyword
-import unicodedata
 import warnings
 
 from .earley import EarleySet, Recognizer
@@ -255,9 +254,9 @@ class PythonLayer(PlainLayer):
 
 
 def _identifier_ok(text: str) -> bool:
-    """CPython's check on non-ASCII names: valid after NFKC normalisation (a combining mark
-    cannot start a name)."""
-    return unicodedata.normalize("NFKC", text).isidentifier()
+    """CPython's check on non-ASCII names, on the characters as written (a combining mark
+    cannot start a name; ``¹`` is no identifier character even though NFKC makes it ``1``)."""
+    return text.isidentifier()
 
 
 def _string_ok(text: str) -> bool:

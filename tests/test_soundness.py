@@ -138,6 +138,8 @@ ACCEPT = [
 # found by fuzzing and fixed: backslash continuations at the start of a line, odd name starts
 FIXED = [
     "\u0300 = 1\n",  # ast: invalid character (a combining mark cannot start a name)
+    "x\u00b9 = 1\n",  # ast: invalid character (superscript one is not an identifier character)
+    "\ufb01 = \u210c\n",  # ast accepts: ligature and black-letter names
     "\\\n pass\n",  # ast: unexpected indent (a continuation line at column 0, then an indented one)
     " \\\n\n",  # ast accepts: an indented backslash continuation followed by a blank line
     "x = 1\n  \\\n\ny = 2\n",

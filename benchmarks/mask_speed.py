@@ -1,0 +1,160 @@
+"""Token-mask store: build time and size at a 49k vocabulary, mask time per decoding step on real
+prefixes, and soundness / tightness against the exact checker with the full vocabulary.
+
+    python benchmarks/mask_speed.py                   # 49,152-token BPE, 12 stdlib files
+    python benchmarks/mask_speed.py --vocab-size 8192 --limit 4 --sound-positions 10
+
+The tokenizer is a byte-level BPE trained on the standard library (cached under
+``~/.cache/fimconstrain/tokenizers``); the store is built fresh into a temporary folder so the
+build is timed, then reloaded from disk. Decoding steps walk each file's own tokenization token
+by token: the mask is taken before each token and the token is then fed to the checker.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import base_parser, progress, read_utf8, select_files, table, write_results  # noqa: E402
+
+import fimconstrain  # noqa: E402
+from fimconstrain.mask_store import Alphabet, MaskStore  # noqa: E402
+from fimconstrain.vocab import split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
+
+
+def percentiles(us: list[float]) -> dict:
+    """Mean and percentiles of per-step times in microseconds."""
+    a = np.array(us)
+    return {"n": len(a), "mean_us": float(a.mean()), "p50_us": float(np.percentile(a, 50)),
+            "p90_us": float(np.percentile(a, 90)), "p99_us": float(np.percentile(a, 99)), "max_us": float(a.max())}
+
+
+def build_and_load(tokenizer, show: bool) -> tuple[MaskStore, dict]:
+    """Build the store into a fresh folder (timed), then reload it from disk (timed)."""
+    vocab = vocabulary(tokenizer)
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        built = MaskStore.build(vocab, progress=show)
+        build_s = time.perf_counter() - start
+        path = built.save(Path(tmp) / "store.npz")
+        size = path.stat().st_size
+        loads = []
+        for _ in range(5):
+            start = time.perf_counter()
+            store = MaskStore.load(path, vocab=vocab)
+            loads.append(time.perf_counter() - start)
+    info = {"build_s": build_s, "file_bytes": size, "load_s_min": min(loads), "load_s_mean": float(np.mean(loads)),
+            **store.stats()}
+    return store, info
+
+
+def walk(store: MaskStore, vocab, tokenizer, texts: list[str], max_tokens: int, show: bool):
+    """Mask time at every step of each file's tokenization; (timings, unpack timings, checkers
+    at sampled steps for the soundness check, misses of the true next token)."""
+    times = {"wall": [], "cpu": [], "bool_wall": [], "bool_cpu": []}
+    states, true_missed = [], 0
+    for text in progress(texts, desc="decoding steps", disable=not show):
+        ids = tokenizer.encode(text).ids[:max_tokens]
+        checker, held = fimconstrain.fim_checker(""), 0
+        for token, (piece, new_held) in zip(ids, token_steps(vocab, ids)):
+            wall, cpu, _ = timed(store.mask, checker, held)
+            times["wall"].append(wall)
+            times["cpu"].append(cpu)
+            wall, cpu, bits = timed(store.allowed, checker, held)
+            times["bool_wall"].append(wall)
+            times["bool_cpu"].append(cpu)
+            true_missed += not bits[token]
+            states.append((checker, held))
+            checker, held = checker.feed(piece), new_held
+            if checker is None:
+                raise RuntimeError(f"the exact checker rejected a valid file at {piece!r}")
+    return times, states, true_missed
+
+
+def timed(func, *args):
+    """(wall us, thread CPU us, result) of one call, with the garbage collector paused as
+    ``timeit`` does; CPU time leaves out the time other processes on a shared machine take."""
+    gc.disable()
+    wall, cpu = time.perf_counter(), time.thread_time()
+    result = func(*args)
+    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    gc.enable()
+    return wall * 1e6, cpu * 1e6, result
+
+
+def soundness(store: MaskStore, vocab, states: list, n: int, seed: int, show: bool) -> dict:
+    """At ``n`` sampled steps: tokens the exact checker accepts (full vocabulary) that the mask
+    lacks (must be none), and masked-in tokens the exact checker rejects (looseness)."""
+    alphabet = Alphabet(store.layer.dfa)
+    variants = []
+    for piece in vocab.pieces:
+        if piece is None:
+            variants.append(())
+        else:
+            text, tail = split_utf8(piece)
+            variants.append(tuple(text + ch for ch in alphabet.non_ascii.values()) if tail else (text,))
+    picked = random.Random(seed).sample([s for s in states if not s[1]], min(n, len(states)))
+    missed = masked = accepted = 0
+    examples = []
+    for checker, _ in progress(picked, desc="soundness", disable=not show, unit="position"):
+        mask = store.allowed(checker)
+        exact = np.array([any(checker.feed(v) is not None for v in vs) for vs in variants])
+        miss = np.flatnonzero(exact & ~mask)
+        missed += len(miss)
+        masked += int(mask.sum())
+        accepted += int(exact.sum())
+        loose = np.flatnonzero(mask & ~exact)
+        if len(loose) and len(examples) < 8:
+            tail = checker._branches[0][3]
+            examples.append({"lexeme": tail[-30:], "loose": len(loose),
+                             "tokens": [variants[t][0] for t in loose[:6]]})
+    return {"positions": len(picked), "missed_tokens": missed, "mean_masked": masked / max(1, len(picked)),
+            "mean_accepted": accepted / max(1, len(picked)),
+            "loose_fraction": (masked - accepted) / masked if masked else 0.0, "loose_examples": examples}
+
+
+def main() -> None:
+    p = base_parser(__doc__.splitlines()[0], limit_default=12, workers=False)
+    p.add_argument("--vocab-size", type=int, default=49152)
+    p.add_argument("--max-tokens", type=int, default=2000, help="decoding steps per file")
+    p.add_argument("--sound-positions", type=int, default=40, help="steps checked against the exact checker")
+    args = p.parse_args()
+    show = not args.no_progress
+    start = time.perf_counter()
+    tokenizer = stdlib_tokenizer(args.vocab_size)
+    tok_s = time.perf_counter() - start
+    vocab = vocabulary(tokenizer)
+    store, build = build_and_load(tokenizer, show)
+    root, files = select_files(args)
+    texts = [t for t in (read_utf8(f) for f in files) if t]
+    times, states, true_missed = walk(store, vocab, tokenizer, texts, args.max_tokens, show)
+    steps = {name: percentiles(values) for name, values in times.items()}
+    sound = soundness(store, vocab, states, args.sound_positions, args.seed, show)
+    print(table([[f"{vocab.size:,}", build["build_s"], build["file_bytes"] / 1e6, build["load_s_min"] * 1e3,
+                  build["states"], build["rows"]]],
+                ["vocabulary", "build s", "store MB", "load ms", "lexer states", "bitsets"]))
+    print()
+    labels = {"wall": "mask, uint64 words (wall)", "cpu": "mask, uint64 words (CPU)",
+              "bool_wall": "mask as bool vector (wall)", "bool_cpu": "mask as bool vector (CPU)"}
+    print(table([[labels[k], v["n"], v["mean_us"], v["p50_us"], v["p99_us"], v["max_us"]] for k, v in steps.items()],
+                ["per decoding step", "steps", "mean us", "p50 us", "p99 us", "max us"]))
+    print()
+    print(f"soundness: {sound['missed_tokens']} accepted tokens missing from the mask at {sound['positions']} "
+          f"positions (full vocabulary); true next token missing {true_missed} times in {len(states)} steps")
+    print(f"tightness: {sound['mean_masked']:.0f} tokens masked in, {sound['mean_accepted']:.0f} accepted "
+          f"by the exact checker per position; {100 * sound['loose_fraction']:.2f}% of masked-in tokens are rejected")
+    out = write_results(f"mask_speed_{vocab.size}" if vocab.size != 49152 else "mask_speed", args, {
+        "tokenizer": {"vocab_size": vocab.size, "seconds": tok_s}, "store": build, "files": len(texts),
+        "steps": steps, "true_token_missed": true_missed, "soundness": sound})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,795 @@
+"""Token-mask store (paper 000, SynCode's DFA mask store) for whole-vocabulary masks.
+
+For a (grammar, vocabulary) pair it precomputes, for every lexer-automaton state ``q`` a lexeme in
+progress can be in, which tokens can be read from ``q``: as bitsets (``uint64`` words, token ``t``
+is bit ``t % 64`` of word ``t // 64``). At decoding time the checker's branches give the state,
+the terminals the parser allows now (accept sequences of length 1) and, per terminal that may end
+the lexeme, the terminals the parser allows after it (length 2); the mask is an OR of a few stored
+bitsets. The mask is sound: a superset of the tokens ``checker.feed`` accepts (see
+``docs/mask-store.md``); use it for prefix-only decoding, or as a pre-filter before the exact check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .layers import PlainLayer, PythonLayer, _indent_columns
+from .regex_dfa import DEAD
+from .vocab import Vocabulary, split_utf8, vocabulary
+
+STORE_VERSION = 1
+_FILE_KEYS = ("rows", "cont", "zero", "fresh", "ext", "nl_groups")
+#: per newline state, how many groups of indentation-changing tokens are judged exactly
+NEWLINE_GROUPS = 16
+#: composed masks kept for reuse (each is vocabulary/8 bytes)
+MEMO_SIZE = 2048
+
+
+# ---------------------------------------------------------------- alphabet
+
+
+class Alphabet:
+    """Characters grouped into classes that every lexer-automaton state treats alike.
+
+    Two characters are alike when they are the same literal (or neither is one) and every
+    character-class test of the lexer's regexes gives them the same answer.
+    """
+
+    def __init__(self, dfa):
+        labels = {id(edge[0]): edge[0] for edge in dfa._out.values() if edge is not None}.values()
+        self._literals = frozenset(cs.char for cs in labels if cs.char is not None)
+        self._tests = tuple(cs.test for cs in labels if cs.char is None)
+        self._ids: dict[tuple, int] = {}
+        self._of: dict[str, int] = {}
+        self.reps: list[str] = []  # a member of each class (the first one seen)
+        self.non_ascii: dict[int, str] = {}  # class -> a non-ASCII member, for classes that have one
+        for ch in _probe_chars():
+            self.of(ch)
+
+    def of(self, ch: str) -> int:
+        """The class of ``ch`` (a new class if no character seen so far is alike)."""
+        cid = self._of.get(ch)
+        if cid is None:
+            sig = (ch if ch in self._literals else None, tuple(test(ch) for test in self._tests))
+            cid = self._ids.get(sig)
+            if cid is None:
+                cid = self._ids[sig] = len(self.reps)
+                self.reps.append(ch)
+            if ch >= "\x80":
+                self.non_ascii.setdefault(cid, ch)
+            self._of[ch] = cid
+        return cid
+
+    def encode(self, text: str) -> list[int]:
+        return [self.of(ch) for ch in text]
+
+
+def _probe_chars() -> Iterator[str]:
+    """Printable ASCII first (nice representatives), the rest of ASCII, then a sweep of
+    non-ASCII code points dense where scripts are, sparse beyond (classes only, not states)."""
+    yield from map(chr, range(32, 127))
+    yield from map(chr, [*range(1, 32), 127])
+    yield from map(chr, range(0x80, 0x3000))
+    for cp in range(0x3000, 0x110000, 97):
+        if not 0xD800 <= cp < 0xE000:
+            yield chr(cp)
+
+
+# ---------------------------------------------------------------- automaton tables
+
+
+class _Automaton:
+    """The lexer DFA's states reachable inside a lexeme, enumerated over the alphabet's classes.
+
+    Local state 0 is DEAD. Each state is named by its root (0: the empty lexeme, 1: the layer's
+    initial lexeme) and a string of class representatives that reaches it, so a store built in
+    one process can find the same states in another process's lazily numbered DFA.
+    """
+
+    def __init__(self, layer: PlainLayer, alphabet: Alphabet):
+        dfa = layer.dfa
+        roots = [dfa.start, layer.initial_branch()[2]]
+        reps = alphabet.reps
+        local = {DEAD: 0}
+        self.paths: list[tuple[int, str]] = [(-1, "")]
+        sids = [DEAD]
+        queue = deque()
+        for r, sid in enumerate(roots):
+            if sid not in local:
+                local[sid] = len(sids)
+                sids.append(sid)
+                self.paths.append((r, ""))
+                queue.append(sid)
+        table: dict[int, list[int]] = {}
+        while queue:
+            sid = queue.popleft()
+            row = []
+            root, path = self.paths[local[sid]]
+            for cid, ch in enumerate(reps):
+                nxt = dfa.trans[sid].get(ch)
+                if nxt is None:
+                    nxt = dfa.step(sid, ch)
+                if nxt not in local:
+                    local[nxt] = len(sids)
+                    sids.append(nxt)
+                    self.paths.append((root, path + ch))
+                    queue.append(nxt)
+                row.append(local[nxt])
+            table[local[sid]] = row
+        n = len(sids)
+        self.trans = np.zeros((n, len(reps)), dtype=np.int32)
+        for q, row in table.items():
+            self.trans[q] = row
+        self.sids = sids
+        self.live = [dfa.live[s] for s in sids]
+        self.accept = [dfa.accept[s] for s in sids]
+        self.tmask = [layer.token_mask(s) if s != DEAD else 0 for s in sids]
+        self.tmask[0] = self.live[0] = self.accept[0] = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.sids)
+
+
+def _bits(mask: int, width: int) -> np.ndarray:
+    """A terminal bitmask as a bool vector."""
+    return np.array([(mask >> i) & 1 for i in range(width)], dtype=bool)
+
+
+# ---------------------------------------------------------------- the vocabulary as class strings
+
+
+class _Variants:
+    """Every token's text as class strings; a token that ends inside a UTF-8 character has one
+    variant per class that character may fall in. Tokens whose text can never occur in a valid
+    program (NUL) and special tokens have none; tokens without text are listed in ``empty``."""
+
+    def __init__(self, vocab: Vocabulary, alphabet: Alphabet):
+        owner, codes, texts = [], [], []
+        self.newline_first, self.empty = [], []
+        for token, piece in enumerate(vocab.pieces):
+            if piece is None:
+                continue
+            text, tail = split_utf8(piece)
+            if text.startswith("\n"):  # after a pending \r, the checker drops this \n
+                self.newline_first.append(token)
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            if "\0" in text:
+                continue
+            if not text and not tail:
+                self.empty.append(token)
+                continue
+            base = alphabet.encode(text)
+            endings = [[c] for c in sorted(alphabet.non_ascii)] if tail else [[]]
+            for end in endings:
+                owner.append(token)
+                codes.append(base + end)
+                texts.append(text + (alphabet.non_ascii[end[0]] if end else ""))
+        order = sorted(range(len(codes)), key=lambda i: -len(codes[i]))
+        self.owner = np.array([owner[i] for i in order], dtype=np.int64)
+        self.codes = [codes[i] for i in order]
+        self.texts = [texts[i] for i in order]
+        self.lengths = np.array([len(c) for c in self.codes], dtype=np.int64)
+        width = int(self.lengths.max()) if len(self.codes) else 0
+        self.matrix = np.zeros((len(self.codes), width), dtype=np.int16)
+        for i, c in enumerate(self.codes):
+            self.matrix[i, :len(c)] = c
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+# ---------------------------------------------------------------- building
+
+
+class _Builder:
+    """Computes the store's bitsets (see :class:`MaskStore` for what each family means)."""
+
+    def __init__(self, layer: PlainLayer, vocab: Vocabulary, progress: bool):
+        self.layer = layer
+        self.vocab = vocab
+        self.progress = progress
+        self.alphabet = Alphabet(layer.dfa)
+        self.variants = _Variants(vocab, self.alphabet)
+        self.auto = _Automaton(layer, self.alphabet)
+        self.n_terms = layer.grammar.n_terminals
+        self.words = (vocab.size + 63) // 64
+        self._rows: list[np.ndarray] = [np.zeros(self.words, dtype=np.uint64)]
+        self._row_ids: dict[bytes, int] = {self._rows[0].tobytes(): 0}
+
+    # -- rows
+
+    def row(self, token_bits: np.ndarray) -> int:
+        """Index of the (deduplicated) bitset of a bool vector over tokens; 0 is the empty set."""
+        padded = np.zeros(self.words * 64, dtype=bool)
+        padded[:len(token_bits)] = token_bits
+        words = np.packbits(padded, bitorder="little").view("<u8")
+        key = words.tobytes()
+        idx = self._row_ids.get(key)
+        if idx is None:
+            idx = self._row_ids[key] = len(self._rows)
+            self._rows.append(words.astype(np.uint64))
+        return idx
+
+    def tokens_of(self, variant_sel: np.ndarray) -> np.ndarray:
+        """Bool vector over tokens: the owners of the selected variants."""
+        bits = np.zeros(self.vocab.size, dtype=bool)
+        bits[self.variants.owner[variant_sel]] = True
+        return bits
+
+    # -- suffixes read from the empty lexeme
+
+    def suffix_sets(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """For every variant and offset ``i``: an id of U(text[i:]), the terminals that the first
+        non-ignored lexeme of that text can be (in progress or complete, maximal munch; complete
+        ones only if the rest lexes), ignored terminals included when only ignored ones fit.
+        Returns (offset base per variant, flat ids, id -> terminal mask)."""
+        auto = self.auto
+        trans = auto.trans.tolist()
+        acc, tm, live = auto.accept, auto.tmask, auto.live
+        ignore = self.layer.ignore_mask
+        start = 1  # local id of the DFA's start state
+        interned: dict[int, int] = {0: 0}
+        table = [0]
+        base = np.zeros(len(self.variants) + 1, dtype=np.int64)
+        np.cumsum(self.variants.lengths + 1, out=base[1:])
+        flat = np.zeros(int(base[-1]), dtype=np.int32)
+        for v, code in enumerate(_bar(self.variants.codes, self.progress, "suffixes", "token")):
+            n = len(code)
+            u = [0] * (n + 1)
+            lexable = [False] * n + [True]
+            for i in range(n - 1, -1, -1):
+                s, last, j = start, None, i
+                while j < n:
+                    s = trans[s][code[j]]
+                    if not s:
+                        break
+                    j += 1
+                    if acc[s]:
+                        last = (j, s)
+                out = live[s] if s else 0
+                ok = bool(s)
+                if last is not None and last[0] < n:
+                    j, s_end = last
+                    a = tm[s_end]
+                    if a & ignore:
+                        out |= u[j]
+                    if lexable[j]:
+                        out |= a & ~ignore
+                        ok = True
+                u[i] = out
+                lexable[i] = ok
+            row = flat[base[v]:base[v + 1]]
+            for i in range(n):
+                uid = interned.get(u[i])
+                if uid is None:
+                    uid = interned[u[i]] = len(table)
+                    table.append(u[i])
+                row[i] = uid
+        return base, flat, table
+
+    # -- walking every token from every state
+
+    def walk(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run every variant from each of ``states``: (end state, last accepting position or -1,
+        state there). Vectorised over states x variants, one character position at a time."""
+        auto, var = self.auto, self.variants
+        trans = auto.trans.reshape(-1)
+        n_classes = auto.trans.shape[1]
+        accepting = np.array([a != 0 for a in auto.accept], dtype=bool)
+        cur = np.repeat(states[:, None], len(var), axis=1).astype(np.int32)
+        last = np.where(accepting[states], 0, -1)[:, None].repeat(len(var), axis=1).astype(np.int16)
+        at = cur.copy()
+        neg_lengths = -var.lengths
+        for j in range(var.matrix.shape[1]):
+            n = int(np.searchsorted(neg_lengths, -j, side="left"))  # variants longer than j
+            if n == 0:
+                break
+            nxt = trans[cur[:, :n] * n_classes + var.matrix[:n, j]]
+            cur[:, :n] = nxt
+            hit = accepting[nxt]
+            last[:, :n][hit] = j + 1
+            at[:, :n][hit] = nxt[hit]
+        return cur, last, at
+
+    def build(self) -> dict:
+        """All bitsets and their index tables, as arrays for :class:`MaskStore`."""
+        auto, var, nt = self.auto, self.variants, self.n_terms
+        live_b = np.array([_bits(m, nt) for m in auto.live])
+        tm_b = np.array([_bits(m, nt) for m in auto.tmask])
+        base, uflat, utable = self.suffix_sets()
+        u_b = np.array([_bits(m, nt) for m in utable])
+        first_uid = uflat[base[:-1]]
+        fresh = np.full(nt, -1, dtype=np.int32)
+        for t2 in range(nt):
+            sel = u_b[first_uid, t2]
+            if sel.any():
+                fresh[t2] = self.row(self.tokens_of(sel))
+        zero = np.full(auto.size, -1, dtype=np.int32)
+        cont, ext, self._nl_groups, self._nl_keys = [], [], [], {}
+        chunk = 32
+        bar = _bar(range(1, auto.size), self.progress, "states", "state")
+        for lo in range(1, auto.size, chunk):
+            states = np.arange(lo, min(lo + chunk, auto.size))
+            end, last, at = self.walk(states)
+            for k, q in enumerate(states):
+                self._state_rows(int(q), end[k], last[k], at[k], base, uflat, live_b, tm_b, u_b, zero, cont, ext)
+                bar.update(1)
+        bar.close()
+        special = {
+            "newline_first": self.row(self._token_set(var.newline_first)),
+            "text_tokens": self.row(self.tokens_of(np.ones(len(var), dtype=bool)) | self._token_set(var.empty)),
+            "always": self.row(self._token_set(var.empty)),
+        }
+        return {
+            "rows": np.stack(self._rows),
+            "cont": np.array(cont, dtype=np.int32).reshape(-1, 3),
+            "zero": zero,
+            "fresh": fresh,
+            "ext": np.array(ext, dtype=np.int32).reshape(-1, 4),
+            "nl_groups": np.array(self._nl_groups, dtype=np.int32).reshape(-1, 3),
+            "nl_keys": list(self._nl_keys),
+            "paths": auto.paths,
+            **special,
+        }
+
+    def _token_set(self, tokens: list[int]) -> np.ndarray:
+        bits = np.zeros(self.vocab.size, dtype=bool)
+        bits[tokens] = True
+        return bits
+
+    def _state_rows(self, q, end, last, at, base, uflat, live_b, tm_b, u_b, zero, cont, ext) -> None:
+        """The rows of one state: continuation (per terminal), split at offset 0, and splits
+        after the token extends the lexeme (per terminal pair)."""
+        auto, lengths = self.auto, self.variants.lengths
+        live_q = auto.live[q]
+        alive = end != 0
+        for t1 in _ids(live_q):
+            sel = alive & live_b[end, t1]
+            if sel.any():
+                cont.append((q, t1, self.row(self.tokens_of(sel))))
+        inside = (last >= 0) & (last < lengths)
+        uid = np.zeros(len(lengths), dtype=np.int64)
+        uid[inside] = uflat[base[:-1][inside] + last[inside]]
+        inside &= uid != 0
+        at_zero = inside & (last == 0)
+        if at_zero.any() and auto.tmask[q]:
+            zero[q] = self.row(self.tokens_of(at_zero))
+        later = np.flatnonzero(inside & (last > 0))
+        if not len(later):
+            return
+        t1_bits = tm_b[at[later]]
+        u_bits = u_b[uid[later]]
+        for t1 in np.flatnonzero(t1_bits.any(axis=0)):
+            pick = later[t1_bits[:, t1]]
+            u_pick = u_bits[t1_bits[:, t1]]
+            for t2 in np.flatnonzero(u_pick.any(axis=0)):
+                ext.append((q, int(t1), int(t2), self.row(self.tokens_of(pick[u_pick[:, t2]]))))
+            if isinstance(self.layer, PythonLayer) and t1 == self.layer.newline:
+                self._newline_groups(q, pick, last[pick])
+
+    def _newline_groups(self, q: int, picked: np.ndarray, ends: np.ndarray) -> None:
+        """Tokens that extend a newline lexeme and end it inside the token, grouped by the text
+        they add to it (which decides the new line's indentation): the largest groups get rows
+        of their own (group -1 holds the rest)."""
+        groups: dict[str, list[int]] = {}
+        for v, end in zip(picked.tolist(), ends.tolist()):
+            groups.setdefault(self.variants.texts[v][:end], []).append(v)
+        ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        rest = [v for _, vs in ranked[NEWLINE_GROUPS:] for v in vs]
+        for key, vs in ranked[:NEWLINE_GROUPS]:
+            k = self._nl_keys.setdefault(key, len(self._nl_keys))
+            self._nl_groups.append((q, k, self.row(self.tokens_of(np.array(vs)))))
+        if rest:
+            self._nl_groups.append((q, -1, self.row(self.tokens_of(np.array(rest)))))
+
+
+def _bar(items, enabled: bool, desc: str, unit: str):
+    from tqdm import tqdm
+
+    return tqdm(items, desc=f"mask store: {desc}", unit=unit, disable=not enabled, leave=False,
+                mininterval=0.5)
+
+
+def _ids(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+# ---------------------------------------------------------------- keys and cache
+
+
+def grammar_key(layer: PlainLayer) -> str:
+    """A hash of what the store depends on: the terminals (patterns, flags, ignored, literal),
+    the layer's class and the store format's version. Rules do not matter (they are read at run time)."""
+    terms = [(t.name, t.pattern, t.flags, t.ignored, t.literal) for t in layer.grammar.terminals]
+    spec = json.dumps([STORE_VERSION, type(layer).__name__, terms, layer.grammar.n_terminals])
+    return hashlib.sha256(spec.encode()).hexdigest()[:24]
+
+
+def default_cache_dir() -> Path:
+    """``$FIMCONSTRAIN_CACHE`` or ``~/.cache/fimconstrain``, plus ``masks/``."""
+    root = os.environ.get("FIMCONSTRAIN_CACHE") or Path.home() / ".cache" / "fimconstrain"
+    return Path(root) / "masks"
+
+
+# ---------------------------------------------------------------- the store at run time
+
+
+class _Entry:
+    """What the store holds for one lexer state, as the hot path reads it."""
+
+    __slots__ = ("cont", "token_mask", "zero", "ext", "newline_groups", "newline_ext")
+
+    def __init__(self, zero: int):
+        self.cont: list[tuple[int, int]] = []  # (terminal bit, row)
+        self.token_mask = 0  # terminals the lexeme is if it ends here
+        self.zero = zero  # row of tokens that start a new lexeme (-1: none)
+        self.ext: dict[int, list[tuple[int, int]]] = {}  # terminal -> [(next terminal bit, row)]
+        self.newline_groups: list[tuple[str | None, int]] = []  # (text added to the newline, row)
+        self.newline_ext: list[tuple[int, int]] = []  # ext rows of the newline terminal
+
+
+class MaskStore:
+    """Whole-vocabulary token masks for a checker's state.
+
+    Families of stored bitsets, per lexer state ``q`` (the lexeme in progress):
+
+    * ``cont[q, a]``: tokens read entirely inside the lexeme, which can still become terminal ``a``;
+    * ``zero[q]``: tokens that cannot extend the lexeme at all (it ends before the token) and lex;
+      what they start with is ``fresh[b]``: tokens whose first non-ignored lexeme can be ``b``
+      (so the length-2 sequence ``(a, b)`` reads ``zero[q] & fresh[b]``);
+    * ``ext[q, a, b]``: tokens that extend the lexeme, end it as ``a`` inside the token (at the
+      last point maximal munch allows), and go on with a lexeme that can be ``b``.
+    """
+
+    def __init__(self, layer: PlainLayer, vocab_size: int, data: dict, meta: dict):
+        self.layer = layer
+        self.vocab_size = vocab_size
+        self.meta = meta
+        self._data = data
+        self.rows = data["rows"]
+        self.words = self.rows.shape[1]
+        self.all_text = self.rows[meta["text_tokens"]]
+        self.newline_first = self.rows[meta["newline_first"]]
+        self.always = self.rows[meta["always"]] if meta["always"] else None
+        self._fresh_rows = data["fresh"]
+        self._entries = self._index(data, meta.get("nl_keys", []))
+        self._local = self._locate(meta["paths"])
+        self._fresh_memo: dict[int, np.ndarray] = {}
+        self._mask_memo: dict[tuple, np.ndarray] = {}
+        self._next_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.fallbacks = 0  # masks answered with every text token (a state the store lacks)
+
+    # -- construction
+
+    @classmethod
+    def build(cls, tokenizer, language: str = "python", progress: bool = True,
+              vocab_size: int | None = None) -> MaskStore:
+        """Build the store for ``tokenizer`` (a tokenizers/transformers tokenizer or a
+        :class:`~fimconstrain.vocab.Vocabulary`) and a language's grammar."""
+        from .checker import get_layer
+
+        started = time.perf_counter()
+        layer = get_layer(language)
+        vocab = tokenizer if isinstance(tokenizer, Vocabulary) else vocabulary(tokenizer, vocab_size)
+        built = _Builder(layer, vocab, progress).build()
+        meta = {
+            "version": STORE_VERSION, "language": language, "grammar": grammar_key(layer),
+            "vocab": vocab.fingerprint(), "vocab_size": vocab.size,
+            "terminals": [t.name for t in layer.grammar.terminals],
+            "build_seconds": time.perf_counter() - started,
+            **{k: built[k] for k in ("paths", "nl_keys", "newline_first", "text_tokens", "always")},
+        }
+        data = {k: built[k] for k in _FILE_KEYS}
+        return cls(layer, vocab.size, data, meta)
+
+    @classmethod
+    def load_or_build(cls, tokenizer, language: str = "python", cache_dir: Path | str | None = None,
+                      progress: bool = True, vocab_size: int | None = None) -> MaskStore:
+        """The cached store for (grammar, tokenizer), built and saved on a miss."""
+        vocab = tokenizer if isinstance(tokenizer, Vocabulary) else vocabulary(tokenizer, vocab_size)
+        path = cls.cache_path(vocab, language, cache_dir)
+        if path.exists():
+            try:
+                return cls.load(path, language, vocab)
+            except (OSError, ValueError, KeyError):
+                pass  # a stale or broken file: build again
+        store = cls.build(vocab, language, progress)
+        store.save(path)
+        return store
+
+    @staticmethod
+    def cache_path(vocab: Vocabulary, language: str = "python", cache_dir: Path | str | None = None) -> Path:
+        from .checker import get_layer
+
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        return folder / f"{language}-{grammar_key(get_layer(language))}-{vocab.fingerprint()}.npz"
+
+    def save(self, path: Path | str) -> Path:
+        """Write the store as one uncompressed ``.npz`` (atomically)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, meta=np.array(json.dumps(self.meta)), **self._data)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: Path | str, language: str | None = None, vocab: Vocabulary | None = None) -> MaskStore:
+        """Read a saved store; ValueError if it was built for another grammar, store format or
+        (when ``vocab`` is given) vocabulary."""
+        from .checker import get_layer
+
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(str(f["meta"]))
+            data = {k: f[k] for k in _FILE_KEYS}
+        layer = get_layer(language or meta["language"])
+        if meta.get("version") != STORE_VERSION or meta.get("grammar") != grammar_key(layer):
+            raise ValueError(f"{path}: mask store for another grammar or store version")
+        if vocab is not None and meta.get("vocab") != vocab.fingerprint():
+            raise ValueError(f"{path}: mask store for another vocabulary")
+        return cls(layer, meta["vocab_size"], data, meta)
+
+    def _index(self, data: dict, nl_keys: list[str]) -> list[_Entry]:
+        """Per local state, its stored rows as Python lists (what the hot path reads)."""
+        entries = [_Entry(int(z)) for z in data["zero"].tolist()]
+        for q, t1, row in data["cont"].tolist():
+            entries[q].cont.append((1 << t1, row))
+        newline = getattr(self.layer, "newline", -1)
+        for q, g, row in data["nl_groups"].tolist():
+            entries[q].newline_groups.append((None if g < 0 else nl_keys[g], row))
+        for q, t1, t2, row in data["ext"].tolist():
+            e = entries[q]
+            if t1 == newline and e.newline_groups:
+                e.newline_ext.append((1 << t2, row))
+            else:
+                e.ext.setdefault(t1, []).append((1 << t2, row))
+        return entries
+
+    def _locate(self, paths: list) -> dict[int, int]:
+        """Runtime DFA state id -> local state, by running each state's access string."""
+        dfa = self.layer.dfa
+        roots = [dfa.start, self.layer.initial_branch()[2]]
+        local = {}
+        for q, (root, text) in enumerate(paths):
+            if root >= 0:
+                sid = dfa.run(text, roots[root])
+                local[sid] = q
+                self._entries[q].token_mask = self.layer.token_mask(sid)
+        return local
+
+    # -- masks
+
+    def mask(self, checker, held: int = 0) -> np.ndarray:
+        """Bitset (``uint64`` words, read-only) of the tokens that may come next: a superset of
+        those ``checker.feed`` accepts. ``held``: the decoder holds back part of a character
+        (every text token is allowed then). Stop tokens are never in it (ask ``is_complete``)."""
+        if held:
+            return self.all_text
+        out = None
+        for branch in checker._branches:
+            m = self._branch_mask(branch)
+            out = m if out is None else out | m
+        if out is None:
+            return self.rows[0]
+        if checker._pending_cr:
+            out = out | self.newline_first
+        if self.always is not None:
+            out = out | self.always
+        return out
+
+    def allowed(self, checker, held: int = 0) -> np.ndarray:
+        """The mask as a bool vector over token ids (length ``vocab_size``)."""
+        return unpack(self.mask(checker, held), self.vocab_size)
+
+    def prefilter(self, checker, candidate_ids: Iterable[int], held: int = 0) -> list[int]:
+        """The candidates that may pass the exact check, in their order (cheap superset filter);
+        ids outside the vocabulary's text tokens (stop tokens, padding) are dropped."""
+        ids = np.asarray(candidate_ids if isinstance(candidate_ids, np.ndarray) else list(candidate_ids),
+                         dtype=np.int64).reshape(-1)
+        ids = ids[(ids >= 0) & (ids < self.vocab_size)]
+        words = self.mask(checker, held)
+        keep = (words[ids >> 6] >> (ids & 63).astype(np.uint64)) & np.uint64(1)
+        return ids[keep.astype(bool)].tolist()
+
+    def _branch_mask(self, branch: tuple) -> np.ndarray:
+        """The mask of one lexer branch: the parser's answers are gathered first (memoised per
+        parser state), then the rows they select are ORed (memoised per answer)."""
+        parser, layout, sid, text, _ = branch
+        q = self._local.get(sid)
+        if q is None:
+            self.fallbacks += 1
+            return self.all_text
+        e = self._entries[q]
+        allowed = self.layer.allowed(parser, layout)
+        after = self._after_end(parser, layout, sid, text) if e.zero > 0 and e.token_mask & allowed else 0
+        ext_next = tuple(self._next(parser, layout, t1) if allowed >> t1 & 1 else 0 for t1 in e.ext)
+        nl_next = ()
+        if e.newline_groups and allowed & self.layer.newline_mask:
+            nl_next = tuple(self._after_newline(parser, layout, text + key) if key is not None
+                            else self._next(parser, layout, self.layer.newline)
+                            for key, _ in e.newline_groups)
+        key = (q, allowed, after, ext_next, nl_next)
+        hit = self._mask_memo.get(key)
+        if hit is None:
+            hit = self._compose(e, allowed, after, ext_next, nl_next)
+            if len(self._mask_memo) >= MEMO_SIZE:
+                self._mask_memo.clear()
+            self._mask_memo[key] = hit
+        return hit
+
+    def _compose(self, e: _Entry, allowed: int, after: int, ext_next: tuple, nl_next: tuple) -> np.ndarray:
+        """OR of the stored bitsets for one state and the accept sequences the parser allows."""
+        rows = self.rows
+        picked = [row for bit, row in e.cont if bit & allowed]
+        for pairs, nxt in zip(e.ext.values(), ext_next):
+            if nxt:
+                picked.extend(row for bit, row in pairs if bit & nxt)
+        out = np.bitwise_or.reduce(rows[picked], axis=0) if picked else rows[0].copy()
+        if after:
+            out |= rows[e.zero] & self._fresh(after)
+        by_next: dict[int, list[int]] = {}
+        for (_, row), nxt in zip(e.newline_groups, nl_next):
+            if nxt:
+                by_next.setdefault(nxt, []).append(row)
+        for nxt, group_rows in by_next.items():
+            then = [row for bit, row in e.newline_ext if bit & nxt]
+            if then:
+                out |= np.bitwise_or.reduce(rows[group_rows], axis=0) & np.bitwise_or.reduce(rows[then], axis=0)
+        out.setflags(write=False)
+        return out
+
+    def _fresh(self, terminals: int) -> np.ndarray:
+        """OR of ``fresh[b]`` over the terminals ``b`` in a bitmask (memoised)."""
+        hit = self._fresh_memo.get(terminals)
+        if hit is None:
+            picked = [r for t, r in enumerate(self._fresh_rows.tolist()) if r > 0 and terminals >> t & 1]
+            hit = np.bitwise_or.reduce(self.rows[picked], axis=0) if picked else self.rows[0]
+            self._fresh_memo[terminals] = hit
+        return hit
+
+    def _memo_for(self, parser) -> dict:
+        memo = self._next_memo.get(parser)
+        if memo is None:
+            memo = self._next_memo[parser] = {}
+        return memo
+
+    def _after_end(self, parser, layout, sid: int, text: str) -> int:
+        """Terminals allowed after the lexeme in progress ends right here, exactly as the layer
+        ends it (indentation, brackets, keywords, string checks); memoised per parser state."""
+        memo = self._memo_for(parser)
+        key = (layout, sid, text)
+        hit = memo.get(key)
+        if hit is None:
+            ended = self.layer.end_symbol(parser, layout, sid, text)
+            hit = memo[key] = 0 if ended is None else self.layer.allowed(*ended)
+        return hit
+
+    def _after_newline(self, parser, layout, text: str) -> int:
+        """Terminals allowed after a newline lexeme ``text`` ends (its last line's indentation
+        decides INDENT/DEDENT); memoised per parser state and indentation."""
+        memo = self._memo_for(parser)
+        key = ("newline", layout, _indent_columns(text))
+        hit = memo.get(key)
+        if hit is None:
+            layer = self.layer
+            ended = layer.end_symbol(parser, layout, layer.initial_lexeme, text)
+            hit = memo[key] = 0 if ended is None else layer.allowed(*ended)
+        return hit
+
+    def _next(self, parser, layout, terminal: int) -> int:
+        """Terminals that may start the next lexeme if the one in progress ends as ``terminal``
+        (memoised per parser state)."""
+        memo = self._memo_for(parser)
+        key = (terminal, layout)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = next_terminals(self.layer, parser, layout, terminal)
+        return hit
+
+    def stats(self) -> dict:
+        """Sizes, for reports."""
+        d = self._data
+        return {"states": len(self._entries) - 1, "rows": int(self.rows.shape[0]),
+                "bytes": int(sum(a.nbytes for a in d.values())),
+                "cont": int(len(d["cont"])), "ext": int(len(d["ext"])),
+                "zero": int((d["zero"] > 0).sum()), "fresh": int((d["fresh"] > 0).sum()),
+                "vocab_size": self.vocab_size, "build_seconds": self.meta.get("build_seconds")}
+
+
+def next_terminals(layer: PlainLayer, parser, layout, terminal: int) -> int:
+    """Bitmask of terminals that may be lexed after a lexeme ends as ``terminal`` in this
+    state (a superset: INDENT and every number of DEDENTs are all tried after a newline)."""
+    bit = 1 << terminal
+    if bit & layer.ignore_mask:
+        return layer.allowed(parser, layout)
+    rec = layer.recognizer
+    if not isinstance(layer, PythonLayer):
+        after = rec.scan(parser, (terminal,))
+        return 0 if after is None else rec.expected_terminals(after) | layer.ignore_mask
+    indents, depth, line_open = layout
+    if terminal == layer.newline:
+        if depth:
+            return layer.allowed(parser, layout)
+        if line_open:
+            parser = rec.scan(parser, layer.newline_ids)
+            if parser is None:
+                return 0
+        out = rec.expected_terminals(parser)
+        indented = rec.scan(parser, layer.indent)
+        if indented is not None:
+            out |= rec.expected_terminals(indented)
+        for _ in indents:
+            parser = rec.scan(parser, layer.dedent)
+            if parser is None:
+                break
+            out |= rec.expected_terminals(parser)
+        return out | layer.ignore_mask | layer.newline_mask
+    depth += layer.bracket_delta.get(bit, 0)
+    if depth < 0:
+        return 0
+    after = rec.scan(parser, (terminal,))
+    if after is None:
+        return 0
+    out = rec.expected_terminals(after) | layer.ignore_mask
+    return out | layer.newline_mask if depth else out
+
+
+def unpack(words: np.ndarray, size: int) -> np.ndarray:
+    """A bitset of ``uint64`` words as a bool vector of length ``size``."""
+    return np.unpackbits(words.view(np.uint8), bitorder="little", count=size).view(bool)
+
+
+def pack(bits: np.ndarray) -> np.ndarray:
+    """A bool vector as ``uint64`` words (the store's layout)."""
+    padded = np.zeros(-(-len(bits) // 64) * 64, dtype=bool)
+    padded[:len(bits)] = bits
+    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
+
+
+# ---------------------------------------------------------------- decoding helpers
+
+
+def mask_logits(logits, allowed: np.ndarray, also: Iterable[int] = ()):
+    """``logits`` (numpy or torch, last axis = vocabulary) with every token outside ``allowed``
+    (a bool vector) and ``also`` (e.g. stop tokens that may end the program now) set to -inf."""
+    keep = np.zeros(logits.shape[-1], dtype=bool)
+    n = min(len(allowed), len(keep))
+    keep[:n] = allowed[:n]
+    keep[list(also)] = True
+    if hasattr(logits, "masked_fill"):  # torch, imported only by the caller
+        import torch
+
+        return logits.masked_fill(~torch.from_numpy(keep).to(logits.device), float("-inf"))
+    out = np.array(logits, dtype=float, copy=True)
+    out[..., ~keep] = -np.inf
+    return out
+
+
+def prefix_logits(store: MaskStore, checker, logits, stop_ids: Iterable[int] = (), held: int = 0):
+    """Prefix-only decoding (``mode=prefix``): the logits with the store's mask applied; stop
+    tokens stay only when the program is complete now. The drawn token still goes through
+    ``checker.feed`` (the mask is a superset), which also gives the next step's checker."""
+    ends = list(stop_ids) if checker.is_complete() else []
+    return mask_logits(logits, store.allowed(checker, held), ends)
+
+
+def prefiltered(store: MaskStore, checker, ranked: Iterable[int], passthrough: Iterable[int] = (),
+                held: int = 0) -> Iterator[int]:
+    """``ranked`` token ids (best first) without those the store rules out; ids in
+    ``passthrough`` (stop tokens) are always kept. Feed the result to the exact check (FIM)."""
+    words = store.mask(checker, held)
+    keep = set(passthrough)
+    size = store.vocab_size
+    for token in ranked:
+        if token in keep or (0 <= token < size and int(words[token >> 6]) >> (token & 63) & 1):
+            yield token

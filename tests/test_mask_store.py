@@ -1,0 +1,219 @@
+"""The token-mask store: sound against the exact checker on real files, cached on disk, and
+the helpers that apply it (prefix-only logits, FIM pre-filter)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from conftest import sample_stdlib, read_utf8
+
+import fimconstrain
+from fimconstrain.mask_store import (Alphabet, MaskStore, mask_logits, pack, prefiltered, prefix_logits,
+                                     unpack)
+from fimconstrain.vocab import (Vocabulary, from_strings, split_utf8, stdlib_texts, token_steps,
+                                train_byte_level_bpe, vocabulary)
+
+VOCAB_SIZE = 4096
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory):
+    """A 4k byte-level BPE trained on part of the standard library (a few seconds)."""
+    path = tmp_path_factory.mktemp("tokenizer") / "bpe.json"
+    return train_byte_level_bpe(stdlib_texts(limit=400), VOCAB_SIZE, path)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("masks")
+
+
+@pytest.fixture(scope="session")
+def store(tokenizer, cache_dir):
+    return MaskStore.load_or_build(tokenizer, cache_dir=cache_dir, progress=False)
+
+
+def token_variants(vocab, alphabet: Alphabet) -> list[tuple[str, ...]]:
+    """What each token can add to the text: a token ending inside a UTF-8 character may become
+    any character of each class (as the decoder holds it back until it is whole)."""
+    out = []
+    for piece in vocab.pieces:
+        if piece is None:
+            out.append(())
+            continue
+        text, tail = split_utf8(piece)
+        out.append(tuple(text + ch for ch in alphabet.non_ascii.values()) if tail else (text,))
+    return out
+
+
+def exact_allowed(checker, variants) -> np.ndarray:
+    """Bool vector: tokens the exact checker accepts next."""
+    return np.array([any(checker.feed(v) is not None for v in vs) for vs in variants], dtype=bool)
+
+
+def positions(tokenizer, n_files: int, per_file: int, seed: int):
+    """(file text, cut offset) pairs: half at token boundaries of the file's own tokenization
+    (where decoding stands), half at any character (mid-lexeme)."""
+    rng = random.Random(seed)
+    for path in sample_stdlib(n_files, 60_000, seed, min_bytes=2_000):
+        text = read_utf8(path)
+        ends = np.cumsum([len(p) for p in tokenizer.encode(text).tokens])
+        for k in range(per_file):
+            cut = int(ends[rng.randrange(len(ends))]) if k % 2 else rng.randrange(len(text))
+            if text[:cut].isascii():  # byte offsets of BPE pieces equal char offsets
+                yield text, cut
+
+
+@pytest.mark.time_limit(120)
+def test_sound_and_tight_on_stdlib(tokenizer, store):
+    """Every token the exact checker accepts at real positions is in the mask; few others are."""
+    vocab = vocabulary(tokenizer)
+    variants = token_variants(vocab, Alphabet(store.layer.dfa))
+    masked = accepted = 0
+    for text, cut in positions(tokenizer, n_files=8, per_file=5, seed=1):
+        checker = fimconstrain.fim_checker(text[:cut])
+        mask = store.allowed(checker)
+        exact = exact_allowed(checker, variants)
+        missed = np.flatnonzero(exact & ~mask)
+        assert not len(missed), (repr(text[max(0, cut - 60):cut]),
+                                 [vocab.pieces[t] for t in missed[:10]])
+        masked += int(mask.sum())
+        accepted += int(exact.sum())
+    assert masked and (masked - accepted) / masked < 0.05
+
+
+def test_sound_with_a_suffix(tokenizer, store):
+    """FIM checkers have the same branches on the prefix side: the mask stays a superset."""
+    vocab = vocabulary(tokenizer)
+    variants = token_variants(vocab, Alphabet(store.layer.dfa))
+    for text, cut in positions(tokenizer, n_files=2, per_file=3, seed=2):
+        end = min(len(text), cut + 200)
+        checker = fimconstrain.fim_checker(text[:cut], text[end:])
+        assert not (exact_allowed(checker, variants) & ~store.allowed(checker)).any()
+
+
+def test_cache_round_trip(tokenizer, store, cache_dir):
+    """The saved store reloads (from the same path, keyed by grammar and vocabulary) and gives
+    the same masks."""
+    vocab = vocabulary(tokenizer)
+    path = MaskStore.cache_path(vocab, "python", cache_dir)
+    assert path.exists() and path.stat().st_size < 20_000_000
+    again = MaskStore.load_or_build(tokenizer, cache_dir=cache_dir, progress=False)
+    assert again.meta["vocab"] == store.meta["vocab"] == vocab.fingerprint()
+    for prefix in ["", "import os\n", "def f(x):\n    return x", "s = 'abc", "if a:\n    b = [1,\n"]:
+        checker = fimconstrain.fim_checker(prefix)
+        assert np.array_equal(again.mask(checker), store.mask(checker))
+    with pytest.raises(ValueError):
+        MaskStore.load(path, vocab=from_strings(["a", "b"]))
+
+
+def test_cache_key_follows_the_vocabulary(tokenizer, cache_dir):
+    vocab = vocabulary(tokenizer)
+    other = from_strings(["x", "y", None])
+    assert MaskStore.cache_path(vocab, "python", cache_dir) != MaskStore.cache_path(other, "python", cache_dir)
+
+
+def small_store(tokens, language="python"):
+    return MaskStore.build(from_strings(tokens), language=language, progress=False)
+
+
+def allowed_texts(store, tokens, checker, held=0):
+    return {t for t, ok in zip(tokens, store.allowed(checker, held)) if ok}
+
+
+def test_small_vocabulary_masks():
+    """Hand-picked tokens: keyword vs name, the second terminal, indentation after a newline."""
+    tokens = ["x", " =", " 1", ")", "(", "def", " f", "():", ":", "\n", "    ", " return", "return",
+              "\n    return", " pass", "'", "'a'", "#", "\0", None, "\n\n"]
+    store = small_store(tokens)
+    c = fimconstrain.fim_checker("x")
+    got = allowed_texts(store, tokens, c)
+    assert {"x", " =", "\n", "(", "\n\n"} <= got
+    assert not {" 1", ")", "\0", None} & got
+    c = fimconstrain.fim_checker("def f")
+    got = allowed_texts(store, tokens, c)
+    assert {"():", "("} <= got and " =" not in got
+    c = fimconstrain.fim_checker("def f():\n")
+    got = allowed_texts(store, tokens, c)
+    assert "    " in got and " return" in got  # more indentation, then the body
+    assert "return" not in got  # the body must be indented
+
+
+def test_unfinished_utf8_and_held_characters():
+    """A token ending inside a character is allowed where some character could go; while the
+    decoder holds part of a character every text token is allowed."""
+    store = MaskStore.build(Vocabulary((b"x", b"=", b" ", b"\xc3", b"\xe2\x82")), progress=False)
+    c = fimconstrain.fim_checker("s = '")
+    assert store.allowed(c)[3:].all()  # inside a string any character fits
+    c = fimconstrain.fim_checker("x = 1")
+    bits = store.allowed(c)
+    assert bits[3] == (c.feed("é") is not None or c.feed("\u00a0") is not None or c.feed("\u20ac") is not None)
+    assert store.allowed(c, held=1).all()
+
+
+def test_pending_carriage_return():
+    """After a lone \\r the checker drops a following \\n: tokens starting with \\n stay allowed."""
+    tokens = ["x", "\r", "\n", "\nx", "("]
+    store = small_store(tokens)
+    c = fimconstrain.fim_checker("x = 1").feed("\r")
+    assert c._pending_cr
+    got = allowed_texts(store, tokens, c)
+    for t in tokens:
+        if c.feed(t) is not None:
+            assert t in got
+
+
+def test_prefilter_keeps_order_and_every_passing_candidate(tokenizer, store):
+    vocab = vocabulary(tokenizer)
+    checker = fimconstrain.fim_checker("import os\n\ndef main(argv):\n    x = f(argv)")
+    ranked = list(range(vocab.size))[::-1]
+    kept = store.prefilter(checker, ranked + [vocab.size + 5, -1])
+    assert kept == sorted(kept, reverse=True)
+    passing = [t for t in ranked if vocab.pieces[t] is not None and split_utf8(vocab.pieces[t])[1] == b""
+               and checker.feed(split_utf8(vocab.pieces[t])[0]) is not None]
+    assert set(passing) <= set(kept)
+    assert len(kept) < vocab.size // 2  # after an expression most tokens are ruled out
+    stop = tokenizer.token_to_id("<|endoftext|>")
+    lazy = list(prefiltered(store, checker, ranked, passthrough=[stop]))
+    assert lazy[:1] == [kept[0]] and stop in lazy
+
+
+def test_logit_helpers(store):
+    checker = fimconstrain.fim_checker("x = 1\n")
+    logits = np.zeros(store.vocab_size + 3)
+    out = prefix_logits(store, checker, logits, stop_ids=[store.vocab_size + 1])
+    allowed = store.allowed(checker)
+    assert np.isneginf(out[:store.vocab_size][~allowed]).all() and (out[:store.vocab_size][allowed] == 0).all()
+    assert out[store.vocab_size + 1] == 0 and np.isneginf(out[store.vocab_size])  # complete: stop allowed
+    open_checker = fimconstrain.fim_checker("x = (")
+    out = prefix_logits(store, open_checker, logits, stop_ids=[store.vocab_size + 1])
+    assert np.isneginf(out[store.vocab_size + 1])
+    assert np.array_equal(unpack(pack(allowed), len(allowed)), allowed)
+    assert np.isneginf(mask_logits(np.zeros(4), np.array([True, False, True, False]), also=[3])[1])
+
+
+def test_plain_grammar(tmp_path):
+    """The store works for a grammar without a layout layer (JSON)."""
+    tokens = ["{", "}", '"a"', '":', " ", ",", "1", "[", "]", "true", "tr", "ue", '"', "a"]
+    store = small_store(tokens, language="json")
+    for prefix in ['{"a": [1, tr', '{"a"', "[", '["a', "{"]:
+        c = fimconstrain.fim_checker(prefix, language="json")
+        got = allowed_texts(store, tokens, c)
+        assert {t for t in tokens if c.feed(t) is not None} <= got
+
+
+def test_vocabulary_bytes_and_steps(tokenizer):
+    """Token bytes under the byte-level scheme, unfinished characters held back, fingerprints."""
+    vocab = vocabulary(tokenizer)
+    ids = tokenizer.encode("x = 'é€'\n").ids
+    assert b"".join(vocab.pieces[t] for t in ids) == "x = 'é€'\n".encode()
+    steps = list(token_steps(vocab, ids))
+    assert "".join(text for text, _ in steps) == "x = 'é€'\n" and steps[-1][1] == 0
+    assert split_utf8(b"a\xe2\x82") == ("a", b"\xe2\x82")
+    assert split_utf8(b"\x80a") == ("\ufffd" + "a", b"")
+    assert vocab.pieces[tokenizer.token_to_id("<|endoftext|>")] is None
+    assert vocab.fingerprint() == vocabulary(tokenizer).fingerprint() != from_strings(["a"]).fingerprint()
+    assert vocabulary(tokenizer, size=vocab.size + 7).pieces[-1] is None
