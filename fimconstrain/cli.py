@@ -246,7 +246,7 @@ def cmd_check(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fimconstrain",
-        description="Syntax checks with the fimconstrain engine (Earley parser with quotients).",
+        description="Constrained fill-in-the-middle with the fimconstrain engine: syntax checks and completions.",
         epilog="Exit codes: 0 ok, 1 invalid, 2 usage or input error, 3 internal error.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -278,7 +278,26 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of building the checker from the whole text at once (default: 0 = at once)",
     )
     c.set_defaults(func=cmd_check)
+    for name, (module, function, summary) in DELEGATED.items():
+        d = sub.add_parser(name, help=summary, add_help=False)
+        d.add_argument("rest", nargs=argparse.REMAINDER)
+        d.set_defaults(func=_delegate(module, function))
     return p
+
+
+#: subcommands with their own argument parsers, imported on use (they load torch and models)
+DELEGATED = {
+    "complete": ("fimconstrain.complete", "main_complete", "fill in the code at a cursor with a FIM model"),
+}
+
+
+def _delegate(module: str, function: str):
+    def run(args) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(args.rest)
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
