@@ -278,29 +278,31 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of building the checker from the whole text at once (default: 0 = at once)",
     )
     c.set_defaults(func=cmd_check)
-    for name, (module, function, summary) in DELEGATED.items():
-        d = sub.add_parser(name, help=summary, add_help=False)
-        d.add_argument("rest", nargs=argparse.REMAINDER)
-        d.set_defaults(func=_delegate(module, function))
+    for name, (_, _, summary) in DELEGATED.items():
+        sub.add_parser(name, help=summary + f" (see: fimconstrain {name} --help)", add_help=False)
     return p
 
 
 #: subcommands with their own argument parsers, imported on use (they load torch and models)
 DELEGATED = {
     "complete": ("fimconstrain.complete", "main_complete", "fill in the code at a cursor with a FIM model"),
+    "dataset": ("fimconstrain.datasets", "main_build", "build Stack-Boundary / Stack-RandSpan datasets"),
+    "eval": ("fimconstrain.evaluation", "main_eval", "run decoding experiments on datasets (resumable)"),
+    "report": ("fimconstrain.evaluation", "main_report", "print Tables I and II and draw the plots"),
 }
 
 
-def _delegate(module: str, function: str):
-    def run(args) -> int:
-        import importlib
+def _run_delegated(name: str, argv: list[str]) -> int:
+    import importlib
 
-        return getattr(importlib.import_module(module), function)(args.rest)
-
-    return run
+    module, function, _ = DELEGATED[name]
+    return getattr(importlib.import_module(module), function)(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        return _run_delegated(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

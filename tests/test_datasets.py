@@ -1,0 +1,137 @@
+"""Stack-Boundary / Stack-RandSpan builders: deterministic, reassemble to the file, cuts as §VII-A defines them."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sysconfig
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from fimconstrain.datasets import (NON_SYMBOLS, BuildOptions, build, main_build, python_files, read_examples,
+                                   sha256, training_exclusions)
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+SOURCES = ["textwrap.py", "string.py", "json/decoder.py", "json/encoder.py", "shlex.py", "colorsys.py"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    """A folder with six real Python files and four that must be skipped."""
+    out = tmp_path_factory.mktemp("corpus")
+    for name in SOURCES:
+        dest = out / "pkg" / name.replace("/", "_")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(STDLIB / name, dest)
+    (out / "latin1.py").write_bytes(b"# caf\xe9\n" + b"x = 1\n" * 300)  # not UTF-8
+    (out / "broken.py").write_text("def f(:\n    pass\n" * 100)  # ast.parse rejects it
+    (out / "tiny.py").write_text("x = 1\n")  # under the size limit
+    (out / "notes.txt").write_text("y = 2\n" * 300)  # not a .py file
+    return out
+
+
+def make(root: Path, kind: str, n: int = 25, seed: int = 0, per_file: int = 5) -> list:
+    return list(build(root, n, BuildOptions(kind=kind, seed=seed, per_file=per_file, max_chars=20000)))
+
+
+@pytest.mark.parametrize("kind", ["boundary", "randspan"])
+def test_deterministic_and_seeded(root, kind):
+    first, again, other = make(root, kind), make(root, kind), make(root, kind, seed=1)
+    assert len(first) == 25
+    assert first == again
+    assert [e.to_dict() for e in first] != [e.to_dict() for e in other]
+    assert len({e.id for e in first}) == len(first)
+
+
+@pytest.mark.parametrize("kind", ["boundary", "randspan"])
+def test_examples_reassemble_to_the_parsing_file(root, kind):
+    import ast
+
+    for ex in make(root, kind):
+        data = (root / ex.path).read_bytes()
+        assert ex.prefix + ex.middle + ex.suffix == data.decode("utf-8")
+        assert ex.sha256 == sha256(data)
+        assert ex.middle and ex.kind == kind
+        ast.parse(ex.prefix + ex.middle + ex.suffix)
+        assert Path(ex.path).name not in {"latin1.py", "broken.py", "tiny.py"}
+
+
+def _symbols(text: str) -> dict[int, tuple[int, int]]:
+    """start offset -> (end offset, indentation level) of every tokenizer symbol."""
+    starts = [0]
+    for line in io.StringIO(text):
+        starts.append(starts[-1] + len(line))
+    out, depth = {}, 0
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        depth += (tok.type == tokenize.INDENT) - (tok.type == tokenize.DEDENT)
+        if tok.type not in NON_SYMBOLS and tok.string:
+            out[starts[tok.start[0] - 1] + tok.start[1]] = (starts[tok.end[0] - 1] + tok.end[1], depth)
+    return out
+
+
+def test_boundary_cuts_run_from_inside_a_symbol_to_a_symbol_at_the_same_level(root):
+    for ex in make(root, "boundary"):
+        text = ex.prefix + ex.middle + ex.suffix
+        symbols = _symbols(text)
+        cut, end = len(ex.prefix), len(ex.prefix) + len(ex.middle)
+        assert end in symbols, "the middle ends where the second symbol starts"
+        first = [s for s, (e, _) in symbols.items() if s <= cut < e]
+        assert len(first) == 1, "the middle starts inside the first symbol (a random tail of it is deleted)"
+        assert symbols[first[0]][1] == symbols[end][1], "both symbols are at the same indentation level"
+        assert first[0] < end
+
+
+def test_randspan_cuts(root):
+    for ex in make(root, "randspan"):
+        size = ex.meta["file_chars"]
+        assert len(ex.prefix) <= 0.9 * size
+        assert len(ex.middle) == min(100, int(0.2 * size), size - len(ex.prefix))
+        assert len(ex.middle) <= 100
+
+
+def test_per_file_and_files_in_seeded_order(root):
+    examples = make(root, "randspan", n=12, per_file=4)
+    paths = [e.path for e in examples]
+    assert len(set(paths)) == 3 and all(paths.count(p) == 4 for p in set(paths))
+
+
+def test_training_files_are_excluded(tmp_path):
+    stdlib, corpus, model = tmp_path / "stdlib", tmp_path / "corpus", tmp_path / "model"
+    for folder in (stdlib / "json", corpus, model):
+        folder.mkdir(parents=True)
+    for name in ("textwrap.py", "string.py", "json/decoder.py"):
+        shutil.copy(STDLIB / name, stdlib / name)
+    (model / "training.json").write_text(json.dumps({"stdlib": str(stdlib), "heldout_paths": ["string.py"]}))
+    shutil.copy(STDLIB / "textwrap.py", corpus / "vendored_textwrap.py")  # a copy of a training file
+    shutil.copy(STDLIB / "string.py", corpus / "string.py")  # held out: allowed
+    shutil.copy(STDLIB / "shlex.py", corpus / "shlex.py")  # never seen: allowed
+    exclusion = training_exclusions(model)
+    assert exclusion.excludes(stdlib / "textwrap.py", "x") and not exclusion.excludes(stdlib / "string.py", "x")
+    used = {e.path for e in build(corpus, 100, BuildOptions(kind="randspan", per_file=1), exclusion)}
+    assert used == {"string.py", "shlex.py"}
+    everything = training_exclusions(tmp_path / "no-model")  # no training.json: the whole running stdlib
+    assert everything.excludes(STDLIB / "string.py", "x")
+
+
+def test_main_build_writes_jsonl(root, tmp_path, capsys):
+    out = tmp_path / "b.jsonl"
+    args = ["--root", str(root), "--kind", "boundary", "-n", "7", "--seed", "3", "--out", str(out),
+            "--max-chars", "20000", "--per-file", "2", "--no-exclude"]
+    assert main_build(args + ["--manifest", str(tmp_path / "m.jsonl")]) == 0
+    examples = read_examples(out)
+    manifest = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(m["id"], m["sha256"], m["start"], m["end"]) for m in manifest] == [
+        (e.id, e.sha256, len(e.prefix), len(e.prefix) + len(e.middle)) for e in examples]
+    assert len(examples) == 7 and examples == make(root, "boundary", n=7, seed=3, per_file=2)
+    assert "7 boundary examples" in capsys.readouterr().err
+    assert main_build(args[:5] + ["999"] + args[6:]) == 1  # fewer examples than asked for
+
+
+def test_python_files_skips_caches(tmp_path):
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("x = 1\n")
+    assert python_files(tmp_path) == [tmp_path / "b.py"]
