@@ -170,7 +170,10 @@ def _completions(unfinished: bytes) -> tuple[str, ...]:
 
 def passing_candidates(state: ConstraintState, ranked: Iterable[int], stop_ids: set[int],
                        banned_ids: set[int]) -> Iterator[tuple[int, ConstraintState]]:
-    """The tokens of ``ranked`` (in order) that pass: stop tokens when the file is complete, others that stay completable."""
+    """The tokens of ``ranked``, in order, that pass.
+
+    A stop token passes when the file is complete; any other when it keeps the file completable.
+    """
     for token in ranked:
         if token in stop_ids:
             if state.can_end():
@@ -260,10 +263,14 @@ class FimDecoder:
 
     def generate(self, prefix: str, suffix: str, mode: str = "constrained", max_new_tokens: int = 128,
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64, seed: int | None = None,
-                 finisher: Finisher | None = None, progress: bool = False) -> FimResult:
+                 finisher: Finisher | None = None, finish_in_budget: bool = True,
+                 should_stop: Callable[[], bool] | None = None, progress: bool = False) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
-        ``finisher`` is called when the budget runs out on an incomplete middle (constrained mode).
+        In constrained mode, when the budget runs out (or no candidate passes) on an incomplete
+        middle, ``finisher`` (default with ``finish_in_budget``: the checker's shortest finish)
+        completes it; failing that, the middle is cut back to its longest valid prefix.
+        ``should_stop`` is polled once per step; when it returns True generation stops at once.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -276,8 +283,13 @@ class FimDecoder:
         stepper = _CachedStepper(self.model)
         logits = stepper.logits(prompt)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
+        if finisher is None and finish_in_budget:
+            finisher = shortest_finish
         bar = _progress(max_new_tokens, progress)
         for step in range(max_new_tokens):
+            if should_stop is not None and should_stop():
+                run.result.stopped = "cancelled"
+                break
             token = run.choose(ranking_keys(logits, temperature, top_p, generator), top_k)
             if token is None or self.ends(token):
                 break
@@ -286,8 +298,9 @@ class FimDecoder:
                 logits = stepper.logits([token])
         else:
             run.result.stopped = "budget"
-            if finisher is not None and run.state is not None and not run.state.can_end():
-                run.finish(finisher)
+        if (run.result.stopped in ("budget", "stuck") and finisher is not None and run.state is not None
+                and not run.state.can_end()):
+            run.finish(finisher)
         bar.close()
         run.result.model_seconds = stepper.seconds
         return run.close()
@@ -302,6 +315,7 @@ class _Run:
         self.ids: list[int] = []
         self.state: ConstraintState | None = None
         self.extra = ""  # text a finisher appended
+        self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
     def start_constraint(self) -> None:
@@ -333,15 +347,17 @@ class _Run:
         return choice
 
     def finish(self, finisher: Finisher) -> None:
-        """Let the budget hook complete the middle; keep its text only if the file is then complete."""
+        """Let the budget hook complete the middle; keep its text only if the file is then
+        complete, else cut the middle back to its longest valid prefix."""
         start = time.perf_counter()
         text = finisher(self.state, 0)
-        if text is not None:
-            base = self.state.final_checker()
-            end = None if base is None else base.feed(text)
-            if end is not None and end.is_complete():
-                self.extra = text
-                self.result.stopped = "finished"
+        base = self.state.final_checker()
+        end = None if text is None or base is None else base.feed(text)
+        if end is not None and end.is_complete():
+            self.extra = text
+            self.result.stopped = "finished"
+        else:
+            self.cut_to_valid = True
         self.result.checker_seconds += time.perf_counter() - start
 
     def close(self) -> FimResult:
@@ -350,7 +366,7 @@ class _Run:
         res.tokens = len(self.ids)
         res.token_ids = list(self.ids)
         res.middle = self.decoder.codec.decode(self.ids) + self.extra
-        if self.mode == "checked":
+        if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()
             res.raw_middle = res.middle
             res.middle = longest_valid_prefix(self.prefix, self.decoder.codec, self.ids, self.suffix)
@@ -364,6 +380,12 @@ def _counting(tokens: Iterator[int], run: _Run) -> Iterator[int]:
     for token in tokens:
         run.result.candidates_checked += 1
         yield token
+
+
+def shortest_finish(state: ConstraintState, tokens_left: int) -> str | None:
+    """The default budget hook: the checker's shortest finish from where generation stopped."""
+    checker = state.final_checker()
+    return None if checker is None else checker.shortest_finish(seconds=2.0)
 
 
 def longest_valid_prefix(prefix: str, codec: TextCodec, ids: list[int], suffix: str) -> str:

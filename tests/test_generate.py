@@ -9,7 +9,11 @@ when it is present.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,7 +38,8 @@ SPECIALS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<f
 CASES = [
     ("def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"),
     ("values = [1, 2,", "]\ntotal = sum(values)\n"),
-    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n", "\n    def norm(self):\n        return self.x\n"),
+    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n",
+     "\n    def norm(self):\n        return self.x\n"),
     ("import os\nname = os.path.join(", ")\n"),
 ]
 
@@ -126,7 +131,8 @@ def test_prompt_layouts(tiny):
     assert spm == [pre, suf] + codec.encode(")\n") + [mid] + codec.encode("x = (")
     cut = build_prompt(fmt, codec, "a = 1\n" * 50, "b = 2\n" * 50, max_tokens=23)
     assert len(cut) == 23
-    assert tok.decode(cut[1:cut.index(suf)]).endswith("a = 1\n") and tok.decode(cut[cut.index(suf) + 1:-1]).startswith("b = 2")
+    assert tok.decode(cut[1:cut.index(suf)]).endswith("a = 1\n")
+    assert tok.decode(cut[cut.index(suf) + 1:-1]).startswith("b = 2")
 
 
 def _sentencepiece_like_tokenizer():
@@ -155,7 +161,8 @@ def test_sentencepiece_codec_and_codellama_prompt():
     fmt = detect_format(tok)
     assert fmt.name == "codellama"
     prompt = tok.convert_ids_to_tokens(build_prompt(fmt, codec, "f(", ")\n"))
-    assert prompt == ["<s>", "▁<PRE>", "▁", "f", "(", "▁<SUF>", ")", "\n", "▁<MID>"]  # Meta's "<PRE> {pre} <SUF>{suf} <MID>"
+    # Meta's "<PRE> {pre} <SUF>{suf} <MID>": the prefix gets SentencePiece's leading space, the suffix none
+    assert prompt == ["<s>", "▁<PRE>", "▁", "f", "(", "▁<SUF>", ")", "\n", "▁<MID>"]
     assert fmt.stop_ids(tok) == {tok.convert_tokens_to_ids("▁<EOT>"), tok.eos_token_id}
     euro = tok.encode("\u20ac", add_special_tokens=False)[1:]  # byte-fallback tokens <0xE2> <0x82> <0xAC>
     assert [codec.unfinished_char(euro[:n]) for n in range(4)] == [b"", b"\xe2", b"\xe2\x82", b""]
@@ -183,6 +190,20 @@ def test_load_refuses_to_download(monkeypatch):
     with pytest.raises(ModelNotFoundError, match=r"never downloads.*hf download fimconstrain-tests/no-such-model"):
         load_model("fimconstrain-tests/no-such-model")
     assert attempts == []
+
+
+def test_load_hub_id_from_local_cache(tiny_dir, tmp_path):
+    """A hub id resolves offline through the Hugging Face cache layout (refs/main -> snapshots/<commit>)."""
+    repo = tmp_path / "hub" / "models--fimconstrain-tests--tiny"
+    shutil.copytree(tiny_dir, repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    code = ("from fimconstrain.models import load_model; m = load_model('fimconstrain-tests/tiny'); "
+            "print(m.fim_format.name, m.context_window)")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["santacoder", "256"]
 
 
 def test_load_missing_directory(tmp_path):
@@ -229,13 +250,38 @@ def test_constrained_middle_stays_completable(tiny, case, temperature):
         assert result.valid
 
 
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_finish_in_budget_ends_valid(tiny, case):
+    """With the budget-aware finish on, a middle the budget cut off is finished or cut back, so
+    the result is valid whenever some valid end was found; off, it is left as generated."""
+    prefix, suffix = CASES[case]
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    on = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case)
+    off = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case,
+                           finish_in_budget=False)
+    assert on.token_ids == off.token_ids  # the same decoding; only the ending differs
+    if on.stopped == "finished":
+        assert on.valid and on.middle.startswith(off.middle)
+    if off.stopped == "eos":
+        assert on.stopped == "eos" and on.middle == off.middle
+
+
+def test_should_stop_cancels_within_one_step(tiny):
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    calls = []
+    result = decoder.generate("x = ", "\n", mode="constrained", max_new_tokens=30,
+                              should_stop=lambda: calls.append(1) or len(calls) > 3)
+    assert result.stopped == "cancelled" and result.tokens <= 3
+
+
 @pytest.mark.parametrize("case", CASES + [("x = (1 +", "\n")])
 def test_eos_only_when_complete(tiny, case):
     """With EOS always ranked first, decoding stops at the first token boundary where the file parses."""
     prefix, suffix = case
     decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
     for seed in range(3):
-        result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=40, temperature=1.0, seed=seed)
+        result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=40, temperature=1.0, seed=seed,
+                                  finish_in_budget=False)
         ids = result.token_ids
         assert decoder.codec.decode(ids) == result.middle
         for n in range(len(ids)):  # EOS was refused at every earlier step, so none of these may parse
@@ -332,7 +378,7 @@ def test_logits_processor_with_generate(tiny):
     middle = decoder.codec.decode(new[:new.index(tiny.tokenizer.eos_token_id)] if ended else new)
     assert fimconstrain.fim_checker(prefix, suffix).feed(middle) is not None
     assert not ended or parses(prefix + middle + suffix)
-    direct = decoder.generate(prefix, suffix, max_new_tokens=25)
+    direct = decoder.generate(prefix, suffix, max_new_tokens=25, finish_in_budget=False)
     assert direct.middle == middle  # the processor and the decode loop agree (greedy, k=1)
 
 

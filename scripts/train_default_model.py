@@ -1,0 +1,357 @@
+"""Train fimconstrain's shipped default model: a tiny GPTBigCode (SantaCoder architecture) FIM model.
+
+Data: the Python files of the running interpreter's standard library (tests and
+site-packages left out), a deterministic 5% of files held out for evaluation.
+Tokenizer: byte-level BPE trained here with SantaCoder's special tokens.  Examples:
+about half FIM in PSM order with a random middle span, half plain left-to-right
+windows.  Training runs on the CPU for a fixed time budget (``--minutes``).
+
+    python scripts/train_default_model.py --minutes 30 --out fimconstrain/default_model
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import math
+import platform
+import random
+import shutil
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tqdm import tqdm
+from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fimconstrain.fim_formats import split_budget  # noqa: E402
+
+EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
+SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]
+EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
+HOLDOUT_MODULUS = 20  # 1 file in 20 (5%) is held out
+MAX_MIDDLE_TOKENS = 160
+TEXT_WINDOW_CHARS = 4000  # characters of prefix / suffix around a cut that are tokenized
+
+
+@dataclass
+class Corpus:
+    """Standard-library sources split into training and held-out files (relative path -> text)."""
+
+    root: Path
+    train: dict[str, str]
+    heldout: dict[str, str]
+
+
+def is_heldout(relpath: str) -> bool:
+    """Deterministic 5% split by a hash of the path relative to the standard library."""
+    return int(hashlib.sha256(relpath.encode()).hexdigest(), 16) % HOLDOUT_MODULUS == 0
+
+
+def load_corpus(root: Path) -> Corpus:
+    """Every UTF-8 ``.py`` file under ``root`` that ``ast.parse`` accepts, outside test and data dirs."""
+    train, heldout = {}, {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if EXCLUDED_DIRS.intersection(path.relative_to(root).parts[:-1]):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            ast.parse(text)
+        except (UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        (heldout if is_heldout(rel) else train)[rel] = text
+    return Corpus(root, train, heldout)
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE (GPT-2 style pre-tokenization, no added prefix space) with the FIM special tokens."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
+                                   pad_token=PAD, model_max_length=1 << 30)
+
+
+class ExampleSampler:
+    """Draws training examples: FIM (PSM, random middle span) or left-to-right windows of a file."""
+
+    def __init__(self, texts: list[str], tokenizer: PreTrainedTokenizerFast, context: int, fim_rate: float,
+                 seed: int):
+        self.texts = texts
+        self.tok = tokenizer
+        self.context = context
+        self.fim_rate = fim_rate
+        self.rng = random.Random(seed)
+        self.ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS}
+        stream = []
+        for enc in tokenizer.backend_tokenizer.encode_batch(texts):
+            stream.extend(enc.ids)
+            stream.append(self.ids[EOT])
+        self.stream = torch.tensor(stream, dtype=torch.long)
+        self.weights = [len(t) for t in texts]
+
+    def batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(input_ids, attention_mask, labels), padded on the right; padding is ignored by the loss."""
+        rows = [self.fim_example() if self.rng.random() < self.fim_rate else self.plain_example()
+                for _ in range(size)]
+        width = max(len(r) for r in rows)
+        ids = torch.full((size, width), self.ids[PAD], dtype=torch.long)
+        mask = torch.zeros((size, width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = torch.tensor(row)
+            mask[i, :len(row)] = 1
+        return ids, mask, ids.masked_fill(mask == 0, -100)
+
+    def plain_example(self) -> list[int]:
+        """A window of ``context`` tokens from the concatenated token stream."""
+        start = self.rng.randrange(0, len(self.stream) - self.context)
+        return self.stream[start:start + self.context].tolist()
+
+    def fim_example(self) -> list[int]:
+        """``<fim-prefix> P <fim-suffix> S <fim-middle> M <|endoftext|>`` cut from one file, fitted to the context."""
+        text = self.rng.choices(self.texts, weights=self.weights)[0]
+        start, end = self.middle_span(text)
+        middle = self.tok.backend_tokenizer.encode(text[start:end])
+        if len(middle.ids) > MAX_MIDDLE_TOKENS:
+            end = start + middle.offsets[MAX_MIDDLE_TOKENS - 1][1]
+            middle_ids = middle.ids[:MAX_MIDDLE_TOKENS]
+        else:
+            middle_ids = middle.ids
+        pre = self.tok.backend_tokenizer.encode(text[max(0, start - TEXT_WINDOW_CHARS):start]).ids
+        suf = self.tok.backend_tokenizer.encode(text[end:end + TEXT_WINDOW_CHARS]).ids
+        keep_pre, keep_suf = split_budget(len(pre), len(suf), self.context - 4 - len(middle_ids))
+        return ([self.ids[PRE]] + pre[len(pre) - keep_pre:] + [self.ids[SUF]] + suf[:keep_suf]
+                + [self.ids[MID]] + middle_ids + [self.ids[EOT]])
+
+    def middle_span(self, text: str) -> tuple[int, int]:
+        """A random middle as an editor cursor sees it.
+
+        It starts at any character, at a line start, or after a line's indentation (a third each)
+        and ends at any character, before a line break, or after one (a third each).
+        """
+        n = len(text)
+        length = int(math.exp(self.rng.uniform(0, math.log(800))))
+        kind = self.rng.randrange(3)
+        start = self.rng.randrange(0, n)
+        if kind > 0:
+            start = text.rfind("\n", 0, start) + 1
+            if kind == 2:
+                start += len(text[start:]) - len(text[start:].lstrip(" \t"))
+        end = min(n, start + length)
+        kind = self.rng.randrange(3)
+        if kind > 0:
+            nl = text.find("\n", end)
+            end = n if nl < 0 else nl + (kind == 2)
+        return start, max(start, end)
+
+
+def lr_at(progress: float, peak: float) -> float:
+    """Linear warm-up over the first 3% of the time budget, then cosine decay to 10% of the peak."""
+    if progress < 0.03:
+        return peak * progress / 0.03
+    p = min(1.0, (progress - 0.03) / 0.97)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+@torch.no_grad()
+def evaluate(model, sampler: ExampleSampler, batches: int, batch_size: int) -> dict[str, float]:
+    """Mean token loss and perplexity on held-out FIM and left-to-right examples (fixed seed)."""
+    model.eval()
+    result = {}
+    for kind, rate in (("fim", 1.0), ("plain", 0.0)):
+        sampler.rng.seed(1234)
+        sampler.fim_rate = rate
+        total, count = 0.0, 0
+        for _ in range(batches):
+            ids, mask, labels = sampler.batch(batch_size)
+            n = int((labels[:, 1:] != -100).sum())
+            total += float(model(input_ids=ids, attention_mask=mask, labels=labels).loss) * n
+            count += n
+        result[f"{kind}_loss"] = total / count
+        result[f"{kind}_perplexity"] = math.exp(total / count)
+    model.train()
+    return result
+
+
+def save(model, tokenizer, out: Path) -> None:
+    """Write the weights in float16 safetensors and the tokenizer; the training copy stays float32."""
+    out.mkdir(parents=True, exist_ok=True)
+    half = GPTBigCodeForCausalLM(model.config)
+    half.load_state_dict(model.state_dict())
+    half.to(torch.float16).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+EXAMPLES = ("{fim:.0%} FIM in PSM order: a middle of up to {mid} tokens that starts at any character, a line start or "
+            "after a line's indentation and ends at any character, before or after a line break (a third each); "
+            "the prefix is cut from the left and the suffix from the right to fit the context, as the decoder does. "
+            "The rest are left-to-right windows. Loss on every token.")
+
+
+def run_summary(run: dict) -> str:
+    """One model-card bullet for a training run."""
+    curve = run["curve"][:: max(1, len(run["curve"]) // 8)]
+    losses = ", ".join(f"{p['minutes']:.0f} min: {p['loss']:.2f}" for p in curve)
+    return (f"- {run['steps']} steps, {run['tokens'] / 1e6:.1f} M tokens in {run['minutes']:.1f} minutes on "
+            f"{run['threads']} CPU thread(s) ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
+            f"betas 0.9/0.95, weight decay 0.1, warm-up then cosine to 10%, batch {run['batch_size']} sequences, "
+            f"seed {run['seed']}.\n  Examples: {run['examples']}\n"
+            f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.")
+
+
+def write_card(out: Path, facts: dict) -> None:
+    """The model card (README.md) and the facts behind it (training.json) next to the weights."""
+    (out / "training.json").write_text(json.dumps(facts, indent=1) + "\n")
+    ev, cfg, runs = facts["heldout"], facts["config"], facts["runs"]
+    total_minutes = sum(r["minutes"] for r in runs)
+    total_tokens = sum(r["tokens"] for r in runs)
+    (out / "README.md").write_text(f"""# fimconstrain default model
+
+A tiny fill-in-the-middle code model that ships with fimconstrain so that
+`fimconstrain complete FILE --cursor LINE:COL` works offline, on a CPU.  It is
+a demonstration model: its own output is often invalid Python, which is what
+the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
+...) with `--model` for useful completions.
+
+- Architecture: GPTBigCode (SantaCoder's: multi-query attention, learned positions), {cfg['n_layer']} layers,
+  d={cfg['n_embd']}, {cfg['n_head']} heads, context {cfg['n_positions']} tokens,
+  {facts['parameters'] / 1e6:.2f} M parameters, stored in float16 ({facts['size_mb']:.1f} MB).
+- Tokenizer: byte-level BPE, {facts['vocab_size']} tokens, trained on the training files; special tokens
+  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format, PSM order).
+- Data: the `.py` files of the CPython {facts['python']} standard library ({facts['train_files']} training files,
+  {facts['train_chars'] / 1e6:.1f} M characters); directories `test`, `tests`, `idle_test` and `site-packages` left out,
+  and files that are not UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts['heldout_files']}:
+  those whose path relative to the standard library has a sha256 that is 0 mod 20) is held out; `training.json`
+  lists them.  Evaluation sets must come from those files or from code outside the standard library.
+- Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all, each run
+  continuing from the one before:
+{chr(10).join(run_summary(r) for r in runs)}
+- Held-out loss (64 FIM and 64 left-to-right examples of the held-out files):
+  FIM {ev['fim_loss']:.3f} (perplexity {ev['fim_perplexity']:.1f}),
+  left-to-right {ev['plain_loss']:.3f} (perplexity {ev['plain_perplexity']:.1f}).
+
+Retrain from scratch, or continue training the shipped model (the result differs with the Python version):
+
+    pip install torch==2.13.0 transformers tokenizers safetensors tqdm
+    python scripts/train_default_model.py --minutes 50 --out fimconstrain/default_model
+    python scripts/train_default_model.py --init fimconstrain/default_model --minutes 35 --out /tmp/model \\
+        && rm -r fimconstrain/default_model && mv /tmp/model fimconstrain/default_model
+""")
+
+
+def new_model(args, tokenizer) -> GPTBigCodeForCausalLM:
+    """A freshly initialised GPTBigCode with multi-query attention, sized by the command line."""
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=args.context, n_embd=args.dim,
+                              n_layer=args.layers, n_head=args.heads, multi_query=True,
+                              activation_function="gelu_pytorch_tanh", resid_pdrop=0.0, embd_pdrop=0.0,
+                              attn_pdrop=0.0, bos_token_id=eot, eos_token_id=eot,
+                              pad_token_id=tokenizer.convert_tokens_to_ids(PAD))
+    return GPTBigCodeForCausalLM(config)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=30.0, help="training time budget")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "fimconstrain" / "default_model")
+    ap.add_argument("--stdlib", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--fim-rate", type=float, default=0.5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", type=Path, default=None,
+                    help="continue training this saved model (and keep its tokenizer) instead of starting afresh")
+    ap.add_argument("--checkpoint-minutes", type=float, default=5.0, help="save this often while training")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    corpus = load_corpus(args.stdlib)
+    train_texts = list(corpus.train.values())
+    print(f"{len(corpus.train)} training files, {len(corpus.heldout)} held out", flush=True)
+    previous = json.loads((args.init / "training.json").read_text()) if args.init else None
+    if args.init:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(args.init)
+        model = GPTBigCodeForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+        args.context = model.config.n_positions
+    else:
+        tokenizer = train_tokenizer(train_texts, args.vocab_size)
+        model = new_model(args, tokenizer)
+    sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed)
+    heldout = ExampleSampler(list(corpus.heldout.values()), tokenizer, args.context, 1.0, args.seed)
+    print(f"vocabulary {len(tokenizer)}, {len(sampler.stream)} training tokens", flush=True)
+
+    config = model.config
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95))
+
+    budget = args.minutes * 60
+    start = last_save = time.monotonic()
+    steps = tokens = 0
+    ema = None
+    curve = []
+    bar = tqdm(total=int(budget), unit="s", desc="training", mininterval=10)
+    while (elapsed := time.monotonic() - start) < budget:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(elapsed / budget, args.lr)
+        ids, mask, labels = sampler.batch(args.batch_size)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        steps += 1
+        tokens += int(mask.sum())
+        value = loss.item()
+        ema = value if ema is None else 0.98 * ema + 0.02 * value
+        if steps % 25 == 0:
+            curve.append({"step": steps, "minutes": elapsed / 60, "loss": round(ema, 4)})
+        bar.update(int(time.monotonic() - start) - bar.n)
+        bar.set_postfix(step=steps, loss=f"{ema:.3f}", tok_s=f"{tokens / max(elapsed, 1e-9):.0f}")
+        if time.monotonic() - last_save > args.checkpoint_minutes * 60:
+            save(model, tokenizer, args.out)
+            last_save = time.monotonic()
+    bar.close()
+    minutes = (time.monotonic() - start) / 60
+
+    ev = evaluate(model, heldout, batches=8, batch_size=args.batch_size)
+    print("held out:", json.dumps(ev), flush=True)
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    save(model, tokenizer, args.out)
+    size_mb = sum(p.stat().st_size for p in args.out.iterdir()) / 1e6
+    run = {"steps": steps, "tokens": tokens, "minutes": minutes, "minutes_budget": args.minutes,
+           "threads": args.threads, "tokens_per_s": tokens / (minutes * 60), "lr": args.lr,
+           "batch_size": args.batch_size, "seed": args.seed, "final_train_loss": ema, "curve": curve,
+           "examples": EXAMPLES.format(fim=args.fim_rate, mid=MAX_MIDDLE_TOKENS), "torch": torch.__version__}
+    write_card(args.out, {
+        "python": platform.python_version(), "stdlib": str(corpus.root), "train_files": len(corpus.train),
+        "train_chars": sum(map(len, train_texts)), "heldout_files": len(corpus.heldout),
+        "heldout_paths": sorted(corpus.heldout), "vocab_size": len(tokenizer), "config": config.to_dict(),
+        "parameters": n_params, "size_mb": size_mb, "heldout": ev, "runs": (previous or {}).get("runs", []) + [run],
+    })
+    print(f"saved to {args.out} ({size_mb:.1f} MB)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
