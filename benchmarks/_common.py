@@ -62,6 +62,20 @@ def read_utf8(path: Path) -> str | None:
         return None
 
 
+def valid_source(path: Path, record: dict) -> str | None:
+    """The file's text if it decodes and ``ast.parse`` accepts it, else None; sets
+    ``record["status"]`` (and ``record["chars"]``) either way."""
+    src = read_utf8(path)
+    if src is None:
+        record["status"] = "undecodable"
+        return None
+    if not ast_verdict(src)[0]:
+        record["status"] = "ast-rejects"
+        return None
+    record["status"], record["chars"] = "ok", len(src)
+    return src
+
+
 def ast_verdict(src: str) -> tuple[bool, str | None, int | None]:
     """(accepted, message, 1-based line) from ``ast.parse`` of the running interpreter."""
     try:

@@ -27,16 +27,9 @@ ROOT = Path(".")
 def run_file(task) -> dict:
     path, seed = task
     r: dict = {"file": C.rel(path, ROOT), "trials": []}
-    src = C.read_utf8(path)
+    src = C.valid_source(path, r)
     if src is None:
-        r["status"] = "undecodable"
         return r
-    ok, _, _ = C.ast_verdict(src)
-    if not ok:
-        r["status"] = "ast-rejects"
-        return r
-    r["status"] = "ok"
-    r["chars"] = len(src)
     fc = C.engine_setup()
     Unc = C.uncompletable_error()
     rng = random.Random(seed)
