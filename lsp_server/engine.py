@@ -5,17 +5,13 @@ checker caches are used by one thread at a time); the event loop only waits on i
 
 Stopping within one decode step: a :class:`Job` says when generation must end
 (``$/cancelRequest``, a newer request for the same document, the deadline, or a
-one-line completion whose line is finished).  If ``FimDecoder.generate`` takes a
-``should_stop`` callable, it gets ``job.should_stop`` and ends its loop by itself;
-otherwise the model is wrapped so that the next forward pass raises
-:class:`Stopped`, and the middle is rebuilt from the tokens seen so far.  Either
-way the text so far goes through :func:`lsp_server.shaping.finish_middle`, so
-what comes back is valid or nothing.
+one-line completion whose line is finished); ``FimDecoder.generate`` polls
+``job.should_stop`` once per step. The text so far goes through
+:func:`lsp_server.shaping.finish_middle`, so what comes back is valid or nothing.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import time
@@ -28,10 +24,6 @@ log = logging.getLogger(__name__)
 
 WARMUP_PREFIX = "def add(a, b):\n    return "
 WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
-
-
-class Stopped(Exception):
-    """Raised from the model's forward pass when the job must end (no ``should_stop`` hook)."""
 
 
 class Job:
@@ -83,7 +75,7 @@ class Job:
         return False
 
     def on_forward(self, input_ids) -> None:
-        """Called before each forward pass: record the generated token, raise :class:`Stopped` if it is time."""
+        """Called before each forward pass: record the generated token."""
         self.forwards += 1
         if self.forwards > 1 and input_ids is not None:  # the first pass is the prompt
             self.ids.extend(int(t) for t in input_ids.reshape(-1).tolist())
@@ -91,12 +83,11 @@ class Job:
 
 
 class WatchedModel:
-    """A causal LM that tells the current job about each forward pass (and lets it stop the loop)."""
+    """A causal LM that tells the current job about each forward pass (the tokens so far)."""
 
     def __init__(self, model):
         self.inner = model
         self.job: Job | None = None
-        self.hard_stop = True  # raise Stopped (when generate has no should_stop hook)
 
     @property
     def config(self):
@@ -113,8 +104,6 @@ class WatchedModel:
         job = self.job
         if job is not None:
             job.on_forward(kwargs.get("input_ids", args[0] if args else None))
-            if self.hard_stop and job.forwards > 1 and job.should_stop():
-                raise Stopped(job.reason or "stop")
         return self.inner(*args, **kwargs)
 
 
@@ -126,7 +115,6 @@ class Loaded:
     decoder: object
     watched: WatchedModel
     fim_format: str
-    has_should_stop: bool
     load_seconds: float
 
 
@@ -155,12 +143,7 @@ class Engine:
                            trust_remote_code=settings.trust_remote_code)
         watched = WatchedModel(model.model)
         decoder = FimDecoder(watched, model.tokenizer, model.fim_format)
-        try:
-            has_hook = "should_stop" in inspect.signature(decoder.generate).parameters
-        except (TypeError, ValueError):
-            has_hook = False
-        watched.hard_stop = not has_hook
-        loaded = Loaded(model.name, decoder, watched, model.fim_format.name, has_hook, 0.0)
+        loaded = Loaded(model.name, decoder, watched, model.fim_format.name, 0.0)
         # warm up: grammar tables, the prompt path, a few decode steps
         self._generate(loaded, Job("warmup", time.monotonic() + 60, False), WARMUP_PREFIX, WARMUP_SUFFIX,
                        max_tokens=4, temperature=0.0, seed=None, top_k=8)
@@ -173,26 +156,14 @@ class Engine:
         """The raw middle (possibly cut short by the job); the model is left unwatched afterwards."""
         decoder = loaded.decoder
         job.begin(decoder.codec)
-        # no finisher: finish_middle() tries the shortest finish on whatever comes back (budget,
-        # deadline, cut to one line), and shorter cuts when that fails
-        kwargs = {"mode": "constrained", "max_new_tokens": max_tokens, "temperature": temperature,
-                  "top_k": top_k, "seed": seed}
-        if loaded.has_should_stop:
-            kwargs["should_stop"] = job.should_stop
+        # no finish in generate: finish_middle() tries the shortest finish on whatever comes back
+        # (budget, deadline, cut to one line), and shorter cuts when that fails
         loaded.watched.job = job
         try:
-            try:
-                result = decoder.generate(prefix, suffix, **kwargs)
-            except TypeError as error:
-                if "should_stop" not in str(error):
-                    raise
-                loaded.has_should_stop, loaded.watched.hard_stop = False, True
-                kwargs.pop("should_stop")
-                job.begin(decoder.codec)
-                result = decoder.generate(prefix, suffix, **kwargs)
+            result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=max_tokens,
+                                      temperature=temperature, top_k=top_k, seed=seed,
+                                      finish_in_budget=False, should_stop=job.should_stop)
             return result.middle
-        except Stopped:
-            return decoder.codec.decode(job.ids)
         finally:
             loaded.watched.job = None
 
