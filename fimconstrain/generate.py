@@ -24,9 +24,11 @@ from transformers import LogitsProcessor
 
 from .checker import Checker, fim_checker
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
+from .mask_store import mask_logits
 from .models import context_window
 
-MODES = ("unconstrained", "checked", "constrained")
+#: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
+MODES = ("unconstrained", "checked", "constrained", "prefix")
 _REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole UTF-8 character
 _DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
 
@@ -249,6 +251,7 @@ class FimDecoder:
     codec: TextCodec = field(init=False)
     stop_ids: set[int] = field(init=False)
     banned_ids: set[int] = field(init=False)
+    _mask_store: object = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         self.fim_format = self.fim_format or resolve_format(self.tokenizer)
@@ -256,6 +259,15 @@ class FimDecoder:
         self.window = self.window or context_window(self.model, self.tokenizer)
         self.stop_ids = self.fim_format.stop_ids(self.tokenizer)
         self.banned_ids = special_token_ids(self.tokenizer) - self.stop_ids
+
+    def mask_store(self):
+        """The token-mask store for this tokenizer (built once, cached on disk)."""
+        if self._mask_store is None:
+            from .mask_store import MaskStore
+
+            self._mask_store = MaskStore.load_or_build(self.tokenizer, progress=False,
+                                                       vocab_size=self.model.config.vocab_size)
+        return self._mask_store
 
     def ends(self, token: int) -> bool:
         """Whether ``token`` ends the middle: a stop token, or (unconstrained) any other FIM marker."""
@@ -278,8 +290,9 @@ class FimDecoder:
         prompt = build_prompt(self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order)
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         run = _Run(self, prefix, suffix, mode, len(prompt))
-        if mode == "constrained":
-            run.start_constraint()
+        if mode in ("constrained", "prefix"):
+            run.start_constraint(suffix if mode == "constrained" else "")
+        store = self.mask_store() if mode == "prefix" else None
         stepper = _CachedStepper(self.model)
         logits = stepper.logits(prompt)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
@@ -290,7 +303,10 @@ class FimDecoder:
             if should_stop is not None and should_stop():
                 run.result.stopped = "cancelled"
                 break
-            token = run.choose(ranking_keys(logits, temperature, top_p, generator), top_k)
+            keys = ranking_keys(logits, temperature, top_p, generator)
+            if store is not None:
+                keys = mask_logits(keys, store.allowed(run.state.checker, run.state.held), self.stop_ids)
+            token = run.choose(keys, top_k)
             if token is None or self.ends(token):
                 break
             bar.update(1)
@@ -318,10 +334,10 @@ class _Run:
         self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
-    def start_constraint(self) -> None:
-        """Build the FIM checker for the whole file (the one-time cost)."""
+    def start_constraint(self, suffix: str) -> None:
+        """Build the checker (the one-time cost): for the whole file, or the prefix only."""
         start = time.perf_counter()
-        self.state = ConstraintState(fim_checker(self.prefix, self.suffix), self.decoder.codec)
+        self.state = ConstraintState(fim_checker(self.prefix, suffix), self.decoder.codec)
         self.result.setup_seconds = time.perf_counter() - start
 
     def choose(self, keys: torch.Tensor, top_k: int) -> int | None:

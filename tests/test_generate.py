@@ -430,3 +430,18 @@ def test_complete_command_json(tiny_dir, tmp_path, capsys):
     assert record["mode"] == "constrained" and record["tokens"] <= 8
     assert main_complete([str(path), "--cursor", "9:1", "--model", str(tiny_dir)]) == 2
     assert "outside the file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_prefix_mode_uses_the_mask_store(tiny, case, tmp_path, monkeypatch):
+    """mode="prefix": the left context alone constrains; the mask store pre-filters candidates."""
+    monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
+    prefix, suffix = CASES[case]
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    result = decoder.generate(prefix, suffix, mode="prefix", max_new_tokens=20, temperature=1.0, seed=case,
+                              finish_in_budget=False)
+    checker = fimconstrain.fim_checker(prefix, "").feed(result.middle)
+    assert checker is not None
+    if result.stopped == "eos":
+        assert checker.is_complete()
+    assert decoder.mask_store().vocab_size == tiny.model.config.vocab_size
