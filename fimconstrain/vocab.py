@@ -97,9 +97,11 @@ def from_strings(tokens: Sequence[str | None]) -> Vocabulary:
 SPECIAL_TOKENS = ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
 
 
-def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, path: Path | str | None = None):
-    """A byte-level BPE ``tokenizers.Tokenizer`` (GPT-2 pre-tokenisation, StarCoder's FIM
-    tokens) trained on ``texts``; cached at ``path`` (a tokenizer.json) when given."""
+def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, path: Path | str | None = None,
+                         special_tokens: list[str] = SPECIAL_TOKENS, min_frequency: int = 2):
+    """A byte-level BPE ``tokenizers.Tokenizer`` (GPT-2 pre-tokenisation without an added prefix
+    space; StarCoder's FIM tokens unless told otherwise) trained on ``texts``; cached at
+    ``path`` (a tokenizer.json) when given."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     if path is not None and Path(path).exists():
@@ -107,7 +109,7 @@ def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, path: Path | str
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special_tokens,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     if path is not None:

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm import tqdm
 from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fimconstrain.fim_formats import split_budget  # noqa: E402
+from fimconstrain.vocab import train_byte_level_bpe  # noqa: E402
 
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
 SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]
@@ -73,12 +73,7 @@ def load_corpus(root: Path) -> Corpus:
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE (GPT-2 style pre-tokenization, no added prefix space) with the FIM special tokens."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
+    tok = train_byte_level_bpe(texts, vocab_size, special_tokens=SPECIAL_TOKENS)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
                                    pad_token=PAD, model_max_length=1 << 30)
 

@@ -20,31 +20,14 @@ from fimconstrain.datasets import main_build, read_examples  # noqa: E402
 from fimconstrain.evaluation import MODES, format_table, main_eval, main_report, read_records  # noqa: E402
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-SPECIALS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"]
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer GPTBigCode and a 600-token byte-level BPE tokenizer with SantaCoder's FIM tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
+    from fimconstrain.tiny_model import build_tiny_model
 
-    texts = [(STDLIB / name).read_text(encoding="utf-8") for name in ("textwrap.py", "string.py")]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIALS, show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
-                                        pad_token="<fim-pad>")
-    torch.manual_seed(0)
-    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
-                              multi_query=True, bos_token_id=eos, eos_token_id=eos)
-    out = tmp_path_factory.mktemp("tiny_model")
-    GPTBigCodeForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,10 @@
 
 ``build_tiny_model(directory)`` writes a 2-layer GPTBigCode (SantaCoder's
 architecture and FIM tokens) and a byte-level BPE tokenizer trained on a few
-standard-library files; point the server at it with ``{"model": directory}``.
-Its completions are random but still valid: the constraint does that.
-``python -m lsp_server.testing DIR`` builds one from the command line.
+standard-library files; load it with ``fimconstrain.models.load_model(directory)``
+or point the language server at it with ``{"model": directory}``. Its completions
+are random but still valid: the constraint does that.
+``python -m fimconstrain.tiny_model DIR`` builds one from the command line.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-SPECIALS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"]
+#: SantaCoder's special tokens (its FIM markers use hyphens)
+SANTACODER_TOKENS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"]
 _TEXTS = ("textwrap.py", "string.py", "json/decoder.py")
 
 
@@ -24,20 +26,16 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
     4 heads, context 512) to time the server with a model of realistic cost.
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
+
+    from .vocab import train_byte_level_bpe
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     names = list(_TEXTS)
     if vocab_size > 1000:  # enough text for the merges
         names += sorted(str(p.relative_to(stdlib)) for p in stdlib.glob("*.py"))[:60]
     texts = [(stdlib / name).read_text(encoding="utf-8", errors="replace") for name in names]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
-                                                       show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = train_byte_level_bpe(texts, vocab_size, special_tokens=SANTACODER_TOKENS, min_frequency=0)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
                                         bos_token="<|endoftext|>", pad_token="<fim-pad>")
     torch.manual_seed(seed)
@@ -54,7 +52,7 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
 if __name__ == "__main__":
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m lsp_server.testing", description="Build a random FIM model.")
+    ap = argparse.ArgumentParser(prog="python -m fimconstrain.tiny_model", description="Build a random FIM model.")
     ap.add_argument("directory")
     ap.add_argument("--shipped-size", action="store_true",
                     help="the shipped model's sizes (8192 tokens, 4 layers, d=256, context 512) instead of tiny ones")
