@@ -18,19 +18,17 @@ where they differ are judged by the exact checker (``checker.feed``).
 
 from __future__ import annotations
 
-import gc
 import json
 import keyword
 import sys
 from collections import Counter
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (RESULTS_DIR, base_parser, progress, read_utf8, select_files, table,  # noqa: E402
-                     write_results)
+                     timed, write_results)
 
 import fimconstrain  # noqa: E402
 from fimconstrain.grammar import load_builtin  # noqa: E402
@@ -155,16 +153,6 @@ def _literal(node, tree_class) -> str | None:
 
 
 # ---------------------------------------------------------------- the walk
-
-
-def timed(func, *args):
-    """(wall us, thread CPU us, result), garbage collector paused as ``timeit`` does."""
-    gc.disable()
-    wall, cpu = time.perf_counter(), time.thread_time()
-    result = func(*args)
-    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
-    gc.enable()
-    return wall * 1e6, cpu * 1e6, result
 
 
 class Compare:

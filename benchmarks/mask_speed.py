@@ -12,7 +12,6 @@ by token: the mask is taken before each token and the token is then fed to the c
 
 from __future__ import annotations
 
-import gc
 import random
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import base_parser, progress, read_utf8, select_files, table, write_results  # noqa: E402
+from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results  # noqa: E402
 
 import fimconstrain  # noqa: E402
 from fimconstrain.mask_store import Alphabet, MaskStore  # noqa: E402
@@ -76,17 +75,6 @@ def walk(store: MaskStore, vocab, tokenizer, texts: list[str], max_tokens: int, 
             if checker is None:
                 raise RuntimeError(f"the exact checker rejected a valid file at {piece!r}")
     return times, states, true_missed
-
-
-def timed(func, *args):
-    """(wall us, thread CPU us, result) of one call, with the garbage collector paused as
-    ``timeit`` does; CPU time leaves out the time other processes on a shared machine take."""
-    gc.disable()
-    wall, cpu = time.perf_counter(), time.thread_time()
-    result = func(*args)
-    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
-    gc.enable()
-    return wall * 1e6, cpu * 1e6, result
 
 
 def soundness(store: MaskStore, vocab, states: list, n: int, seed: int, show: bool) -> dict:
