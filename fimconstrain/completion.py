@@ -137,7 +137,7 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
     parser, layout, state, lexeme, _ = branch
     dfa = layer.dfa
     allowed = layer.allowed(parser, layout)
-    newline_mask = getattr(layer, "newline_mask", 0)
+    newline_mask = layer.newline_mask
     last_line = lexeme[lexeme.rfind("\n") + 1:]
     in_newline = layer.token_mask(state) & newline_mask
     if in_newline and ("#" in last_line or ("\n" in lexeme and not last_line.strip())):
@@ -145,7 +145,8 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
         # column the parser could want next
         line_break = "\n" if "#" in last_line else ""
         column = 0 if line_break else len(last_line.expandtabs(8))
-        targets = {col for col, _ in layout[0]} | {max((c for c, _ in layout[0]), default=0) + 4}
+        columns = layer.indent_columns(layout)
+        targets = set(columns) | {(columns[-1] if columns else 0) + len(_INDENT_UNIT)}
         additions = [line_break + " " * (t - column) for t in sorted(targets | {column}) if t >= column]
     elif layer.token_mask(state) & allowed:
         additions = [""]
@@ -167,7 +168,7 @@ def _spell(planner: Planner, terminals: list[int], layout, lead: str, spaced: bo
     """Text for ``terminals`` after ``lead``: one candidate ending after each terminal."""
     g = planner.grammar
     names = g.symbol_names
-    columns = [col for col, _ in layout[0]] if isinstance(layout, tuple) and layout else []
+    columns = planner.layer.indent_columns(layout)
     pieces, out = [lead], [lead]
     line_start = False
     for sym in terminals:
@@ -245,10 +246,9 @@ def _header_joiners(checker) -> list[str]:
     with an indented block needs a header to hang from."""
     columns = {0}
     for _, layout, *_ in checker._branches:
-        if isinstance(layout, tuple):
-            stack = [col for col, _ in layout[0]]
-            columns.update(stack)
-            columns.add((stack[-1] if stack else 0) + len(_INDENT_UNIT))
+        stack = checker._layer.indent_columns(layout)
+        columns.update(stack)
+        columns.add((stack[-1] if stack else 0) + len(_INDENT_UNIT))
     return ["\n" + " " * col + "if A:" for col in sorted(columns)]
 
 

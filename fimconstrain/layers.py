@@ -31,6 +31,12 @@ class PlainLayer:
 
     #: whether a suffix may be split before a top-level statement line (see context.py)
     splits_at_top_level = False
+    #: terminals that end logical lines (none: this layer has no layout)
+    newline_mask = 0
+
+    def indent_columns(self, layout) -> list[int]:
+        """Columns of the open indentation levels, outermost first (none without layout)."""
+        return []
 
     def initial_branch(self) -> tuple:
         return (self.recognizer.initial, None, self.dfa.start, "", ())
@@ -150,6 +156,9 @@ class PythonLayer(PlainLayer):
 
     def initial_branch(self) -> tuple:
         return (self.recognizer.initial, self.INITIAL_LAYOUT, self.initial_lexeme, "\n", ())
+
+    def indent_columns(self, layout) -> list[int]:
+        return [col for col, _ in layout[0]]
 
     def at_statement_boundary(self, branch: tuple) -> bool:
         _, layout, lexeme_state, text, guards = branch
