@@ -1,0 +1,143 @@
+/**
+ * Owns the server process: starts it with the interpreter resolved now, stops and restarts it,
+ * forwards settings changes, and keeps the status bar item in step with the client's state and
+ * the server's `fimconstrain/status` notifications.
+ */
+
+import * as os from 'os';
+import * as vscode from 'vscode';
+import { LanguageClient, State } from 'vscode-languageclient/node';
+
+import { createClient, pushSettings, readSettings } from './client';
+import { Interpreter, SERVER_ARGS, resolveInterpreter } from './interpreter';
+import { selectedInterpreter } from './python';
+import { clientSettings } from './settings';
+import { STATUS_NOTIFICATION, parseStatus } from './status';
+import { StatusBar } from './statusBar';
+
+export class ServerController {
+  private client: LanguageClient | undefined;
+  private interpreter: Interpreter | undefined;
+  /** Start, stop and restart run one after the other, never interleaved. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(private readonly output: vscode.LogOutputChannel, private readonly statusBar: StatusBar) {}
+
+  start(): Promise<void> {
+    return this.enqueue(() => this.startNow());
+  }
+
+  stop(): Promise<void> {
+    return this.enqueue(() => this.stopNow());
+  }
+
+  restart(): Promise<void> {
+    return this.enqueue(async () => {
+      await this.stopNow();
+      await this.startNow();
+    });
+  }
+
+  /** Restarts the server if the interpreter it would be started with now is another one. */
+  refreshInterpreter(): Promise<void> {
+    return this.enqueue(async () => {
+      const next = await findInterpreter(this.output);
+      if (this.client !== undefined && next.command === this.interpreter?.command) {
+        return;
+      }
+      await this.stopNow();
+      await this.startNow(next);
+    });
+  }
+
+  /** Sends the server its current settings (when it is running; else it gets them when it starts). */
+  async pushSettings(): Promise<void> {
+    if (this.client?.state !== State.Running) {
+      return;
+    }
+    try {
+      await pushSettings(this.client);
+    } catch (error) {  // the server went away meanwhile
+      this.output.warn(`could not send the settings to the server: ${String(error)}`);
+    }
+  }
+
+  /** Runs `operation` after the ones queued before it; the returned promise never rejects
+   * (a failure is logged, and the status bar shows it). */
+  private enqueue(operation: () => Promise<void>): Promise<void> {
+    this.queue = this.queue.then(operation).catch((error: unknown) => this.output.error(String(error)));
+    return this.queue;
+  }
+
+  private async startNow(interpreter?: Interpreter): Promise<void> {
+    this.interpreter = interpreter ?? (await findInterpreter(this.output));
+    const commandLine = [this.interpreter.command, ...SERVER_ARGS].join(' ');
+    this.output.info(`starting the server: ${commandLine} (interpreter from ${this.interpreter.source})`);
+    this.statusBar.show({ kind: 'starting', command: commandLine });
+
+    const client = createClient(this.interpreter.command, this.output);
+    this.client = client;
+    client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
+      const status = parseStatus(params);
+      if (status === undefined) {
+        this.output.warn(`ignored a ${STATUS_NOTIFICATION} notification with unexpected params: ${JSON.stringify(params)}`);
+      } else if (this.client === client) {
+        this.statusBar.show({ kind: 'running', status });
+      }
+    });
+    client.onDidChangeState(({ newState }) => {
+      if (this.client !== client) {
+        return;  // a client being stopped on purpose
+      }
+      if (newState === State.Starting) {
+        this.statusBar.show({ kind: 'starting', command: commandLine });
+      } else if (newState === State.Running) {
+        this.statusBar.show({ kind: 'running' });
+      } else {
+        this.statusBar.show({ kind: 'stopped', reason: 'the server exited (see the log)' });
+      }
+    });
+    try {
+      await client.start();
+    } catch (error) {
+      this.failedToStart(commandLine, error);
+    }
+  }
+
+  /** vscode-languageclient has shown its own error message already; this says what to check. */
+  private failedToStart(commandLine: string, error: unknown): void {
+    const reason = error instanceof Error ? error.message : String(error);
+    this.output.error(`could not start ${commandLine}: ${reason}. Is fimconstrain installed with its lsp and model extras `
+      + 'in that environment? Choose another with the setting fimconstrain.interpreter or the Python extension.');
+    this.statusBar.show({ kind: 'stopped', reason: `could not start ${commandLine}` });
+  }
+
+  private async stopNow(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client === undefined || !client.needsStop()) {
+      return;  // none, or one that never started: no process to shut down
+    }
+    try {
+      await client.dispose();
+    } catch (error) {  // e.g. one that is restarting after a crash
+      this.output.warn(`stopping the server: ${String(error)}`);
+    }
+  }
+}
+
+/** The interpreter the server would be started with now (see interpreter.ts for the order). */
+async function findInterpreter(output: vscode.LogOutputChannel): Promise<Interpreter> {
+  const configured = clientSettings(readSettings()).interpreter;
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  const resource = vscode.window.activeTextEditor?.document.uri ?? folder?.uri;
+  const defaultPath = vscode.workspace.getConfiguration('python', resource).inspect<string>('defaultInterpreterPath');
+  return resolveInterpreter({
+    configured,
+    pythonExtension: configured === '' ? await selectedInterpreter(resource, output) : undefined,
+    defaultInterpreterPath: defaultPath?.workspaceFolderValue ?? defaultPath?.workspaceValue ?? defaultPath?.globalValue,
+    platform: process.platform,
+    home: os.homedir(),
+    workspaceFolder: folder?.uri.fsPath,
+  });
+}
