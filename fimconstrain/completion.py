@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import heapq
 import time
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from itertools import islice
 
 from .grammar import Grammar
 from .regex_dfa import DEAD
@@ -20,6 +21,8 @@ from .regex_dfa import DEAD
 #: what declared layout terminals cost, in characters of text
 _LAYOUT_COST = {"_NEWLINE": 1, "_INDENT": 4, "_DEDENT": 0}
 _INDENT_UNIT = "    "
+#: how many of the cheapest left contexts of each grammar item bridges may start from
+_CONTEXTS_PER_ITEM = 6
 
 
 class Planner:
@@ -42,6 +45,9 @@ class Planner:
             self.spelling[sym] = ""
             cost[sym] = _LAYOUT_COST.get(name, 1)
         self.rule_of: dict[int, int] = {}
+        self._openers: dict[tuple[int, bool], list[tuple[int, ...]]] = {}
+        self.layout_terminals = {g.symbol_id[name] for name in g.declared} | set(layer.terminal_ids(layer.newline_mask))
+        self._states_after: dict[tuple[int, ...], object] = {(): layer.recognizer.initial}
         self._fix_nonterminals(cost)
         self.cost = cost
         inf = float("inf")
@@ -64,6 +70,85 @@ class Planner:
                     cost[lhs] = total
                     self.rule_of[lhs] = rule
                     changed = True
+
+    @cached_property
+    def first_after(self) -> list[int]:
+        """For each item, the terminals (bitmask) its remaining symbols can begin with."""
+        g = self.grammar
+        first = {sym: 1 << sym for sym in range(g.n_terminals)}
+        changed = True
+        while changed:
+            changed = False
+            for rule, lhs in enumerate(g.rule_lhs):
+                d, mask = g.rule_first_item[rule], 0
+                while (sym := g.next_symbol[d]) >= 0:
+                    mask |= first.get(sym, 0)
+                    if sym not in g.nullable:
+                        break
+                    d += 1
+                if mask | first.get(lhs, 0) != first.get(lhs, 0):
+                    first[lhs] = mask | first.get(lhs, 0)
+                    changed = True
+        out = [0] * len(g.next_symbol)
+        for d in range(len(g.next_symbol) - 1, -1, -1):
+            sym = g.next_symbol[d]
+            if sym >= 0:
+                out[d] = first.get(sym, 0) | (out[d + 1] if sym in g.nullable else 0)
+        return out
+
+    @cached_property
+    def left_contexts(self) -> dict[int, list[tuple[int, ...]]]:
+        """For each item reachable from the start, the terminals of the few cheapest texts
+        that reach it from the beginning of a file: where a bridge to a suffix can start.
+        (Several, because an item shared by many rules, like a block's body, is reached
+        cheapest through one of them and the suffix may need another.)"""
+        g, cost = self.grammar, self.cost
+        found: dict[int, list[tuple[int, ...]]] = {}  # item -> symbols consumed on the way (distinct)
+        frontier = [(0.0, 0, g.start_item, ())]
+        count = 1
+        while frontier:
+            c, _, d, consumed = heapq.heappop(frontier)
+            known = found.setdefault(d, [])
+            if len(known) == _CONTEXTS_PER_ITEM or consumed in known:
+                continue
+            known.append(consumed)
+            nxt = g.next_symbol[d]
+            if nxt < 0 or nxt not in cost:
+                continue
+            heapq.heappush(frontier, (c + cost[nxt], count, d + 1, consumed + (nxt,)))
+            count += 1
+            for rule in g.rules_of.get(nxt, ()):
+                heapq.heappush(frontier, (c, count, g.rule_first_item[rule], consumed))
+                count += 1
+        contexts: dict[int, list[tuple[int, ...]]] = {}
+        for d, sequences in found.items():
+            expanded = contexts[d] = []
+            for consumed in sequences:
+                context = tuple(self.expand(consumed))
+                if context not in expanded:
+                    expanded.append(context)
+        return contexts
+
+    def openers(self, first_mask: int, ends_line: bool) -> list[tuple[int, ...]]:
+        """Cheapest left contexts of the items that can go on with a terminal in ``first_mask``,
+        shortest first, each once: those that end with a layout terminal (a line break, an
+        indentation) or those that do not."""
+        key = (first_mask, ends_line)
+        found = self._openers.get(key)
+        if found is None:
+            first_after, cost, layout = self.first_after, self.cost, self.layout_terminals
+            found = {ctx for d, ctxs in self.left_contexts.items() if first_after[d] & first_mask
+                     for ctx in ctxs if (bool(ctx) and ctx[-1] in layout) == ends_line}
+            found = self._openers[key] = sorted(found, key=lambda ctx: (sum(cost[t] for t in ctx), ctx))
+        return found
+
+    def state_after(self, terminals: tuple[int, ...]):
+        """The recognizer's state after ``terminals`` from the start of a file (memoised), or None."""
+        states = self._states_after
+        if terminals not in states:
+            before = self.state_after(terminals[:-1])
+            states[terminals] = None if before is None else self.layer.recognizer.scan(before, terminals[-1:])
+        return states[terminals]
 
     def closing_items(self, state) -> list[int] | None:
         """The items (dot positions) whose remaining symbols, in order, close ``state`` most
@@ -96,13 +181,18 @@ class Planner:
     def terminals(self, items: list[int]) -> list[int]:
         """The terminals of the cheapest yield of each item's remaining symbols, in order."""
         g = self.grammar
-        out: list[int] = []
         symbols: list[int] = []
         for d in items:
             while g.next_symbol[d] >= 0:
                 symbols.append(g.next_symbol[d])
                 d += 1
-        stack = list(reversed(symbols))
+        return self.expand(symbols)
+
+    def expand(self, symbols) -> list[int]:
+        """The terminals of the cheapest yield of ``symbols``, in order."""
+        g = self.grammar
+        out: list[int] = []
+        stack = list(symbols)[::-1]
         while stack:
             sym = stack.pop()
             if g.is_terminal(sym):
@@ -143,11 +233,13 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
     if in_newline and ("#" in last_line or ("\n" in lexeme and not last_line.strip())):
         # a comment ends at the end of its line; a line's indentation may be padded to any
         # column the parser could want next
-        line_break = "\n" if "#" in last_line else ""
-        column = 0 if line_break else len(last_line.expandtabs(8))
+        # (or left blank)
+        column = 0 if "#" in last_line else len(last_line.expandtabs(8))
         columns = layer.indent_columns(layout)
-        targets = set(columns) | {(columns[-1] if columns else 0) + len(_INDENT_UNIT)}
-        additions = [line_break + " " * (t - column) for t in sorted(targets | {column}) if t >= column]
+        targets = sorted(set(columns) | {0, (columns[-1] if columns else 0) + len(_INDENT_UNIT)})
+        additions = ["\n" + " " * t for t in targets]
+        if "#" not in last_line:
+            additions += [" " * (t - column) for t in sorted(set(targets) | {column}) if t >= column]
     elif layer.token_mask(state) & allowed:
         additions = [""]
     else:
@@ -277,7 +369,8 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
     when none is found (within ``seconds``, if given). Tries the cheapest closing of the open
     rules cut at every point; with a suffix also one more symbol, character or block header
     after each cut point, then one more symbol followed by an opener of a string the suffix
-    may close."""
+    may close; then the start of a construct the suffix goes on with (``def f(`` before a
+    suffix that begins ``) -> int:``) on a new line at each column the layout knows."""
     search = _Search(seconds)
     candidates = finishing_candidates(checker)[:limit]
     found = search.first_complete(checker, candidates)
@@ -294,6 +387,9 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
             best = text + tail
     if best is not None:
         return best
+    found = _bridge(bases[:8], checker._plan.head, search)
+    if found is not None:
+        return found
     openers = _openers_for(checker._plan.head)
     for text, base in bases[:16]:
         for symbol in _joiners(base)[:64]:
@@ -305,4 +401,167 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
                 return text + " " + symbol + tail
             if search.expired():
                 return None
+    return None
+
+
+def _head_starts(layer, head: str) -> list[tuple[tuple[str, ...], list[int]]]:
+    """How a bridge can meet the head: ``(texts that may end the bridge, terminal bitmasks
+    the grammar reads next)``. Either the head starts with its own symbols (the bridge ends
+    with nothing or a space), or it starts inside a string the bridge opens with a quote
+    the head closes."""
+    text = head.lstrip(" \t")
+    if not text or text[0] in "\n#\\":
+        return [(("",), [])]
+    starts = [(("", " "), _line_terminals(layer, text))]
+    string = getattr(layer, "string_mask", 0)
+    for quote in ("'''", '"""', "'", '"'):
+        at = head.find(quote)
+        if not string or at < 0 or (len(quote) == 1 and "\n" in head[:at]):
+            continue
+        after = [string] + _line_terminals(layer, head[at + len(quote):], limit=7)
+        starts.append((tuple(prefix + quote for prefix in ("", "b", "r", "f", "rb", "fr")), after))
+    return starts
+
+
+def _lex(layer, text: str):
+    """``(terminal bitmask, lexeme)`` of the symbols of ``text`` by longest match, layout and
+    ignored symbols left out, up to the first text that does not lex."""
+    dfa, ignored = layer.dfa, layer.ignore_mask
+    at = 0
+    while at < len(text):
+        state, end, mask = dfa.start, at, 0
+        for i in range(at, len(text)):
+            state = dfa.run(text[i], state)
+            if state == DEAD:
+                break
+            if dfa.accept[state]:
+                end, mask = i + 1, layer.token_mask(state)
+        if end == at:
+            return
+        if not mask & ignored:
+            yield mask, text[at:end]
+        at = end
+
+
+def _line_terminals(layer, text: str, limit: int = 8) -> list[int]:
+    """The first symbols of the first line of ``text`` as terminal bitmasks, up to ``limit``."""
+    return [mask for mask, _ in islice(_lex(layer, text.split("\n", 1)[0]), limit)]
+
+
+_CLOSES = {")": "(", "]": "[", "}": "{"}
+#: the text that opens each bracket in any expression context
+_WRAPPERS = {")": "A(", "]": "A[", "}": "{A:"}
+
+
+def _unmatched_closers(layer, head: str, window: int = 1000) -> list[str]:
+    """Brackets the head closes that it did not open, innermost first: the bridge must open
+    them. A head that begins inside a string is read from its closing quote."""
+    text = head[:window]
+    first_line = len(text.split("\n", 1)[0])
+    symbols = list(_lex(layer, text))
+    if sum(map(len, (lexeme for _, lexeme in symbols))) < first_line:
+        quote = min((i for i in (text.find("'"), text.find('"')) if i >= 0), default=-1)
+        symbols = list(_lex(layer, text[quote + 1:])) if quote >= 0 else symbols
+    stack, closers = [], []
+    for _, lexeme in symbols:
+        if lexeme in "([{":
+            stack.append(lexeme)
+        elif lexeme in _CLOSES:
+            if stack:
+                stack.pop()
+            else:
+                closers.append(lexeme)
+    return closers
+
+
+def _bracket_depth(planner: Planner, terminals: tuple[int, ...]) -> int:
+    """How many brackets ``terminals`` leave open."""
+    depth = 0
+    for sym in terminals:
+        literal = planner.grammar.terminals[sym].literal if sym < len(planner.grammar.terminals) else None
+        if literal in ("(", "[", "{"):
+            depth += 1
+        elif literal in _CLOSES:
+            depth -= 1
+    return depth
+
+
+def _going_on_with(planner: Planner, openers: list[tuple[int, ...]], terminals: list[int]):
+    """The openers after which the grammar (layout aside) can read ``terminals``, lazily."""
+    layer = planner.layer
+    scan, ids = layer.recognizer.scan, layer.terminal_ids
+    for opener in openers:
+        state = planner.state_after(opener)
+        for mask in terminals:
+            if state is None:
+                break
+            state = scan(state, ids(mask))
+        if state is not None:
+            yield opener
+
+
+def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int) -> str:
+    """``terminals`` spelled as text that starts at ``column`` of a fresh line."""
+    names, pieces, line_start = planner.grammar.symbol_names, [], False
+    for sym in terminals:
+        name = names[sym]
+        if name == "_NEWLINE":
+            pieces.append("\n")
+            line_start = True
+        elif name in ("_INDENT", "_DEDENT"):
+            column += len(_INDENT_UNIT) if name == "_INDENT" else -len(_INDENT_UNIT)
+        else:
+            pieces.append(" " * column if line_start else " " if pieces else "")
+            pieces.append(planner.spelling[sym])
+            line_start = False
+    return "".join(pieces)
+
+
+def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | None:
+    """The shortest verified ``base text + bridge`` where the bridge begins a construct the
+    suffix's head goes on with: the cheapest left context of every grammar item that can be
+    followed by the head's first symbol, on the same line, on a new line at each column the
+    layout knows or one deeper (under an ``if``), inside the brackets the head closes, before
+    the head's first symbol or a string it closes."""
+    if not bases:
+        return None
+    layer = bases[0][1]._layer
+    planner = planner_for(layer)
+    closers = _unmatched_closers(layer, head)
+    head_column = len(head) - len(head.lstrip(" "))
+    openers = []  # (text before the opener, opener, text after it), cheapest first per kind
+    for ends, terminals in _head_starts(layer, head):
+        first = terminals[0] if terminals else layer.newline_mask
+        # openers that end a line (before an indented head) are taken apart: the many cheaper
+        # ones on one line must not crowd them out
+        for ends_line in (False, True):
+            kept = _going_on_with(planner, planner.openers(first, ends_line), terminals)
+            for opener in islice((o for o in kept if _bracket_depth(planner, o) <= len(closers)), limit):
+                # the head closes the opener's own brackets and those of the wrapper around it
+                wrapper = "".join(_WRAPPERS[c] for c in reversed(closers[_bracket_depth(planner, opener):]))
+                openers += [(wrapper, opener, end) for end in ends]
+    candidates = []
+    for text, base in bases:
+        columns = {0}
+        for _, layout, *_ in base._branches:
+            columns.update(layer.indent_columns(layout))
+        starts = [("", 0), (" ", 0)] + [("\n" + " " * col, col) for col in sorted(columns)]
+        # deeper columns, each under an ``if`` of its own: the levels a head that starts
+        # indented dedents to must be open
+        ladder, col = "\n", max(columns)
+        while col == max(columns) or col + len(_INDENT_UNIT) < head_column:
+            ladder += " " * col + "if A:\n"
+            col += len(_INDENT_UNIT)
+            starts.append((ladder + " " * col, col))
+        for lead, col in starts:
+            for wrapper, opener, end in openers:
+                bridge = lead + wrapper + _spell_opener(planner, opener, col) + end
+                candidates.append((len(text) + len(bridge), text, bridge, base))
+    candidates.sort(key=lambda c: c[0])
+    for _, text, bridge, base in candidates:
+        if search.expired():
+            return None
+        after = base.feed(bridge)
+        if after is not None and after.is_complete():
+            return text + bridge
     return None

@@ -39,6 +39,7 @@ EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
 HOLDOUT_MODULUS = 20  # 1 file in 20 (5%) is held out
 MAX_MIDDLE_TOKENS = 160
 TEXT_WINDOW_CHARS = 4000  # characters of prefix / suffix around a cut that are tokenized
+MAX_GENERATION_ROOM = 256  # a FIM prompt leaves 0..255 tokens of room beyond its middle, as decoders do
 
 
 @dataclass
@@ -125,7 +126,10 @@ class ExampleSampler:
             middle_ids = middle.ids
         pre = self.tok.backend_tokenizer.encode(text[max(0, start - TEXT_WINDOW_CHARS):start]).ids
         suf = self.tok.backend_tokenizer.encode(text[end:end + TEXT_WINDOW_CHARS]).ids
-        keep_pre, keep_suf = split_budget(len(pre), len(suf), self.context - 4 - len(middle_ids))
+        # The decoder leaves room for max_new_tokens after the prompt, so the middle (and its end
+        # token) must not always sit at the end of the context, or the model learns to stop only there.
+        room = len(middle_ids) + self.rng.randrange(0, MAX_GENERATION_ROOM)
+        keep_pre, keep_suf = split_budget(len(pre), len(suf), self.context - 4 - room)
         return ([self.ids[PRE]] + pre[len(pre) - keep_pre:] + [self.ids[SUF]] + suf[:keep_suf]
                 + [self.ids[MID]] + middle_ids + [self.ids[EOT]])
 
@@ -190,7 +194,8 @@ def save(model, tokenizer, out: Path) -> None:
 
 EXAMPLES = ("{fim:.0%} FIM in PSM order: a middle of up to {mid} tokens that starts at any character, a line start or "
             "after a line's indentation and ends at any character, before or after a line break (a third each); "
-            "the prefix is cut from the left and the suffix from the right to fit the context, as the decoder does. "
+            "the prefix is cut from the left and the suffix from the right to fit the context less a random 0-255 tokens of "
+            "generation room, as the decoder does. "
             "The rest are left-to-right windows. Loss on every token.")
 
 
