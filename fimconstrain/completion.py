@@ -244,6 +244,9 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
         additions = [""]
     else:
         completion = dfa.shortest_completion(state, allowed)
+        if completion == "":  # a hard keyword, allowed only as the name it begins
+            completion = dfa.shortest_completion(dfa.run("_", state), allowed)
+            completion = None if completion is None else "_" + completion
         additions = [] if completion is None else [completion]
     options = []
     for added in additions:
@@ -413,6 +416,8 @@ def _head_starts(layer, head: str) -> list[tuple[tuple[str, ...], list[int]]]:
     if not text or text[0] in "\n#\\":
         return [(("",), [])]
     starts = [(("", " "), _line_terminals(layer, text))]
+    if layer.newline_mask:  # the head's first line may end a comment the bridge opens
+        starts.append((("#", " #"), []))
     string = getattr(layer, "string_mask", 0)
     for quote in ("'''", '"""', "'", '"'):
         at = head.find(quote)
@@ -453,7 +458,7 @@ _CLOSES = {")": "(", "]": "[", "}": "{"}
 _WRAPPERS = {")": "A(", "]": "A[", "}": "{A:"}
 
 
-def _unmatched_closers(layer, head: str, window: int = 1000) -> list[str]:
+def _unmatched_closers(layer, head: str, window: int = 20_000) -> list[str]:
     """Brackets the head closes that it did not open, innermost first: the bridge must open
     them. A head that begins inside a string is read from its closing quote."""
     text = head[:window]
@@ -500,9 +505,12 @@ def _going_on_with(planner: Planner, openers: list[tuple[int, ...]], terminals: 
             yield opener
 
 
-def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int) -> str:
-    """``terminals`` spelled as text that starts at ``column`` of a fresh line."""
+def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int, wrapper: str = "") -> str:
+    """``terminals`` spelled as text that starts at ``column`` of a fresh line, with
+    ``wrapper`` (brackets the head closes) where the head will go on."""
     names, pieces, line_start = planner.grammar.symbol_names, [], False
+    if wrapper and not (terminals and terminals[-1] in planner.layout_terminals):
+        pieces.append(wrapper)
     for sym in terminals:
         name = names[sym]
         if name == "_NEWLINE":
@@ -514,6 +522,8 @@ def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int) -> 
             pieces.append(" " * column if line_start else " " if pieces else "")
             pieces.append(planner.spelling[sym])
             line_start = False
+    if wrapper and line_start:
+        pieces.append(" " * column + wrapper)
     return "".join(pieces)
 
 
@@ -545,9 +555,12 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
         columns = {0}
         for _, layout, *_ in base._branches:
             columns.update(layer.indent_columns(layout))
-        starts = [("", 0), (" ", 0)] + [("\n" + " " * col, col) for col in sorted(columns)]
-        # deeper columns, each under an ``if`` of its own: the levels a head that starts
-        # indented dedents to must be open
+        # on the same line; on a new line at each column the layout knows, or one deeper (after
+        # a block header); deeper ones each under an ``if`` of its own (the levels a head that
+        # starts indented dedents to must be open)
+        deeper = max(columns) + len(_INDENT_UNIT)
+        starts = ([("", 0), (" ", 0)] + [("\n" + " " * col, col) for col in sorted(columns)]
+                  + [("\n" + " " * deeper, deeper)])
         ladder, col = "\n", max(columns)
         while col == max(columns) or col + len(_INDENT_UNIT) < head_column:
             ladder += " " * col + "if A:\n"
@@ -555,7 +568,7 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
             starts.append((ladder + " " * col, col))
         for lead, col in starts:
             for wrapper, opener, end in openers:
-                bridge = lead + wrapper + _spell_opener(planner, opener, col) + end
+                bridge = lead + _spell_opener(planner, opener, col, wrapper) + end
                 candidates.append((len(text) + len(bridge), text, bridge, base))
     candidates.sort(key=lambda c: c[0])
     for _, text, bridge, base in candidates:

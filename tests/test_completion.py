@@ -56,6 +56,28 @@ def test_random_states_of_real_files():
                 if text is not None:
                     found[mode][0] += 1
                     assert parses(source[:a] + middle + text + suffix)
-    # heuristic search: it must succeed most of the time (measured: ~97% prefix, ~87% FIM)
+    # a search under a time limit: it must succeed nearly always (measured: 48/48 prefix, 46/48 FIM)
     assert found["prefix"][0] >= 0.85 * found["prefix"][1], found
-    assert found["fim"][0] >= 0.6 * found["fim"][1], found
+    assert found["fim"][0] >= 0.85 * found["fim"][1], found
+
+
+def test_bridges_start_the_construct_the_suffix_goes_on_with():
+    # (prefix, a middle gone astray, suffix): the finish must open what the suffix continues
+    cases = [
+        ("x = 1\n", "y = 2", ":\n    return 1\nz = 3\n"),                       # a block header
+        ("x = 1\n", "y", "in range(3):\n    pass\n"),                           # for ... in
+        ("x = 1\n", "z = (1,", ") -> int:\n    return 1\n"),                     # def f(...)
+        ("import os\n", "os.sep", "orted(x):\n    pass\n"),                     # a name cut by the cursor
+        ("x = 1\n", "y = x", 'world", 1)\nz = 2\n'),                            # a string and a call
+        ("class A:\n    def f(self):\n        pass\n", "t = 1\n",                # the levels it dedents to
+         "        x = 1\n    def g(self):\n        pass\n"),
+        ("def f():\n    if a:\n        pass\n", "        q",                     # a try its except needs
+         "            g()\n        except E:\n            pass\n"),
+    ]
+    for prefix, middle, suffix in cases:
+        checker = fimconstrain.fim_checker(prefix, suffix).feed(middle)
+        assert checker is not None, (prefix, middle, suffix)
+        text = checker.shortest_finish(seconds=10)
+        assert text is not None, (prefix, middle, suffix)
+        assert checker.feed(text).is_complete()
+        assert parses(prefix + middle + text + suffix), (prefix, middle, text, suffix)
