@@ -414,10 +414,11 @@ def _head_starts(layer, head: str) -> list[tuple[tuple[str, ...], list[int]]]:
     the head closes."""
     text = head.lstrip(" \t")
     if not text or text[0] in "\n#\\":
-        return [(("",), [])]
-    starts = [(("", " "), _line_terminals(layer, text))]
-    if layer.newline_mask:  # the head's first line may end a comment the bridge opens
-        starts.append((("#", " #"), []))
+        starts = [(("",), [])]
+    else:
+        starts = [(("", " "), _line_terminals(layer, text))]
+        if layer.newline_mask:  # the head's first line may end a comment the bridge opens
+            starts.append((("#", " #"), []))
     string = getattr(layer, "string_mask", 0)
     for quote in ("'''", '"""', "'", '"'):
         at = head.find(quote)
@@ -449,8 +450,14 @@ def _lex(layer, text: str):
 
 
 def _line_terminals(layer, text: str, limit: int = 8) -> list[int]:
-    """The first symbols of the first line of ``text`` as terminal bitmasks, up to ``limit``."""
-    return [mask for mask, _ in islice(_lex(layer, text.split("\n", 1)[0]), limit)]
+    """The symbols of the first logical line of ``text`` (a string may span lines) as terminal
+    bitmasks, up to ``limit``."""
+    out = []
+    for mask, _ in islice(_lex(layer, text), limit):
+        if mask & layer.newline_mask:
+            break
+        out.append(mask)
+    return out
 
 
 _CLOSES = {")": "(", "]": "[", "}": "{"}

@@ -81,7 +81,7 @@ def result_fields(result, example: Example, max_new_tokens: int) -> dict:
     fields.update(
         success=ast_parses(example.prefix + result.middle + example.suffix),
         exact=result.middle == example.middle,
-        hit_budget=result.stopped in ("budget", "finished") or result.tokens >= max_new_tokens,
+        hit_budget=result.stopped in ("budget", "best-stop", "finished") or result.tokens >= max_new_tokens,
         constraint_seconds=result.checker_seconds,
         overhead_fraction=result.checker_seconds / result.model_seconds if result.model_seconds > 0 else None)
     return fields

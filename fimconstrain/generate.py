@@ -51,7 +51,10 @@ class FimResult:
     middle: str
     mode: str
     valid: bool  # ast.parse(prefix + middle + suffix) succeeds
-    stopped: str  # "eos", "budget", "finished" (budget hook), "stuck" (no candidate passed), "window"
+    # "eos"; "split" (the model's token ran on into the suffix: cut where the middle ends);
+    # "budget"; "best-stop" (budget hit: cut at the likeliest valid end, §VII-B); "finished"
+    # (budget hit: the budget hook completed it); "stuck" (no candidate passed); "cancelled"
+    stopped: str
     tokens: int
     prompt_tokens: int
     model_seconds: float = 0.0  # forward passes for generated tokens (prompt prefill excluded)
@@ -133,6 +136,21 @@ class ConstraintState:
         if nxt is None or (held and not any(nxt.feed(ch) for ch in _completions(unfinished))):
             return None
         return ConstraintState(nxt, self.codec, ids, held)
+
+    def end_inside(self, token: int, suffix: str) -> str | None:
+        """The start of ``token``'s text (maybe empty) that completes the file when the rest of
+        the token is the suffix's own beginning, not only blanks: the model has written past
+        the end of the middle and into the suffix. None if there is no such cut."""
+        new = self._difference(token)
+        if not new or self.held or not suffix:
+            return None
+        for cut in range(len(new) - 1, -1, -1):
+            rest = new[cut:]
+            if rest.strip() and suffix.startswith(rest):
+                end = self.checker.feed(new[:cut]) if cut else self.final_checker()
+                if end is not None and end.is_complete():
+                    return new[:cut]
+        return None
 
     def final_checker(self) -> Checker | None:
         """The checker with the held-back characters fed as U+FFFD, as they stay in the final text."""
@@ -275,13 +293,15 @@ class FimDecoder:
 
     def generate(self, prefix: str, suffix: str, mode: str = "constrained", max_new_tokens: int = 128,
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64, seed: int | None = None,
-                 finisher: Finisher | None = None, finish_in_budget: bool = True,
+                 finisher: Finisher | None = None, finish_in_budget: bool = True, best_stop: bool = True,
                  should_stop: Callable[[], bool] | None = None, progress: bool = False) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
         In constrained mode, when the budget runs out (or no candidate passes) on an incomplete
-        middle, ``finisher`` (default with ``finish_in_budget``: the checker's shortest finish)
-        completes it; failing that, the middle is cut back to its longest valid prefix.
+        middle, it is cut at the point where the file was complete with the highest EOS
+        probability weighted by length (``best_stop``, paper 004 §VII-B); failing that,
+        ``finisher`` (default with ``finish_in_budget``: the checker's shortest finish)
+        completes it; failing that too, the middle is cut back to its longest valid prefix.
         ``should_stop`` is polled once per step; when it returns True generation stops at once.
         """
         if mode not in MODES:
@@ -304,6 +324,8 @@ class FimDecoder:
                 run.result.stopped = "cancelled"
                 break
             keys = ranking_keys(logits, temperature, top_p, generator)
+            if best_stop and run.state is not None:
+                run.note_stop_point(logits)
             if store is not None:
                 keys = mask_logits(keys, store.allowed(run.state.checker, run.state.held), self.stop_ids)
             token = run.choose(keys, top_k)
@@ -314,9 +336,9 @@ class FimDecoder:
                 logits = stepper.logits([token])
         else:
             run.result.stopped = "budget"
-        if (run.result.stopped in ("budget", "stuck") and finisher is not None and run.state is not None
-                and not run.state.can_end()):
-            run.finish(finisher)
+        if run.result.stopped in ("budget", "stuck") and run.state is not None and not run.state.can_end():
+            if not (best_stop and run.cut_at_best_stop()) and finisher is not None:
+                run.finish(finisher)
         bar.close()
         run.result.model_seconds = stepper.seconds
         return run.close()
@@ -332,6 +354,7 @@ class _Run:
         self.state: ConstraintState | None = None
         self.extra = ""  # text a finisher appended
         self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
+        self.stop_points: list[tuple[float, int, ConstraintState]] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
     def start_constraint(self, suffix: str) -> None:
@@ -339,6 +362,28 @@ class _Run:
         start = time.perf_counter()
         self.state = ConstraintState(fim_checker(self.prefix, suffix), self.decoder.codec)
         self.result.setup_seconds = time.perf_counter() - start
+
+    def note_stop_point(self, logits: torch.Tensor) -> None:
+        """Remember this point as a place to stop, scored by the probability of a stop token
+        here times the middle's length in tokens (checked only if it is needed, at the end)."""
+        if self.ids:
+            stop = list(self.decoder.stop_ids)
+            p_stop = float(torch.softmax(logits.float(), dim=-1)[stop].sum())
+            self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
+
+    def cut_at_best_stop(self, seconds: float = 1.0) -> bool:
+        """Cut the middle at the best-scored stop point where the file is complete (§VII-B)."""
+        start = time.perf_counter()
+        found = False
+        for _, n, state in sorted(self.stop_points, key=lambda point: -point[0]):
+            if time.perf_counter() - start > seconds:
+                break
+            if state.can_end():
+                del self.ids[n:]
+                self.state, self.result.stopped, found = state, "best-stop", True
+                break
+        self.result.checker_seconds += time.perf_counter() - start
+        return found
 
     def choose(self, keys: torch.Tensor, top_k: int) -> int | None:
         """The next token (recorded unless it ends the middle), or None when no candidate passes."""
@@ -350,6 +395,10 @@ class _Run:
             return token
         start = time.perf_counter()
         choice = None
+        if self.mode == "constrained" and (split := self.split_end(int(torch.argmax(keys)))) is not None:
+            self.extra, self.result.stopped = split, "split"
+            self.result.checker_seconds += time.perf_counter() - start
+            return next(iter(dec.stop_ids))
         for token, nxt in passing_candidates(self.state, _counting(ranked_tokens(keys, top_k), self),
                                              dec.stop_ids, dec.banned_ids):
             choice = token
@@ -361,6 +410,14 @@ class _Run:
         if choice is None:
             self.result.stopped = "stuck"
         return choice
+
+    def split_end(self, token: int) -> str | None:
+        """When the model's favourite token writes on into the suffix (``'a')`` before a
+        suffix that begins with ``)``), the part of it that ends the middle, if that is valid."""
+        dec = self.decoder
+        if token in dec.stop_ids or token in dec.banned_ids:
+            return None
+        return self.state.end_inside(token, self.suffix)
 
     def finish(self, finisher: Finisher) -> None:
         """Let the budget hook complete the middle; keep its text only if the file is then

@@ -72,6 +72,28 @@ class _EosFirst(torch.nn.Module):
         return out
 
 
+class _Scripted(torch.nn.Module):
+    """Wraps a causal LM so that it emits ``script`` token by token, and never a stop token."""
+
+    def __init__(self, model, script: list[int], eos: int):
+        super().__init__()
+        self.inner, self.script, self.eos, self.calls = model, script, eos, 0
+        self.config = model.config
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        top = out.logits.max() + 100.0
+        out.logits[..., self.eos] = out.logits.min() - 100.0
+        if self.calls < len(self.script):
+            out.logits[..., self.script[self.calls]] = top
+        self.calls += 1
+        return out
+
+
 # ---------------------------------------------------------------- formats
 
 
@@ -237,9 +259,10 @@ def test_finish_in_budget_ends_valid(tiny, case):
     the result is valid whenever some valid end was found; off, it is left as generated."""
     prefix, suffix = CASES[case]
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
-    on = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case)
+    on = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case,
+                          best_stop=False)
     off = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case,
-                           finish_in_budget=False)
+                           finish_in_budget=False, best_stop=False)
     assert on.token_ids == off.token_ids  # the same decoding; only the ending differs
     if on.stopped == "finished":
         assert on.valid and on.middle.startswith(off.middle)
@@ -276,6 +299,33 @@ def test_eos_accepted_at_once_when_complete(tiny):
     for mode in ("constrained", "unconstrained"):
         result = decoder.generate("x = 1", "\n", mode=mode, max_new_tokens=10)
         assert (result.middle, result.stopped, result.valid, result.tokens) == ("", "eos", True, 0)
+
+
+def test_budget_cuts_at_the_best_valid_stop(tiny):
+    """No stop token within the budget: the middle is cut where the file was complete (§VII-B)."""
+    codec = TextCodec(tiny.tokenizer)
+    script = codec.encode(" + 2") + codec.encode(" + (")
+    eos = tiny.tokenizer.eos_token_id
+    results = {}
+    for best_stop in (True, False):
+        decoder = FimDecoder(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
+        results[best_stop] = decoder.generate("x = 1", "\n", mode="constrained", max_new_tokens=len(script),
+                                              finish_in_budget=False, best_stop=best_stop)
+    assert results[False].stopped == "budget" and results[False].middle == " + 2 + ("
+    assert not results[False].valid
+    cut = results[True]
+    assert cut.stopped == "best-stop" and cut.valid
+    assert cut.middle == " + 2"  # the only complete point (the stop token's probability is 0 everywhere)
+
+
+def test_token_running_into_the_suffix_is_cut(tiny):
+    """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
+    codec = TextCodec(tiny.tokenizer)
+    (token,) = codec.encode("')")
+    decoder = FimDecoder(_Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer,
+                         tiny.fim_format)
+    result = decoder.generate("x = f('a", ")\n", mode="constrained", max_new_tokens=5)
+    assert (result.middle, result.stopped, result.valid) == ("'", "split", True)
 
 
 def test_sampling_is_seeded(tiny):
@@ -359,7 +409,7 @@ def test_logits_processor_with_generate(tiny):
     middle = decoder.codec.decode(new[:new.index(tiny.tokenizer.eos_token_id)] if ended else new)
     assert fimconstrain.fim_checker(prefix, suffix).feed(middle) is not None
     assert not ended or parses(prefix + middle + suffix)
-    direct = decoder.generate(prefix, suffix, max_new_tokens=25, finish_in_budget=False)
+    direct = decoder.generate(prefix, suffix, max_new_tokens=25, finish_in_budget=False, best_stop=False)
     assert direct.middle == middle  # the processor and the decode loop agree (greedy, k=1)
 
 
