@@ -42,11 +42,12 @@ def cursor_offset(text: str, cursor: str | int) -> int:
 def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "constrained",
                   max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64,
                   seed: int | None = 0, fim_format: str | None = None, order: str = "psm",
-                  trust_remote_code: bool = False, progress: bool = True):
+                  trust_remote_code: bool = False, progress: bool = True, **options):
     """Fill the middle of the file at ``path`` at ``cursor``; returns a :class:`~fimconstrain.generate.FimResult`.
 
     ``model`` is a :class:`~fimconstrain.models.LoadedModel`, a directory or cached hub id, or None for the
-    shipped default model.
+    shipped default model. ``options`` go to :meth:`~fimconstrain.generate.FimDecoder.generate`
+    (``finish_in_budget``, ``best_stop``, ``prefilter``).
     """
     from .generate import FimDecoder
     from .models import LoadedModel, load_model
@@ -60,7 +61,8 @@ def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "
         model = load_model(model, fim_format=fim_format, trust_remote_code=trust_remote_code)
     decoder = FimDecoder(model.model, model.tokenizer, model.fim_format, order=order)
     return decoder.generate(text[:offset], text[offset:], mode=mode, max_new_tokens=max_new_tokens,
-                            temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, progress=progress)
+                            temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, progress=progress,
+                            **options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--format", dest="fim_format", default=None, help="FIM format name (default: detected)")
     ap.add_argument("--order", choices=("psm", "spm"), default="psm")
     ap.add_argument("--trust-remote-code", action="store_true")
+    ap.add_argument("--no-finish", dest="finish_in_budget", action="store_false",
+                    help="constrained: when the budget runs out, do not append the shortest valid finish")
+    ap.add_argument("--no-best-stop", dest="best_stop", action="store_false",
+                    help="constrained: when the budget runs out, do not cut at the likeliest point where the file was valid")
+    ap.add_argument("--prefilter", action="store_true",
+                    help="constrained: mask each step with the token-mask store before the exact check")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return ap
 
@@ -92,7 +100,9 @@ def main_complete(argv: list[str] | None = None) -> int:
         result = complete_file(args.file, args.cursor, model=args.model, mode=args.mode,
                                max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                                top_k=args.top_k, seed=args.seed, fim_format=args.fim_format, order=args.order,
-                               trust_remote_code=args.trust_remote_code, progress=not args.json)
+                               trust_remote_code=args.trust_remote_code, progress=not args.json,
+                               finish_in_budget=args.finish_in_budget, best_stop=args.best_stop,
+                               prefilter=args.prefilter)
     except FimConstrainError as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)
         return 2

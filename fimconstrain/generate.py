@@ -55,8 +55,9 @@ class FimResult:
     # "budget"; "best-stop" (budget hit: cut at the likeliest valid end, §VII-B); "finished"
     # (budget hit: the budget hook completed it); "stuck" (no candidate passed); "cancelled"
     stopped: str
-    tokens: int
+    tokens: int  # tokens of the middle (after any cut)
     prompt_tokens: int
+    generated: int = 0  # tokens the model generated (before any cut): the steps the timings are per
     model_seconds: float = 0.0  # forward passes for generated tokens (prompt prefill excluded)
     prefill_seconds: float = 0.0  # forward pass over the prompt
     checker_seconds: float = 0.0  # constraint work per token (candidate checks, EOS checks, decoding)
@@ -67,11 +68,11 @@ class FimResult:
 
     @property
     def model_ms_per_token(self) -> float:
-        return 1000 * self.model_seconds / max(1, self.tokens)
+        return 1000 * self.model_seconds / max(1, self.generated)
 
     @property
     def checker_ms_per_token(self) -> float:
-        return 1000 * self.checker_seconds / max(1, self.tokens)
+        return 1000 * self.checker_seconds / max(1, self.generated)
 
     def to_dict(self) -> dict:
         """Plain fields plus the per-token timings, for JSON output."""
@@ -205,12 +206,13 @@ def passing_candidates(state: ConstraintState, ranked: Iterable[int], stop_ids: 
 
 
 def ranked_tokens(keys: torch.Tensor, first: int) -> Iterator[int]:
-    """Token ids by descending key: the top ``first`` from a partial sort, then the rest from a full one."""
-    first = min(first, keys.numel())
-    top = torch.topk(keys, first).indices.tolist()
-    yield from top
-    if first < keys.numel():
-        yield from torch.argsort(keys, descending=True)[first:].tolist()
+    """Token ids by descending key: the top ``first`` from a partial sort, then the rest from a
+    full one; tokens whose key is -inf (masked out) never come."""
+    finite = int(torch.isfinite(keys).sum())
+    first = min(first, finite)
+    yield from torch.topk(keys, first).indices.tolist()
+    if first < finite:
+        yield from torch.argsort(keys, descending=True)[first:finite].tolist()
 
 
 def ranking_keys(logits: torch.Tensor, temperature: float, top_p: float,
@@ -294,7 +296,8 @@ class FimDecoder:
     def generate(self, prefix: str, suffix: str, mode: str = "constrained", max_new_tokens: int = 128,
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64, seed: int | None = None,
                  finisher: Finisher | None = None, finish_in_budget: bool = True, best_stop: bool = True,
-                 should_stop: Callable[[], bool] | None = None, progress: bool = False) -> FimResult:
+                 prefilter: bool = False, should_stop: Callable[[], bool] | None = None,
+                 progress: bool = False) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
         In constrained mode, when the budget runs out (or no candidate passes) on an incomplete
@@ -303,6 +306,9 @@ class FimDecoder:
         ``finisher`` (default with ``finish_in_budget``: the checker's shortest finish)
         completes it; failing that too, the middle is cut back to its longest valid prefix.
         ``should_stop`` is polled once per step; when it returns True generation stops at once.
+        ``prefilter`` masks every step's logits with the token-mask store first (always in
+        prefix mode): the mask is sound, so the exact check then confirms fewer candidates and
+        the same tokens are chosen.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -312,7 +318,7 @@ class FimDecoder:
         run = _Run(self, prefix, suffix, mode, len(prompt))
         if mode in ("constrained", "prefix"):
             run.start_constraint(suffix if mode == "constrained" else "")
-        store = self.mask_store() if mode == "prefix" else None
+        store = self.mask_store() if mode == "prefix" or (prefilter and mode == "constrained") else None
         stepper = _CachedStepper(self.model)
         logits = stepper.logits(prompt)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
@@ -324,10 +330,12 @@ class FimDecoder:
                 run.result.stopped = "cancelled"
                 break
             keys = ranking_keys(logits, temperature, top_p, generator)
+            started = time.perf_counter()
             if best_stop and run.state is not None:
                 run.note_stop_point(logits)
             if store is not None:
                 keys = mask_logits(keys, store.allowed(run.state.checker, run.state.held), self.stop_ids)
+            run.result.checker_seconds += time.perf_counter() - started
             token = run.choose(keys, top_k)
             if token is None or self.ends(token):
                 break
@@ -336,6 +344,7 @@ class FimDecoder:
                 logits = stepper.logits([token])
         else:
             run.result.stopped = "budget"
+        run.result.generated = len(run.ids)
         if run.result.stopped in ("budget", "stuck") and run.state is not None and not run.state.can_end():
             if not (best_stop and run.cut_at_best_stop()) and finisher is not None:
                 run.finish(finisher)

@@ -476,3 +476,29 @@ def test_prefix_mode_uses_the_mask_store(tiny, case, tmp_path, monkeypatch):
     if result.stopped == "eos":
         assert checker.is_complete()
     assert decoder.mask_store().vocab_size == tiny.model.config.vocab_size
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_prefilter_chooses_the_same_tokens_with_fewer_checks(tiny, case, tmp_path, monkeypatch):
+    """The mask store only removes candidates the exact FIM check rejects: sampling with the
+    pre-filter draws exactly the tokens it draws without, checking no more candidates."""
+    monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
+    prefix, suffix = CASES[case]
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    runs = [decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=16, temperature=1.0, seed=case,
+                             top_k=4, prefilter=prefilter) for prefilter in (False, True)]
+    assert runs[0].token_ids == runs[1].token_ids and runs[0].middle == runs[1].middle
+    assert runs[1].candidates_checked <= runs[0].candidates_checked
+
+
+def test_complete_command_options(tiny_dir, tmp_path, capsys, monkeypatch):
+    from fimconstrain.complete import main_complete
+
+    monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
+    path = tmp_path / "f.py"
+    path.write_text("def f(x):\n    return (x +\n")
+    args = [str(path), "--cursor", "2:16", "--model", str(tiny_dir), "--max-new-tokens", "4", "--json"]
+    off = json.loads((main_complete(args + ["--no-finish", "--no-best-stop"]), capsys.readouterr().out)[1])
+    on = json.loads((main_complete(args + ["--prefilter"]), capsys.readouterr().out)[1])
+    assert off["stopped"] in ("budget", "eos", "split", "stuck") and on["stopped"] != "budget"
+    assert on["valid"]
