@@ -156,7 +156,7 @@ class _Context:
             if self.layer.splits_at_top_level:
                 plan = plan_suffix(self.start, suffix)
             else:
-                plan = SuffixPlan(suffix)
+                plan = SuffixPlan(suffix, start=self.start)
             self.suffixes.put(suffix, plan)
         return plan
 

@@ -56,6 +56,9 @@ def top_level_starts(text: str, start: int = 0) -> list[int]:
             if not _CONTINUATIONS.match(text, m.end())]
 
 
+_UNKNOWN = object()
+
+
 class SuffixPlan:
     """A suffix split into a head parsed per middle and a tail checked once on its own.
 
@@ -71,6 +74,7 @@ class SuffixPlan:
         self.tail = tail
         self._start = start
         self._tail_valid: bool | None = None
+        self._unjoinable = _UNKNOWN
         self.checkpoints = [m.end() + 1 for m in _LINE_FIRST_CHAR.finditer(head)]
         self.checkpoints.append(len(head))
         self.memo = LRU(4096)
@@ -88,9 +92,30 @@ class SuffixPlan:
         return self._tail_valid
 
     def unjoinable(self) -> tuple[int, str] | None:
-        """``(offset in the suffix, reason)`` when no middle can make the file valid because
-        the tail is broken in a way nothing before it can change; None otherwise (which does
-        not promise that some middle joins)."""
+        """``(offset in the suffix, reason)`` when no middle can make the file valid: the head
+        can be part of no program (see :mod:`fimconstrain.infix`), or the tail is broken in a
+        way nothing before it can change; None otherwise (which does not promise that some
+        middle joins). Computed once per suffix."""
+        if self._unjoinable is _UNKNOWN:
+            self._unjoinable = self._head_refuted() or self._tail_refuted()
+        return self._unjoinable
+
+    def _head_refuted(self) -> tuple[int, str] | None:
+        from .infix import refuted_at
+
+        if self._start is None:
+            return None
+        error = refuted_at(self._start._layer, self.head, ends_file=not self.split)
+        if error is None:
+            return None
+        if error >= len(self.head) and not self.split:
+            return error, ("no middle can join this prefix and suffix: no program can end with "
+                           "this suffix, whatever comes before it (it leaves something open)")
+        line = self.head.count("\n", 0, error) + 1
+        return error, (f"no middle can join this prefix and suffix: line {line} of the suffix "
+                       f"cannot occur in any program, whatever comes before it")
+
+    def _tail_refuted(self) -> tuple[int, str] | None:
         if not self.split or self.tail_valid or not _isolated(self.tail):
             return None
         from .checker import first_error_offset
@@ -129,7 +154,7 @@ def plan_suffix(start, suffix: str) -> SuffixPlan:
     of an empty file, used to check the tail on its own."""
     starts = top_level_starts(suffix)
     if not starts:
-        return SuffixPlan(suffix)
+        return SuffixPlan(suffix, start=start)
     return SuffixPlan(suffix[:starts[0]], suffix[starts[0]:], start)
 
 

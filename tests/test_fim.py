@@ -215,6 +215,10 @@ UNJOINABLE = [
     ("x = ", "1\n\nclass A:\n    def f(self):\n  return 1\n"),
     ("x = (", "\ny = 1 +\n"),
     ("import os\n", "\nprint(os.sep\n"),
+    # broken inside the head (the open top-level statement), whatever the middle
+    ("def f():\n    ", "return 1\n    x = (]\n    return x\n"),
+    ("class A:\n    x = ", "1\n    def f(self) -> -> int:\n        pass\n"),
+    ("if a:\n    ", "pass\n  foo\n    bar(\n"),  # the file cannot end: a bracket stays open
 ]
 
 
@@ -224,6 +228,20 @@ def test_unjoinable_contexts_get_a_clear_answer(prefix, suffix):
         fimconstrain.fim_checker(prefix, suffix)
     assert "no middle can join" in str(info.value)
     assert len(prefix) <= info.value.offset <= len(prefix) + len(suffix)
+
+
+# Heads that look broken but that some middle rescues: the refutation must let them through.
+@pytest.mark.parametrize("prefix,middle,suffix", [
+    ("x = 1\n", "y = '", "(]'\n"),                       # the suffix starts inside a string
+    ("x = 1\n", "# ", "(] } )\nz = 2\n"),                # inside a comment
+    ("def f():\n    return ", "x *", "* 2\n"),           # an operator split by the cursor
+    ("x = [1, 2", "][", "0]\n"),                          # closers opened by the middle
+    ("x = 1\n", 'y = """', '\n(]\n"""\n'),             # a triple-quoted string over lines
+    ("x = ", "1", "e-3 if a else b\n"),                   # a number split by the cursor
+])
+def test_heads_that_only_look_broken_are_joinable(prefix, middle, suffix):
+    assert parses(prefix + middle + suffix)
+    assert verdict(prefix, middle, suffix)
 
 
 # Tails that are broken on their own but can be rescued by what comes before them.

@@ -1,0 +1,152 @@
+"""Whether a text can occur inside some program at all: an Earley parse that may begin anywhere.
+
+A suffix that no middle can join must be reported up front, not discovered by a checker that
+never completes. Any middle that the prefix allows can close what it opened and start afresh,
+so a (prefix, suffix) pair is joinable exactly when the prefix is viable and the suffix ends
+*some* program. This module refutes the second half for the suffix's head:
+
+* the grammar's layout terminals (newlines, indents, dedents) are erased, so a valid program's
+  symbols still parse: the test can only lose power, never reject what is valid;
+* the parse starts from a *universal* set holding every item of the grammar, each waiting as if
+  begun before the text: whatever came before, its items are among these;
+* the cursor may split a symbol (a name, an operator), or stand inside a string or a comment,
+  so the head is read from each place its first whole symbol may begin, and only when every
+  reading dies is the head refuted.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .earley import EarleySet, Recognizer
+from .grammar import Grammar
+from .regex_dfa import DEAD
+
+#: how much of the head is read (the refutation stays sound; it only looks less far)
+WINDOW_CHARS = 4000
+_QUOTES = ("'''", '"""', "'", '"')
+
+
+def lex(layer, text: str, start: int = 0):
+    """``(begin, end, terminal bitmask)`` of each lexeme of ``text`` from ``start`` by longest
+    match, ignored ones included; ends with ``(at, at, 0)`` where nothing lexes."""
+    dfa = layer.dfa
+    at = start
+    while at < len(text):
+        state, end, mask = dfa.start, at, 0
+        for i in range(at, len(text)):
+            state = dfa.run(text[i], state)
+            if state == DEAD:
+                break
+            if dfa.accept[state]:
+                end, mask = i + 1, layer.token_mask(state)
+        if end == at:
+            yield at, at, 0
+            return
+        yield at, end, mask
+        at = end
+
+
+class InfixRecognizer:
+    """The layer's grammar with layout erased, parsed from the universal set."""
+
+    def __init__(self, layer):
+        g: Grammar = layer.grammar
+        erased = {g.symbol_id[name] for name in g.declared} | set(layer.terminal_ids(layer.newline_mask))
+        rules = []
+        for rule in range(1, len(g.rule_lhs)):  # rule 0 is the augmented start
+            d, rhs = g.rule_first_item[rule], []
+            while g.next_symbol[d] >= 0:
+                if g.next_symbol[d] not in erased:
+                    rhs.append(g.symbol_names[g.next_symbol[d]])
+                d += 1
+            rules.append((g.symbol_names[g.rule_lhs[rule]], tuple(rhs)))
+        start = g.symbol_names[g.next_symbol[g.start_item]]
+        self.grammar = Grammar(g.terminals, g.declared, rules, start)
+        self.recognizer = Recognizer(self.grammar)
+        self.layer = layer
+        self.skipped = layer.ignore_mask | layer.newline_mask
+        universal = EarleySet({}, self.recognizer.prediction(frozenset()), False)
+        g2 = self.grammar
+        for d, sym in enumerate(g2.next_symbol):
+            if sym >= 0:
+                # the start rule's item keeps no origin: completing it means "a whole program"
+                universal.waiting.setdefault(sym, []).append((d + 1, None if d == g2.start_item else universal))
+        self.universal = universal
+
+    def dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
+        """Where reading ``text[start:end]`` from the universal set first fails (the offset of
+        the symbol it cannot take, or of text that does not lex), or None if it never does.
+        With ``must_end`` (``end`` is the end of the file) the text must also end a program."""
+        state, scan, ids = self.universal, self.recognizer.scan, self.layer.terminal_ids
+        for begin, stop, mask in lex(self.layer, text[:end], start):
+            if not mask:
+                return begin if end == len(text) else None  # at the window's edge: no verdict
+            if mask & self.skipped:
+                continue
+            if stop >= end and end < len(text):
+                return None  # a symbol cut by the window may be longer: no verdict
+            state = scan(state, ids(mask))
+            if state is None:
+                return begin
+        if must_end and state is not self.universal and not state.accepting:
+            return end
+        return None
+
+
+@lru_cache(maxsize=None)
+def infix_recognizer(layer) -> InfixRecognizer:
+    return InfixRecognizer(layer)
+
+
+def first_symbol_starts(layer, head: str) -> list[int]:
+    """Where the head's first whole symbol may begin, likeliest first: at the cursor; after the
+    rest of a name or number, or of an operator, that the cursor split; after a closing quote
+    (the cursor inside a string); at the first line break (inside a comment)."""
+    starts = [0]
+    word = _WORD.match(head).end()
+    if word:
+        starts.append(word)
+    starts += [len(tail) for tail in _literal_tails(layer) if head.startswith(tail)]
+    for quote in _QUOTES:
+        at = -1
+        for _ in range(2):  # an escaped quote may come before the closing one
+            at = head.find(quote, at + 1)
+            if at < 0:
+                break
+            starts.append(at + len(quote))
+    if "\n" in head:
+        starts.append(head.index("\n"))
+    return list(dict.fromkeys(starts))
+
+
+#: the rest of a name or a number (with a signed exponent) that began before the cursor
+_WORD = re.compile(r"(?:[\w.]|(?<=[eE])[+-])*")
+
+
+@lru_cache(maxsize=None)
+def _literal_tails(layer) -> tuple[str, ...]:
+    """Proper ends of the grammar's punctuation literals (``*`` of ``**``, ``=`` of ``//=``)."""
+    tails = set()
+    for terminal in layer.grammar.terminals:
+        literal = terminal.literal
+        if literal and len(literal) > 1 and not literal[-1].isalnum():
+            tails.update(literal[i:] for i in range(1, len(literal)))
+    return tuple(sorted(tails))
+
+
+def refuted_at(layer, head: str, ends_file: bool) -> int | None:
+    """An offset in ``head`` where every reading of it dies (the likeliest reading's), when no
+    program can contain it (or end with it, if it ``ends_file``); None when some reading
+    survives its first ``WINDOW_CHARS``."""
+    recognizer = infix_recognizer(layer)
+    end = min(len(head), WINDOW_CHARS)
+    must_end = ends_file and end == len(head)
+    first = None
+    for start in first_symbol_starts(layer, head[:end]):
+        dead = recognizer.dies_at(head, start, end, must_end)
+        if dead is None:
+            return None
+        first = dead if first is None else first
+    return first
