@@ -304,7 +304,8 @@ class FimDecoder:
         middle, it is cut at the point where the file was complete with the highest EOS
         probability weighted by length (``best_stop``, paper 004 §VII-B); failing that,
         ``finisher`` (default with ``finish_in_budget``: the checker's shortest finish)
-        completes it; failing that too, the middle is cut back to its longest valid prefix.
+        completes it, the middle cut back first when the finish would not fit in
+        ``max_new_tokens``; failing that too, the middle is cut back to its longest valid prefix.
         ``should_stop`` is polled once per step; when it returns True generation stops at once.
         ``prefilter`` masks every step's logits with the token-mask store first (always in
         prefix mode): the mask is sound, so the exact check then confirms fewer candidates and
@@ -347,7 +348,7 @@ class FimDecoder:
         run.result.generated = len(run.ids)
         if run.result.stopped in ("budget", "stuck") and run.state is not None and not run.state.can_end():
             if not (best_stop and run.cut_at_best_stop()) and finisher is not None:
-                run.finish(finisher)
+                run.finish(finisher, max_new_tokens)
         bar.close()
         run.result.model_seconds = stepper.seconds
         return run.close()
@@ -363,6 +364,7 @@ class _Run:
         self.state: ConstraintState | None = None
         self.extra = ""  # text a finisher appended
         self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
+        self.states: list[ConstraintState] = []
         self.stop_points: list[tuple[float, int, ConstraintState]] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
@@ -370,6 +372,7 @@ class _Run:
         """Build the checker (the one-time cost): for the whole file, or the prefix only."""
         start = time.perf_counter()
         self.state = ConstraintState(fim_checker(self.prefix, suffix), self.decoder.codec)
+        self.states = [self.state]  # the state after each token of the middle
         self.result.setup_seconds = time.perf_counter() - start
 
     def note_stop_point(self, logits: torch.Tensor) -> None:
@@ -414,6 +417,7 @@ class _Run:
             if token not in dec.stop_ids:
                 self.ids.append(token)
                 self.state = nxt
+                self.states.append(nxt)
             break
         self.result.checker_seconds += time.perf_counter() - start
         if choice is None:
@@ -428,18 +432,33 @@ class _Run:
             return None
         return self.state.end_inside(token, self.suffix)
 
-    def finish(self, finisher: Finisher) -> None:
-        """Let the budget hook complete the middle; keep its text only if the file is then
-        complete, else cut the middle back to its longest valid prefix."""
+    def finish(self, finisher: Finisher, budget: int, attempts: int = 4) -> None:
+        """Let the budget hook complete the middle within ``budget`` tokens in all: when its
+        text needs more tokens than are left, the middle is cut back to make room and finished
+        from there. Its text is kept only if the file is then complete; with no finish that
+        fits, the first valid one is kept even so; with none at all, the middle is cut back to
+        its longest valid prefix."""
         start = time.perf_counter()
-        text = finisher(self.state, 0)
-        base = self.state.final_checker()
-        end = None if text is None or base is None else base.feed(text)
-        if end is not None and end.is_complete():
-            self.extra = text
-            self.result.stopped = "finished"
-        else:
+        cut, fallback = len(self.ids), None
+        for _ in range(attempts):
+            state = self.states[cut]
+            text = finisher(state, budget - cut)
+            base = state.final_checker()
+            end = None if text is None or base is None else base.feed(text)
+            if end is None or not end.is_complete():
+                break
+            need = len(self.decoder.codec.encode(text))
+            if cut + need <= budget or cut == 0:
+                fallback = (cut, state, text)
+                break
+            fallback = fallback or (cut, state, text)
+            cut = max(0, budget - need)
+        if fallback is None:
             self.cut_to_valid = True
+        else:
+            cut, self.state, self.extra = fallback
+            del self.ids[cut:]
+            self.result.stopped = "finished"
         self.result.checker_seconds += time.perf_counter() - start
 
     def close(self) -> FimResult:
