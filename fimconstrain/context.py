@@ -105,7 +105,7 @@ class SuffixPlan:
 
         if self._start is None:
             return None
-        error = refuted_at(self._start._layer, self.head, ends_file=not self.split)
+        error = refuted_at(self._start._layer, self.head + self.tail, len(self.head), ends_file=not self.split)
         if error is None:
             return None
         if error >= len(self.head) and not self.split:

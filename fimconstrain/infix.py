@@ -110,12 +110,13 @@ def first_symbol_starts(layer, head: str) -> list[int]:
         starts.append(word)
     starts += [len(tail) for tail in _literal_tails(layer) if head.startswith(tail)]
     for quote in _QUOTES:
-        at = -1
-        for _ in range(2):  # an escaped quote may come before the closing one
+        found, at = 0, head.find(quote)
+        while at >= 0 and found < 3:  # not only the first: a nested string may close before it
+            backslashes = len(head[:at]) - len(head[:at].rstrip("\\"))
+            if backslashes % 2 == 0:  # an escaped quote closes nothing
+                starts.append(at + len(quote))
+                found += 1
             at = head.find(quote, at + 1)
-            if at < 0:
-                break
-            starts.append(at + len(quote))
     if "\n" in head:
         starts.append(head.index("\n"))
     return list(dict.fromkeys(starts))
@@ -136,16 +137,19 @@ def _literal_tails(layer) -> tuple[str, ...]:
     return tuple(sorted(tails))
 
 
-def refuted_at(layer, head: str, ends_file: bool) -> int | None:
-    """An offset in ``head`` where every reading of it dies (the likeliest reading's), when no
-    program can contain it (or end with it, if it ``ends_file``); None when some reading
-    survives its first ``WINDOW_CHARS``."""
+def refuted_at(layer, suffix: str, head_end: int, ends_file: bool) -> int | None:
+    """An offset in ``suffix[:head_end]`` (its head) where every reading of it dies (the
+    likeliest reading's), when no program can contain it (or end with it, if it
+    ``ends_file``); None when some reading survives the head's first ``WINDOW_CHARS``. A
+    reading may begin after a quote anywhere in the suffix: a string may run past the head."""
     recognizer = infix_recognizer(layer)
-    end = min(len(head), WINDOW_CHARS)
-    must_end = ends_file and end == len(head)
+    end = min(head_end, WINDOW_CHARS)
+    must_end = ends_file and end == len(suffix)
     first = None
-    for start in first_symbol_starts(layer, head[:end]):
-        dead = recognizer.dies_at(head, start, end, must_end)
+    for start in first_symbol_starts(layer, suffix):
+        if start >= end:
+            return None  # a reading that begins beyond the window (a long string): no verdict
+        dead = recognizer.dies_at(suffix, start, end, must_end)
         if dead is None:
             return None
         first = dead if first is None else first

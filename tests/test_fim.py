@@ -238,6 +238,8 @@ def test_unjoinable_contexts_get_a_clear_answer(prefix, suffix):
     ("x = [1, 2", "][", "0]\n"),                          # closers opened by the middle
     ("x = 1\n", 'y = """', '\n(]\n"""\n'),             # a triple-quoted string over lines
     ("x = ", "1", "e-3 if a else b\n"),                   # a number split by the cursor
+    ("x = 1\n", 'y = "', 'a \\" (] \\" b"\nz = 2\n'),         # escaped quotes before the closing one
+    ("s = ", 'r"""', '\n)$\n"""\nt = 1\n'),                    # a string that runs past the head
 ])
 def test_heads_that_only_look_broken_are_joinable(prefix, middle, suffix):
     assert parses(prefix + middle + suffix)
