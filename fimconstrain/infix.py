@@ -24,7 +24,7 @@ from .grammar import Grammar
 from .regex_dfa import DEAD
 
 #: how much of the head is read (the refutation stays sound; it only looks less far)
-WINDOW_CHARS = 4000
+WINDOW_CHARS = 2000
 _QUOTES = ("'''", '"""', "'", '"')
 
 
