@@ -232,8 +232,7 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
     in_newline = layer.token_mask(state) & newline_mask
     if in_newline and ("#" in last_line or ("\n" in lexeme and not last_line.strip())):
         # a comment ends at the end of its line; a line's indentation may be padded to any
-        # column the parser could want next
-        # (or left blank)
+        # column the parser could want next, or the line left blank
         column = 0 if "#" in last_line else len(last_line.expandtabs(8))
         columns = layer.indent_columns(layout)
         targets = sorted(set(columns) | {0, (columns[-1] if columns else 0) + len(_INDENT_UNIT)})
@@ -248,9 +247,29 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
             completion = dfa.shortest_completion(dfa.run("_", state), allowed)
             completion = None if completion is None else "_" + completion
         additions = [] if completion is None else [completion]
+    options = _ended(layer, branch, additions)
+    if not options and not in_newline:
+        # the lexeme's shape is complete but its content is not (an f-string's open
+        # replacement field, an escape short of digits): repair, then complete
+        for repair in _REPAIRS:
+            repaired = dfa.run(repair, state)
+            completion = None if repaired == DEAD else dfa.shortest_completion(repaired, allowed)
+            options = [] if completion is None else _ended(layer, branch, [repair + completion])
+            if options:
+                break
+    return options
+
+
+#: text that may make a lexeme's content valid before it is closed
+_REPAIRS = ("}", ")}", "]}", "0", "00", "0000", "00000000")
+
+
+def _ended(layer, branch: tuple, additions: list[str]) -> list[tuple[str, object, object]]:
+    """``(added text, parser, layout)`` for each addition that ends the branch's lexeme."""
+    parser, layout, state, lexeme, _ = branch
     options = []
     for added in additions:
-        end = dfa.run(added, state)
+        end = layer.dfa.run(added, state)
         if end == DEAD:
             continue
         ended = layer.end_symbol(parser, layout, end, lexeme + added)

@@ -30,7 +30,8 @@ def test_small_cases():
     cases = [("def f(a, b):\n    return (a + ", ""), ("x = [1, {'a': (2", ""), ("@dec", ""),
              ("try:\n    pass\n", ""), ("match x:\n    case ", ""), ("s = '''abc", ""),
              ("x = 1  # comm", ""), ("if x:\n", ""), ("def f():\n    x = ", "\n    return x\n"),
-             ("foo(a,", ")\n"), ("x = 1 +", " 2\ny = 3\n")]
+             ("foo(a,", ")\n"), ("x = 1 +", " 2\ny = 3\n"),
+             ('x = f"a {b', ""), ('s = "\\u12', ""), ("s = b'\\x4", "\nt = 1\n")]
     for prefix, suffix in cases:
         checker = fimconstrain.fim_checker(prefix, suffix)
         text = checker.shortest_finish()
