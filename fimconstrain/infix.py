@@ -11,7 +11,11 @@ so a (prefix, suffix) pair is joinable exactly when the prefix is viable and the
   begun before the text: whatever came before, its items are among these;
 * the cursor may split a symbol (a name, an operator), or stand inside a string or a comment,
   so the head is read from each place its first whole symbol may begin, and only when every
-  reading dies is the head refuted.
+  reading dies is the head refuted;
+* a reading that survives this is read once more with the real lexer and layout over the
+  full grammar's universal set, from every layout the text could start in (brackets open as
+  many as it closes unopened; the current line at any column its own lines use, with the
+  columns below it open), which catches indentation that no program can have.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from . import lexer
 from .earley import EarleySet, Recognizer
 from .grammar import Grammar
 from .regex_dfa import DEAD
 
-#: how much of the head is read (the refutation stays sound; it only looks less far)
+#: how much of the head is read, without and with layout (the refutation stays sound; it
+#: only looks less far)
 WINDOW_CHARS = 2000
+LAYOUT_WINDOW_CHARS = 800
 _QUOTES = ("'''", '"""', "'", '"')
 
 
@@ -53,6 +60,7 @@ class InfixRecognizer:
 
     def __init__(self, layer):
         g: Grammar = layer.grammar
+        self.full_universal = _universal(layer.recognizer)
         erased = {g.symbol_id[name] for name in g.declared} | set(layer.terminal_ids(layer.newline_mask))
         rules = []
         for rule in range(1, len(g.rule_lhs)):  # rule 0 is the augmented start
@@ -67,13 +75,7 @@ class InfixRecognizer:
         self.recognizer = Recognizer(self.grammar)
         self.layer = layer
         self.skipped = layer.ignore_mask | layer.newline_mask
-        universal = EarleySet({}, self.recognizer.prediction(frozenset()), False)
-        g2 = self.grammar
-        for d, sym in enumerate(g2.next_symbol):
-            if sym >= 0:
-                # the start rule's item keeps no origin: completing it means "a whole program"
-                universal.waiting.setdefault(sym, []).append((d + 1, None if d == g2.start_item else universal))
-        self.universal = universal
+        self.universal = _universal(self.recognizer)
 
     def dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
         """Where reading ``text[start:end]`` from the universal set first fails (the offset of
@@ -93,6 +95,48 @@ class InfixRecognizer:
         if must_end and state is not self.universal and not state.accepting:
             return end
         return None
+
+
+    def layout_dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
+        """Like :meth:`dies_at`, with the layer's own lexer and layout over the full grammar,
+        from every layout ``text[start:]`` may begin in (None: some branch lives)."""
+        layer = self.layer
+        piece = text[start:end]
+        branches = [(self.full_universal, layout, layer.dfa.start, "", ())
+                    for layout in layer.open_layouts(piece, self._unclosed(piece))]
+        at = 0
+        while at < len(piece):
+            after = lexer.advance(layer, branches, piece[at:at + 64])
+            if not after:
+                for i, ch in enumerate(piece[at:at + 64]):  # where, to the character
+                    branches = lexer.advance(layer, branches, ch)
+                    if not branches:
+                        return start + at + i
+            branches, at = after, at + 64
+        if must_end and not lexer.complete(layer, branches):
+            return end
+        return None
+
+    def _unclosed(self, text: str) -> int:
+        """How many brackets ``text`` closes that it did not open (its readers' depth)."""
+        deltas = getattr(self.layer, "bracket_delta", {})
+        depth = lowest = 0
+        for _, _, mask in lex(self.layer, text):
+            depth += deltas.get(mask, 0)
+            lowest = min(lowest, depth)
+        return -lowest
+
+
+def _universal(recognizer: Recognizer) -> EarleySet:
+    """The set holding every item of the recognizer's grammar, each begun before the text
+    (its origin the set itself); the start rule's item has no origin: completing it means
+    "a whole program"."""
+    g = recognizer.grammar
+    universal = EarleySet({}, recognizer.prediction(frozenset()), False)
+    for d, sym in enumerate(g.next_symbol):
+        if sym >= 0:
+            universal.waiting.setdefault(sym, []).append((d + 1, None if d == g.start_item else universal))
+    return universal
 
 
 @lru_cache(maxsize=None)
@@ -150,6 +194,9 @@ def refuted_at(layer, suffix: str, head_end: int, ends_file: bool) -> int | None
         if start >= end:
             return None  # a reading that begins beyond the window (a long string): no verdict
         dead = recognizer.dies_at(suffix, start, end, must_end)
+        if dead is None:
+            layout_end = min(end, start + LAYOUT_WINDOW_CHARS)
+            dead = recognizer.layout_dies_at(suffix, start, layout_end, must_end and layout_end == len(suffix))
         if dead is None:
             return None
         first = dead if first is None else first

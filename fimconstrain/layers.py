@@ -45,6 +45,11 @@ class PlainLayer:
         """Whether ``branch`` stands at the start of a top-level line with nothing pending."""
         return False
 
+    def open_layouts(self, text: str, depth: int) -> list:
+        """Layouts ``text`` may start from when what came before it is unknown and left
+        ``depth`` brackets open (see :mod:`fimconstrain.infix`)."""
+        return [None]
+
     def terminal_ids(self, mask: int) -> tuple[int, ...]:
         """The terminal ids of a bitmask (memoised)."""
         ids = self._ids.get(mask)
@@ -164,6 +169,26 @@ class PythonLayer(PlainLayer):
         _, layout, lexeme_state, text, guards = branch
         return (not guards and not layout[1] and text.endswith("\n")
                 and self.token_mask(lexeme_state) == self.newline_mask)
+
+    def open_layouts(self, text: str, depth: int) -> list:
+        """Layouts ``text`` may start from in the middle of a line when what came before is
+        unknown: ``depth`` brackets open; the line indented at any column that a line of the
+        text itself uses (or 0), with every such column below it on the stack, since what
+        came before may have opened any blocks it likes."""
+        columns = {(0, 0)}
+        for line in text.split("\n")[1:]:
+            body = line.lstrip(" \t\f")
+            if body and not body.startswith("#"):
+                columns.add(_indent_columns("\n" + line[:len(line) - len(body)]))
+        layouts = {((), depth, True)}
+        for top in sorted(columns - {(0, 0)}):
+            below = []
+            for col, alt in sorted(columns):
+                if 0 < col < top[0] and alt < top[1] and (not below or (col > below[-1][0] and alt > below[-1][1])):
+                    below.append((col, alt))
+            # all the columns below it, or none (tabs may make some of them inconsistent)
+            layouts.update({(tuple(below) + (top,), depth, True), ((top,), depth, True)})
+        return sorted(layouts)
 
     def token_mask(self, lexeme_state: int) -> int:
         """Terminals a finished lexeme can be: hard keywords are never NAMEs."""

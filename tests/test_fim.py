@@ -219,6 +219,7 @@ UNJOINABLE = [
     ("def f():\n    ", "return 1\n    x = (]\n    return x\n"),
     ("class A:\n    x = ", "1\n    def f(self) -> -> int:\n        pass\n"),
     ("if a:\n    ", "pass\n  foo\n    bar(\n"),  # the file cannot end: a bracket stays open
+    ("x = 1\n", "if a:\n        x = 1\n    y = 2\n      z = 3\nw = 1\n"),  # an indent after `y = 2`
 ]
 
 
