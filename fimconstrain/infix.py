@@ -82,13 +82,13 @@ class InfixRecognizer:
         the symbol it cannot take, or of text that does not lex), or None if it never does.
         With ``must_end`` (``end`` is the end of the file) the text must also end a program."""
         state, scan, ids = self.universal, self.recognizer.scan, self.layer.terminal_ids
-        for begin, stop, mask in lex(self.layer, text[:end], start):
+        for begin, stop, mask in lex(self.layer, text, start):
+            if stop > end or (not mask and begin >= end):
+                return None  # past the window: no verdict
             if not mask:
-                return begin if end == len(text) else None  # at the window's edge: no verdict
+                return begin
             if mask & self.skipped:
                 continue
-            if stop >= end and end < len(text):
-                return None  # a symbol cut by the window may be longer: no verdict
             state = scan(state, ids(mask))
             if state is None:
                 return begin
@@ -96,14 +96,15 @@ class InfixRecognizer:
             return end
         return None
 
-
     def layout_dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
         """Like :meth:`dies_at`, with the layer's own lexer and layout over the full grammar,
         from every layout ``text[start:]`` may begin in (None: some branch lives)."""
         layer = self.layer
         piece = text[start:end]
+        # as many brackets open as the piece closes unopened, or more (closed after it)
+        unclosed = self._unclosed(piece)
         branches = [(self.full_universal, layout, layer.dfa.start, "", ())
-                    for layout in layer.open_layouts(piece, self._unclosed(piece))]
+                    for depth in (unclosed, unclosed + 1) for layout in layer.open_layouts(piece, depth)]
         at = 0
         while at < len(piece):
             after = lexer.advance(layer, branches, piece[at:at + 64])
