@@ -31,7 +31,7 @@ from .regex_dfa import DEAD
 #: how much of the head is read, without and with layout (the refutation stays sound; it
 #: only looks less far)
 WINDOW_CHARS = 2000
-LAYOUT_WINDOW_CHARS = 800
+LAYOUT_WINDOW_CHARS = 500
 _QUOTES = ("'''", '"""', "'", '"')
 
 

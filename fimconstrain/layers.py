@@ -186,8 +186,9 @@ class PythonLayer(PlainLayer):
             for col, alt in sorted(columns):
                 if 0 < col < top[0] and alt < top[1] and (not below or (col > below[-1][0] and alt > below[-1][1])):
                     below.append((col, alt))
-            # all the columns below it, or none (tabs may make some of them inconsistent)
-            layouts.update({(tuple(below) + (top,), depth, True), ((top,), depth, True)})
+            layouts.add((tuple(below) + (top,), depth, True))
+            if any(col != alt for col, alt in columns):  # tabs may make some columns below clash
+                layouts.add(((top,), depth, True))
         return sorted(layouts)
 
     def token_mask(self, lexeme_state: int) -> int:
