@@ -426,16 +426,16 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
     return None
 
 
-def _head_starts(layer, head: str) -> list[tuple[tuple[str, ...], list[int]]]:
+def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, ...], list[int]]]:
     """How a bridge can meet the head: ``(texts that may end the bridge, terminal bitmasks
     the grammar reads next)``. Either the head starts with its own symbols (the bridge ends
-    with nothing or a space), or it starts inside a string the bridge opens with a quote
-    the head closes."""
+    with nothing or a space), or inside a comment or a string the bridge opens (with a
+    quote the head closes). ``in_brackets``: line breaks do not end the head's first line."""
     text = head.lstrip(" \t")
     if not text or text[0] in "\n#\\":
         starts = [(("",), [])]
     else:
-        starts = [(("", " "), _line_terminals(layer, text))]
+        starts = [(("", " "), _line_terminals(layer, text, across_lines=in_brackets))]
         if layer.newline_mask:  # the head's first line may end a comment the bridge opens
             starts.append((("#", " #"), []))
     string = getattr(layer, "string_mask", 0)
@@ -468,14 +468,19 @@ def _lex(layer, text: str):
         at = end
 
 
-def _line_terminals(layer, text: str, limit: int = 8) -> list[int]:
-    """The symbols of the first logical line of ``text`` (a string may span lines) as terminal
-    bitmasks, up to ``limit``."""
+def _line_terminals(layer, text: str, limit: int = 8, across_lines: bool = False) -> list[int]:
+    """The symbols of the first logical line of ``text`` (a string may span lines; with
+    ``across_lines`` line breaks are passed over, as inside brackets) as terminal bitmasks,
+    up to ``limit``."""
     out = []
-    for mask, _ in islice(_lex(layer, text), limit):
+    for mask, _ in _lex(layer, text):
         if mask & layer.newline_mask:
+            if across_lines:
+                continue
             break
         out.append(mask)
+        if len(out) == limit:
+            break
     return out
 
 
@@ -505,16 +510,29 @@ def _unmatched_closers(layer, head: str, window: int = 20_000) -> list[str]:
     return closers
 
 
-def _bracket_depth(planner: Planner, terminals: tuple[int, ...]) -> int:
-    """How many brackets ``terminals`` leave open."""
-    depth = 0
+def _open_brackets(planner: Planner, terminals: tuple[int, ...]) -> str | None:
+    """The brackets ``terminals`` leave open, innermost first (None if they close one they
+    did not open)."""
+    stack = []
     for sym in terminals:
         literal = planner.grammar.terminals[sym].literal if sym < len(planner.grammar.terminals) else None
         if literal in ("(", "[", "{"):
-            depth += 1
+            stack.append(literal)
         elif literal in _CLOSES:
-            depth -= 1
-    return depth
+            if not stack or stack.pop() != _CLOSES[literal]:
+                return None
+    return "".join(reversed(stack))
+
+
+def _wrapper(planner: Planner, opener: tuple[int, ...], closers: list[str]) -> str | None:
+    """The text to open, around ``opener``, the brackets the head closes beyond the opener's
+    own; None when the opener's brackets are not the ones the head closes first."""
+    own = _open_brackets(planner, opener)
+    if own is None or len(own) > len(closers):
+        return None
+    if any(_CLOSES[closer] != bracket for closer, bracket in zip(closers, own)):
+        return None
+    return "".join(_WRAPPERS[c] for c in reversed(closers[len(own):]))
 
 
 def _going_on_with(planner: Planner, openers: list[tuple[int, ...]], terminals: list[int]):
@@ -566,15 +584,16 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
     closers = _unmatched_closers(layer, head)
     head_column = len(head) - len(head.lstrip(" "))
     openers = []  # (text before the opener, opener, text after it), cheapest first per kind
-    for ends, terminals in _head_starts(layer, head):
+    for ends, terminals in _head_starts(layer, head, bool(closers)):
         first = terminals[0] if terminals else layer.newline_mask
         # openers that end a line (before an indented head) are taken apart: the many cheaper
         # ones on one line must not crowd them out
         for ends_line in (False, True):
             kept = _going_on_with(planner, planner.openers(first, ends_line), terminals)
-            for opener in islice((o for o in kept if _bracket_depth(planner, o) <= len(closers)), limit):
-                # the head closes the opener's own brackets and those of the wrapper around it
-                wrapper = "".join(_WRAPPERS[c] for c in reversed(closers[_bracket_depth(planner, opener):]))
+            # the head closes the opener's own brackets and those of the wrapper around it
+            wrapped = ((wrapper, opener) for opener in kept
+                       if (wrapper := _wrapper(planner, opener, closers)) is not None)
+            for wrapper, opener in islice(wrapped, limit):
                 openers += [(wrapper, opener, end) for end in ends]
     candidates = []
     for text, base in bases:
