@@ -535,6 +535,16 @@ def _wrapper(planner: Planner, opener: tuple[int, ...], closers: list[str]) -> s
     return "".join(_WRAPPERS[c] for c in reversed(closers[len(own):]))
 
 
+def _before_unopened_closer(layer, terminals: list[int]) -> list[int]:
+    """``terminals`` up to the first that closes a bracket they did not open."""
+    deltas, depth = getattr(layer, "bracket_delta", {}), 0
+    for i, mask in enumerate(terminals):
+        depth += deltas.get(mask, 0)
+        if depth < 0:
+            return terminals[:i]
+    return terminals
+
+
 def _going_on_with(planner: Planner, openers: list[tuple[int, ...]], terminals: list[int]):
     """The openers after which the grammar (layout aside) can read ``terminals``, lazily."""
     layer = planner.layer
@@ -586,6 +596,7 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
     openers = []  # (text before the opener, opener, text after it), cheapest first per kind
     for ends, terminals in _head_starts(layer, head, bool(closers)):
         first = terminals[0] if terminals else layer.newline_mask
+        terminals = _before_unopened_closer(layer, terminals)  # the wrapper's part is not checked
         # openers that end a line (before an indented head) are taken apart: the many cheaper
         # ones on one line must not crowd them out
         for ends_line in (False, True):
