@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import Counter
 from functools import cached_property, lru_cache
-from itertools import islice
 
 from .grammar import Grammar
 from .regex_dfa import DEAD
@@ -469,14 +469,12 @@ def _lex(layer, text: str):
 
 
 def _line_terminals(layer, text: str, limit: int = 8, across_lines: bool = False) -> list[int]:
-    """The symbols of the first logical line of ``text`` (a string may span lines; with
-    ``across_lines`` line breaks are passed over, as inside brackets) as terminal bitmasks,
-    up to ``limit``."""
+    """The symbols of the first logical line of ``text`` (a string may span lines) as terminal
+    bitmasks, up to ``limit``; with ``across_lines`` (inside brackets) its line breaks are
+    kept too, for :func:`_before_unopened_closer` to pass over while the brackets are open."""
     out = []
     for mask, _ in _lex(layer, text):
-        if mask & layer.newline_mask:
-            if across_lines:
-                continue
+        if mask & layer.newline_mask and not across_lines:
             break
         out.append(mask)
         if len(out) == limit:
@@ -524,39 +522,41 @@ def _open_brackets(planner: Planner, terminals: tuple[int, ...]) -> str | None:
     return "".join(reversed(stack))
 
 
-def _wrapper(planner: Planner, opener: tuple[int, ...], closers: list[str]) -> str | None:
-    """The text to open, around ``opener``, the brackets the head closes beyond the opener's
-    own; None when the opener's brackets are not the ones the head closes first."""
-    own = _open_brackets(planner, opener)
-    if own is None or len(own) > len(closers):
-        return None
-    if any(_CLOSES[closer] != bracket for closer, bracket in zip(closers, own)):
-        return None
-    return "".join(_WRAPPERS[c] for c in reversed(closers[len(own):]))
-
-
-def _before_unopened_closer(layer, terminals: list[int]) -> list[int]:
-    """``terminals`` up to the first that closes a bracket they did not open."""
-    deltas, depth = getattr(layer, "bracket_delta", {}), 0
-    for i, mask in enumerate(terminals):
+def _before_unopened_closer(layer, terminals: list[int], owned: int) -> list[int]:
+    """``terminals`` up to the first that closes a bracket neither they nor the ``owned``
+    brackets open before them opened (one a wrapper opens, which the check leaves out), or
+    to a line break outside brackets; line breaks inside brackets left out."""
+    deltas, depth, out = getattr(layer, "bracket_delta", {}), owned, []
+    for mask in terminals:
+        if mask & layer.newline_mask:
+            if depth <= 0:
+                break
+            continue
         depth += deltas.get(mask, 0)
         if depth < 0:
-            return terminals[:i]
-    return terminals
+            break
+        out.append(mask)
+    return out
 
 
-def _going_on_with(planner: Planner, openers: list[tuple[int, ...]], terminals: list[int]):
-    """The openers after which the grammar (layout aside) can read ``terminals``, lazily."""
+def _wrapped_openers(planner: Planner, openers: list[tuple[int, ...]], terminals: list[int],
+                     closers: list[str]):
+    """``(wrapper, opener, number of its own brackets)``, lazily, for each opener whose own
+    open brackets are the first ones the head closes, and after which the grammar (layout
+    aside) reads ``terminals`` as far as those brackets reach; the wrapper opens the rest."""
     layer = planner.layer
     scan, ids = layer.recognizer.scan, layer.terminal_ids
     for opener in openers:
+        own = _open_brackets(planner, opener)
+        if own is None or len(own) > len(closers) or any(_CLOSES[c] != o for c, o in zip(closers, own)):
+            continue
         state = planner.state_after(opener)
-        for mask in terminals:
+        for mask in _before_unopened_closer(layer, terminals, len(own)):
             if state is None:
                 break
             state = scan(state, ids(mask))
         if state is not None:
-            yield opener
+            yield "".join(_WRAPPERS[c] for c in reversed(closers[len(own):])), opener, len(own)
 
 
 def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int, wrapper: str = "") -> str:
@@ -596,16 +596,18 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
     openers = []  # (text before the opener, opener, text after it), cheapest first per kind
     for ends, terminals in _head_starts(layer, head, bool(closers)):
         first = terminals[0] if terminals else layer.newline_mask
-        terminals = _before_unopened_closer(layer, terminals)  # the wrapper's part is not checked
-        # openers that end a line (before an indented head) are taken apart: the many cheaper
-        # ones on one line must not crowd them out
+        # openers that end a line (before an indented head), and openers whose own brackets the
+        # head closes (checked further), are taken apart: the many cheaper ones must not crowd
+        # them out
         for ends_line in (False, True):
-            kept = _going_on_with(planner, planner.openers(first, ends_line), terminals)
-            # the head closes the opener's own brackets and those of the wrapper around it
-            wrapped = ((wrapper, opener) for opener in kept
-                       if (wrapper := _wrapper(planner, opener, closers)) is not None)
-            for wrapper, opener in islice(wrapped, limit):
-                openers += [(wrapper, opener, end) for end in ends]
+            taken = Counter()
+            for wrapper, opener, owned in _wrapped_openers(planner, planner.openers(first, ends_line),
+                                                           terminals, closers):
+                if taken[owned > 0] < limit:
+                    taken[owned > 0] += 1
+                    openers += [(wrapper, opener, end) for end in ends]
+                elif taken[owned == 0] >= limit or not closers:
+                    break
     candidates = []
     for text, base in bases:
         columns = {0}
