@@ -603,10 +603,11 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
             taken = Counter()
             for wrapper, opener, owned in _wrapped_openers(planner, planner.openers(first, ends_line),
                                                            terminals, closers):
-                if taken[owned > 0] < limit:
-                    taken[owned > 0] += 1
+                kind = owned > 0
+                if taken[kind] < limit:
+                    taken[kind] += 1
                     openers += [(wrapper, opener, end) for end in ends]
-                elif taken[owned == 0] >= limit or not closers:
+                elif taken[not kind] >= limit or not closers:  # both kinds full, or only one
                     break
     candidates = []
     for text, base in bases:
