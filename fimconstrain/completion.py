@@ -435,7 +435,9 @@ def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, .
     if not text or text[0] in "\n#\\":
         starts = [(("",), [])]
     else:
-        starts = [(("", " "), _line_terminals(layer, text, across_lines=in_brackets))]
+        # inside brackets the head's symbols tell more about the opener (a parameter list)
+        symbols = _line_terminals(layer, text, limit=24 if in_brackets else 8, across_lines=in_brackets)
+        starts = [(("", " "), symbols)]
         if layer.newline_mask:  # the head's first line may end a comment the bridge opens
             starts.append((("#", " #"), []))
     string = getattr(layer, "string_mask", 0)
