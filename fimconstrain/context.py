@@ -21,6 +21,8 @@ import re
 import tokenize
 from collections import OrderedDict
 
+from .infix import refuted_at
+
 #: keywords that continue a compound statement, so a line starting with one is no split point
 _CONTINUATIONS = re.compile(r"(?:else|elif|except|finally)\b")
 #: a line start at column 0 with a character that can begin a statement
@@ -101,8 +103,6 @@ class SuffixPlan:
         return self._unjoinable
 
     def _head_refuted(self) -> tuple[int, str] | None:
-        from .infix import refuted_at
-
         if self._start is None:
             return None
         error = refuted_at(self._start._layer, self.head + self.tail, len(self.head), ends_file=not self.split)

@@ -398,7 +398,8 @@ class _Run:
         return found
 
     def choose(self, keys: torch.Tensor, top_k: int) -> int | None:
-        """The next token (recorded unless it ends the middle), or None when no candidate passes."""
+        """The next token (recorded unless it ends the middle; a stop token when the middle
+        ends inside the model's favourite token), or None when no candidate passes."""
         dec = self.decoder
         if self.state is None:
             token = int(torch.argmax(keys))
@@ -439,7 +440,7 @@ class _Run:
         fits, the first valid one is kept even so; with none at all, the middle is cut back to
         its longest valid prefix."""
         start = time.perf_counter()
-        cut, fallback = len(self.ids), None
+        cut, chosen = len(self.ids), None  # chosen: (tokens kept, their state, finish text)
         for _ in range(attempts):
             state = self.states[cut]
             text = finisher(state, budget - cut)
@@ -449,14 +450,14 @@ class _Run:
                 break
             need = len(self.decoder.codec.encode(text))
             if cut + need <= budget or cut == 0:
-                fallback = (cut, state, text)
+                chosen = (cut, state, text)  # it fits
                 break
-            fallback = fallback or (cut, state, text)
+            chosen = chosen or (cut, state, text)  # too long, but valid: kept if nothing fits
             cut = max(0, budget - need)
-        if fallback is None:
+        if chosen is None:
             self.cut_to_valid = True
         else:
-            cut, self.state, self.extra = fallback
+            cut, self.state, self.extra = chosen
             del self.ids[cut:]
             self.result.stopped = "finished"
         self.result.checker_seconds += time.perf_counter() - start
