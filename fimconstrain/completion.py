@@ -16,6 +16,7 @@ from collections import Counter
 from functools import cached_property, lru_cache
 
 from .grammar import Grammar
+from .infix import lex
 from .regex_dfa import DEAD
 
 #: what declared layout terminals cost, in characters of text
@@ -453,21 +454,11 @@ def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, .
 def _lex(layer, text: str):
     """``(terminal bitmask, lexeme)`` of the symbols of ``text`` by longest match, layout and
     ignored symbols left out, up to the first text that does not lex."""
-    dfa, ignored = layer.dfa, layer.ignore_mask
-    at = 0
-    while at < len(text):
-        state, end, mask = dfa.start, at, 0
-        for i in range(at, len(text)):
-            state = dfa.run(text[i], state)
-            if state == DEAD:
-                break
-            if dfa.accept[state]:
-                end, mask = i + 1, layer.token_mask(state)
-        if end == at:
+    for begin, end, mask in lex(layer, text):
+        if not mask:
             return
-        if not mask & ignored:
-            yield mask, text[at:end]
-        at = end
+        if not mask & layer.ignore_mask:
+            yield mask, text[begin:end]
 
 
 def _line_terminals(layer, text: str, limit: int = 8, across_lines: bool = False) -> list[int]:
