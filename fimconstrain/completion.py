@@ -485,12 +485,16 @@ def _unmatched_closers(layer, head: str, window: int = 20_000) -> list[str]:
     them. A head that begins inside a string is read from its closing quote."""
     text = head[:window]
     first_line = len(text.split("\n", 1)[0])
-    symbols = list(_lex(layer, text))
-    if sum(map(len, (lexeme for _, lexeme in symbols))) < first_line:
+    symbols = list(lex(layer, text))
+    if any(not mask and begin < first_line for begin, _, mask in symbols):
+        # the first line does not lex: a string the bridge opens ends in it
         quote = min((i for i in (text.find("'"), text.find('"')) if i >= 0), default=-1)
-        symbols = list(_lex(layer, text[quote + 1:])) if quote >= 0 else symbols
+        symbols = list(lex(layer, text, quote + 1)) if quote >= 0 else symbols
     stack, closers = [], []
-    for _, lexeme in symbols:
+    for begin, end, mask in symbols:
+        lexeme = text[begin:end]
+        if not mask:  # where the text stops lexing
+            break
         if lexeme in "([{":
             stack.append(lexeme)
         elif lexeme in _CLOSES:
