@@ -54,13 +54,12 @@ def tiny(tiny_dir):
     return load_model(tiny_dir)
 
 
-class _EosFirst(torch.nn.Module):
-    """Wraps a causal LM so that the stop token always has the highest logit (the worst case for EOS checks)."""
+class _Steered(torch.nn.Module):
+    """Wraps a causal LM and rewrites its logits at each step with ``steer(logits, step)``."""
 
-    def __init__(self, model, eos: int):
+    def __init__(self, model):
         super().__init__()
-        self.inner, self.eos = model, eos
-        self.config = model.config
+        self.inner, self.config, self.calls = model, model.config, 0
 
     @property
     def device(self):
@@ -68,30 +67,34 @@ class _EosFirst(torch.nn.Module):
 
     def forward(self, **kwargs):
         out = self.inner(**kwargs)
-        out.logits[..., self.eos] = out.logits.max() + 100.0
-        return out
-
-
-class _Scripted(torch.nn.Module):
-    """Wraps a causal LM so that it emits ``script`` token by token, and never a stop token."""
-
-    def __init__(self, model, script: list[int], eos: int):
-        super().__init__()
-        self.inner, self.script, self.eos, self.calls = model, script, eos, 0
-        self.config = model.config
-
-    @property
-    def device(self):
-        return self.inner.device
-
-    def forward(self, **kwargs):
-        out = self.inner(**kwargs)
-        top = out.logits.max() + 100.0
-        out.logits[..., self.eos] = out.logits.min() - 100.0
-        if self.calls < len(self.script):
-            out.logits[..., self.script[self.calls]] = top
+        self.steer(out.logits, self.calls)
         self.calls += 1
         return out
+
+
+class _EosFirst(_Steered):
+    """The stop token always has the highest logit (the worst case for EOS checks)."""
+
+    def __init__(self, model, eos: int):
+        super().__init__(model)
+        self.eos = eos
+
+    def steer(self, logits, step):
+        logits[..., self.eos] = logits.max() + 100.0
+
+
+class _Scripted(_Steered):
+    """The model emits ``script`` token by token, and never a stop token."""
+
+    def __init__(self, model, script: list[int], eos: int):
+        super().__init__(model)
+        self.script, self.eos = script, eos
+
+    def steer(self, logits, step):
+        top = logits.max() + 100.0
+        logits[..., self.eos] = logits.min() - 100.0
+        if step < len(self.script):
+            logits[..., self.script[step]] = top
 
 
 # ---------------------------------------------------------------- formats
