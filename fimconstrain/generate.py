@@ -257,6 +257,8 @@ class _CachedStepper:
 
 # A budget hook: given the constraint state and the tokens left, return text that completes the middle, or None.
 Finisher = Callable[[ConstraintState, int], "str | None"]
+#: seconds the budget finish may search in all, over every point it starts from
+FINISH_SECONDS = 5.0
 
 
 @dataclass
@@ -433,14 +435,39 @@ class _Run:
             return None
         return self.state.end_inside(token, self.suffix)
 
-    def finish(self, finisher: Finisher, budget: int, attempts: int = 4) -> None:
-        """Let the budget hook complete the middle within ``budget`` tokens in all: when its
-        text needs more tokens than are left, the middle is cut back to make room and finished
-        from there. Its text is kept only if the file is then complete; with no finish that
-        fits, the first valid one is kept even so; with none at all, the middle is cut back to
-        its longest valid prefix."""
+    def finish(self, finisher: Finisher, budget: int, seconds: float = FINISH_SECONDS) -> None:
+        """Let the budget hook complete the middle within ``budget`` tokens in all. It starts
+        from the whole middle; when it finds nothing there, from earlier points (the ends of
+        the middle's last lines, then the empty middle), while ``seconds`` last: a middle gone
+        astray is easier to finish before it went. Its text is kept only if the file is then
+        complete; with none at all, the middle is cut back to its longest valid prefix."""
         start = time.perf_counter()
-        cut, chosen = len(self.ids), None  # chosen: (tokens kept, their state, finish text)
+        chosen = None
+        for cut in self.finish_points():
+            if time.perf_counter() - start > seconds:
+                break
+            chosen = self.finish_from(finisher, budget, cut)
+            if chosen is not None:
+                break
+        if chosen is None:
+            self.cut_to_valid = True
+        else:
+            cut, self.state, self.extra = chosen
+            del self.ids[cut:]
+            self.result.stopped = "finished"
+        self.result.checker_seconds += time.perf_counter() - start
+
+    def finish_points(self, lines: int = 2) -> list[int]:
+        """Token counts to finish from: all of the middle, the ends of its last ``lines``
+        lines, none of it."""
+        ends = [n for n in range(len(self.ids) - 1, 0, -1) if self.decoder.codec.decode(self.ids[:n]).endswith("\n")]
+        return list(dict.fromkeys([len(self.ids), *ends[:lines], 0]))
+
+    def finish_from(self, finisher: Finisher, budget: int, cut: int, attempts: int = 4):
+        """``(tokens kept, their state, finish text)`` from the first ``cut`` tokens, or None:
+        when the finish needs more tokens than are left, cut further back to make room (a
+        valid finish that never fits is kept even so)."""
+        chosen = None
         for _ in range(attempts):
             state = self.states[cut]
             text = finisher(state, budget - cut)
@@ -450,17 +477,10 @@ class _Run:
                 break
             need = len(self.decoder.codec.encode(text))
             if cut + need <= budget or cut == 0:
-                chosen = (cut, state, text)  # it fits
-                break
+                return cut, state, text  # it fits
             chosen = chosen or (cut, state, text)  # too long, but valid: kept if nothing fits
             cut = max(0, budget - need)
-        if chosen is None:
-            self.cut_to_valid = True
-        else:
-            cut, self.state, self.extra = chosen
-            del self.ids[cut:]
-            self.result.stopped = "finished"
-        self.result.checker_seconds += time.perf_counter() - start
+        return chosen
 
     def close(self) -> FimResult:
         """Fill in the middle text and its validity (checked mode: cut to the longest valid prefix)."""

@@ -1,10 +1,12 @@
 """Train fimconstrain's shipped default model: a tiny GPTBigCode (SantaCoder architecture) FIM model.
 
-Data: the Python files of the running interpreter's standard library (tests and
-site-packages left out), a deterministic 5% of files held out for evaluation.
+Data: the Python files of the running interpreter's standard library (its tests
+included, site-packages left out), a deterministic 5% of files held out for evaluation.
 Tokenizer: byte-level BPE trained here with SantaCoder's special tokens.  Examples:
 about half FIM in PSM order with a random middle span, half plain left-to-right
-windows.  Training runs on the CPU for a fixed time budget (``--minutes``).
+windows.  Training runs for a fixed time budget (``--minutes``) on a GPU if there is one
+(bfloat16, examples drawn by worker processes), else on the CPU; the weights kept are those
+with the lowest held-out loss seen at the periodic evaluations.
 
     python scripts/train_default_model.py --minutes 30 --out fimconstrain/default_model
 """
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import hashlib
 import json
 import math
+import os
 import platform
 import random
 import shutil
@@ -35,7 +39,7 @@ from fimconstrain.vocab import train_byte_level_bpe  # noqa: E402
 
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
 SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]
-EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
+EXCLUDED_DIRS = {"site-packages", "__pycache__"}
 HOLDOUT_MODULUS = 20  # 1 file in 20 (5%) is held out
 MAX_MIDDLE_TOKENS = 160
 TEXT_WINDOW_CHARS = 4000  # characters of prefix / suffix around a cut that are tokenized
@@ -57,7 +61,7 @@ def is_heldout(relpath: str) -> bool:
 
 
 def load_corpus(root: Path) -> Corpus:
-    """Every UTF-8 ``.py`` file under ``root`` that ``ast.parse`` accepts, outside test and data dirs."""
+    """Every UTF-8 ``.py`` file under ``root`` that ``ast.parse`` accepts, outside site-packages."""
     train, heldout = {}, {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
@@ -155,6 +159,27 @@ class ExampleSampler:
         return start, max(start, end)
 
 
+class ExampleStream(torch.utils.data.IterableDataset):
+    """Endless batches from an :class:`ExampleSampler`, reseeded per DataLoader worker so workers differ."""
+
+    def __init__(self, sampler: ExampleSampler, batch_size: int, seed: int):
+        self.sampler, self.batch_size, self.seed = sampler, batch_size, seed
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        self.sampler.rng.seed(self.seed * 1000 + (info.id if info else 0))
+        while True:
+            yield self.sampler.batch(self.batch_size)
+
+
+def batches(sampler: ExampleSampler, batch_size: int, seed: int, workers: int, pin: bool):
+    """An iterator of training batches, drawn by ``workers`` processes (0: in this one)."""
+    loader = torch.utils.data.DataLoader(ExampleStream(sampler, batch_size, seed), batch_size=None,
+                                         num_workers=workers, persistent_workers=workers > 0,
+                                         prefetch_factor=8 if workers else None, pin_memory=pin)
+    return iter(loader)
+
+
 def lr_at(progress: float, peak: float) -> float:
     """Linear warm-up over the first 3% of the time budget, then cosine decay to 10% of the peak."""
     if progress < 0.03:
@@ -167,15 +192,18 @@ def lr_at(progress: float, peak: float) -> float:
 def evaluate(model, sampler: ExampleSampler, batches: int, batch_size: int) -> dict[str, float]:
     """Mean token loss and perplexity on held-out FIM and left-to-right examples (fixed seed)."""
     model.eval()
+    device = next(model.parameters()).device
     result = {}
     for kind, rate in (("fim", 1.0), ("plain", 0.0)):
         sampler.rng.seed(1234)
         sampler.fim_rate = rate
         total, count = 0.0, 0
         for _ in range(batches):
-            ids, mask, labels = sampler.batch(batch_size)
+            ids, mask, labels = (t.to(device) for t in sampler.batch(batch_size))
             n = int((labels[:, 1:] != -100).sum())
-            total += float(model(input_ids=ids, attention_mask=mask, labels=labels).loss) * n
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            total += float(loss) * n
             count += n
         result[f"{kind}_loss"] = total / count
         result[f"{kind}_perplexity"] = math.exp(total / count)
@@ -187,7 +215,7 @@ def save(model, tokenizer, out: Path) -> None:
     """Write the weights in float16 safetensors and the tokenizer; the training copy stays float32."""
     out.mkdir(parents=True, exist_ok=True)
     half = GPTBigCodeForCausalLM(model.config)
-    half.load_state_dict(model.state_dict())
+    half.load_state_dict({name: value.cpu() for name, value in model.state_dict().items()})
     half.to(torch.float16).save_pretrained(out)
     tokenizer.save_pretrained(out)
 
@@ -203,11 +231,14 @@ def run_summary(run: dict) -> str:
     """One model-card bullet for a training run."""
     curve = run["curve"][:: max(1, len(run["curve"]) // 8)]
     losses = ", ".join(f"{p['minutes']:.0f} min: {p['loss']:.2f}" for p in curve)
+    hardware = run.get("device") or f"{run['threads']} CPU thread(s)"
+    kept = (f"  Weights kept from minute {run['best_minutes']:.0f} (lowest held-out FIM loss, "
+            f"{run['best_heldout_loss']:.3f}).\n" if "best_minutes" in run else "")
     return (f"- {run['steps']} steps, {run['tokens'] / 1e6:.1f} M tokens in {run['minutes']:.1f} minutes on "
-            f"{run['threads']} CPU thread(s) ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
+            f"{hardware} ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
             f"betas 0.9/0.95, weight decay 0.1, warm-up then cosine to 10%, batch {run['batch_size']} sequences, "
             f"seed {run['seed']}.\n  Examples: {run['examples']}\n"
-            f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.")
+            f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{kept}").rstrip()
 
 
 def write_card(out: Path, facts: dict) -> None:
@@ -229,9 +260,9 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
   {facts['parameters'] / 1e6:.2f} M parameters, stored in float16 ({facts['size_mb']:.1f} MB).
 - Tokenizer: byte-level BPE, {facts['vocab_size']} tokens, trained on the training files; special tokens
   `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format, PSM order).
-- Data: the `.py` files of the CPython {facts['python']} standard library ({facts['train_files']} training files,
-  {facts['train_chars'] / 1e6:.1f} M characters); directories `test`, `tests`, `idle_test` and `site-packages` left out,
-  and files that are not UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts['heldout_files']}:
+- Data: the `.py` files of the CPython {facts['python']} standard library, its tests included ({facts['train_files']}
+  training files, {facts['train_chars'] / 1e6:.1f} M characters); `site-packages` left out, and files that are not
+  UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts['heldout_files']}:
   those whose path relative to the standard library has a sha256 that is 0 mod 20) is held out; `training.json`
   lists them.  Evaluation sets must come from those files or from code outside the standard library.
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all, each run
@@ -243,7 +274,7 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
 
 Retrain from scratch, or continue training the shipped model (the result differs with the Python version):
 
-    pip install torch==2.13.0 transformers tokenizers safetensors tqdm
+    pip install torch==2.13.0 transformers tokenizers safetensors tqdm   # or a CUDA build of torch on a GPU
     python scripts/train_default_model.py --minutes 50 --out fimconstrain/default_model
     python scripts/train_default_model.py --init fimconstrain/default_model --minutes 35 --out /tmp/model \\
         && rm -r fimconstrain/default_model && mv /tmp/model fimconstrain/default_model
@@ -255,10 +286,17 @@ def new_model(args, tokenizer) -> GPTBigCodeForCausalLM:
     eot = tokenizer.convert_tokens_to_ids(EOT)
     config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=args.context, n_embd=args.dim,
                               n_layer=args.layers, n_head=args.heads, multi_query=True,
-                              activation_function="gelu_pytorch_tanh", resid_pdrop=0.0, embd_pdrop=0.0,
-                              attn_pdrop=0.0, bos_token_id=eot, eos_token_id=eot,
+                              activation_function="gelu_pytorch_tanh", resid_pdrop=args.dropout,
+                              embd_pdrop=args.dropout, attn_pdrop=args.dropout, bos_token_id=eot, eos_token_id=eot,
                               pad_token_id=tokenizer.convert_tokens_to_ids(PAD))
     return GPTBigCodeForCausalLM(config)
+
+
+def training_device(choice: str) -> torch.device:
+    """``auto``: the GPU if torch sees one, else the CPU."""
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(choice)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -275,11 +313,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--fim-rate", type=float, default=0.5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="auto", help="auto (GPU if available), cpu or cuda")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes that draw examples (default: 0 on the CPU, 12 on a GPU)")
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout on residuals, embeddings and attention")
+    ap.add_argument("--eval-minutes", type=float, default=2.0,
+                    help="evaluate on held-out files this often and keep the best weights")
+    ap.add_argument("--python-version", default=platform.python_version(),
+                    help="the Python whose standard library --stdlib is (for the model card)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init", type=Path, default=None,
                     help="continue training this saved model (and keep its tokenizer) instead of starting afresh")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0, help="save this often while training")
     args = ap.parse_args(argv)
+    device = training_device(args.device)
+    workers = args.workers if args.workers is not None else (12 if device.type == "cuda" else 0)
+    torch.backends.cuda.matmul.allow_tf32 = True
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -297,6 +346,9 @@ def main(argv: list[str] | None = None) -> None:
     sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed)
     heldout = ExampleSampler(list(corpus.heldout.values()), tokenizer, args.context, 1.0, args.seed)
     print(f"vocabulary {len(tokenizer)}, {len(sampler.stream)} training tokens", flush=True)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the example workers fork after the tokenizer ran
+    model.to(device)
+    stream = batches(sampler, args.batch_size, args.seed, workers, pin=device.type == "cuda")
 
     config = model.config
     n_params = sum(p.numel() for p in model.parameters())
@@ -306,16 +358,18 @@ def main(argv: list[str] | None = None) -> None:
                             lr=args.lr, betas=(0.9, 0.95))
 
     budget = args.minutes * 60
-    start = last_save = time.monotonic()
+    start = last_save = last_eval = time.monotonic()
     steps = tokens = 0
     ema = None
-    curve = []
+    curve, heldout_curve = [], []
+    best = None  # (held-out FIM loss, minute, weights on the CPU)
     bar = tqdm(total=int(budget), unit="s", desc="training", mininterval=10)
     while (elapsed := time.monotonic() - start) < budget:
         for group in opt.param_groups:
             group["lr"] = lr_at(elapsed / budget, args.lr)
-        ids, mask, labels = sampler.batch(args.batch_size)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        ids, mask, labels = (t.to(device, non_blocking=True) for t in next(stream))
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -328,12 +382,25 @@ def main(argv: list[str] | None = None) -> None:
             curve.append({"step": steps, "minutes": elapsed / 60, "loss": round(ema, 4)})
         bar.update(int(time.monotonic() - start) - bar.n)
         bar.set_postfix(step=steps, loss=f"{ema:.3f}", tok_s=f"{tokens / max(elapsed, 1e-9):.0f}")
+        if time.monotonic() - last_eval > args.eval_minutes * 60:
+            fim_loss = evaluate(model, heldout, batches=4, batch_size=args.batch_size)["fim_loss"]
+            heldout_curve.append({"step": steps, "minutes": elapsed / 60, "fim_loss": round(fim_loss, 4)})
+            tqdm.write(f"minute {elapsed / 60:.1f}: held-out FIM loss {fim_loss:.3f}")
+            if best is None or fim_loss < best[0]:
+                best = (fim_loss, elapsed / 60, copy.deepcopy({k: v.cpu() for k, v in model.state_dict().items()}))
+            last_eval = time.monotonic()
         if time.monotonic() - last_save > args.checkpoint_minutes * 60:
             save(model, tokenizer, args.out)
             last_save = time.monotonic()
     bar.close()
     minutes = (time.monotonic() - start) / 60
 
+    fim_loss = evaluate(model, heldout, batches=4, batch_size=args.batch_size)["fim_loss"]
+    heldout_curve.append({"step": steps, "minutes": minutes, "fim_loss": round(fim_loss, 4)})
+    if best is not None and best[0] < fim_loss:
+        model.load_state_dict(best[2])
+    else:
+        best = (fim_loss, minutes, None)
     ev = evaluate(model, heldout, batches=8, batch_size=args.batch_size)
     print("held out:", json.dumps(ev), flush=True)
     if args.out.exists():
@@ -343,9 +410,12 @@ def main(argv: list[str] | None = None) -> None:
     run = {"steps": steps, "tokens": tokens, "minutes": minutes, "minutes_budget": args.minutes,
            "threads": args.threads, "tokens_per_s": tokens / (minutes * 60), "lr": args.lr,
            "batch_size": args.batch_size, "seed": args.seed, "final_train_loss": ema, "curve": curve,
-           "examples": EXAMPLES.format(fim=args.fim_rate, mid=MAX_MIDDLE_TOKENS), "torch": torch.__version__}
+           "examples": EXAMPLES.format(fim=args.fim_rate, mid=MAX_MIDDLE_TOKENS), "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+           "dropout": args.dropout, "heldout_curve": heldout_curve, "best_minutes": best[1],
+           "best_heldout_loss": best[0]}
     write_card(args.out, {
-        "python": platform.python_version(), "stdlib": str(corpus.root), "train_files": len(corpus.train),
+        "python": args.python_version, "stdlib": str(corpus.root), "train_files": len(corpus.train),
         "train_chars": sum(map(len, train_texts)), "heldout_files": len(corpus.heldout),
         "heldout_paths": sorted(corpus.heldout), "vocab_size": len(tokenizer), "config": config.to_dict(),
         "parameters": n_params, "size_mb": size_mb, "heldout": ev, "runs": (previous or {}).get("runs", []) + [run],

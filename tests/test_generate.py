@@ -323,6 +323,27 @@ def test_budget_cuts_at_the_best_valid_stop(tiny):
     assert cut.middle == " + 2"  # the only complete point (the stop token's probability is 0 everywhere)
 
 
+def test_finish_falls_back_to_an_earlier_line_end(tiny):
+    """A finisher that finds nothing from the whole middle is tried again from the end of the
+    middle's last line, and the tokens after it are dropped."""
+    codec = TextCodec(tiny.tokenizer)
+    script = codec.encode("x = 1\n") + codec.encode("y = (")
+    kept = len(codec.encode("x = 1\n"))
+    seen = []
+
+    def finisher(state, tokens_left):
+        seen.append(state.final_checker() is not None)
+        return None if len(seen) == 1 else "pass"
+
+    decoder = FimDecoder(_Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer,
+                         tiny.fim_format)
+    result = decoder.generate("", "\n", mode="constrained", max_new_tokens=len(script), finisher=finisher,
+                              best_stop=False)
+    assert len(seen) == 2
+    assert result.stopped == "finished" and result.valid
+    assert result.token_ids == script[:kept] and result.middle == "x = 1\npass"
+
+
 def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
