@@ -11,6 +11,7 @@ middle, since the suffix usually closes what the middle opened.
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from collections import Counter
 from functools import cached_property, lru_cache
@@ -49,6 +50,11 @@ class Planner:
         self._openers: dict[tuple[int, bool], list[tuple[int, ...]]] = {}
         self.layout_terminals = {g.symbol_id[name] for name in g.declared} | set(layer.terminal_ids(layer.newline_mask))
         self._states_after: dict[tuple[int, ...], object] = {(): layer.recognizer.initial}
+        literal = {i: t.literal for i, t in enumerate(g.terminals)}
+        self.bracket_terminal = {text: i for i, text in literal.items() if text in ("(", "[", "{")}
+        self.bracket_or_operator = {i for i, text in literal.items() if text in _NOISE}
+        self.connector_terminals = [i for i, t in enumerate(g.terminals)
+                                    if (t.literal or t.name) in _CONNECTOR_SYMBOLS and i in self.spelling]
         self._fix_nonterminals(cost)
         self.cost = cost
         inf = float("inf")
@@ -142,6 +148,13 @@ class Planner:
                      for ctx in ctxs if (bool(ctx) and ctx[-1] in layout) == ends_line}
             found = self._openers[key] = sorted(found, key=lambda ctx: (sum(cost[t] for t in ctx), ctx))
         return found
+
+    def plain_context(self, terminals: tuple[int, ...]) -> bool:
+        """Whether a left context starts on its first line and uses no bracket, operator or
+        separator: the contexts that differ in what may follow a bracket opened after them
+        (``def A``, ``if``, ``A =``, ``try: A\\nexcept``)."""
+        return not (terminals and terminals[0] in self.layout_terminals) and \
+            not any(t in self.bracket_or_operator for t in terminals)
 
     def state_after(self, terminals: tuple[int, ...]):
         """The recognizer's state after ``terminals`` from the start of a file (memoised), or None."""
@@ -556,6 +569,61 @@ def _wrapped_openers(planner: Planner, openers: list[tuple[int, ...]], terminals
             yield "".join(_WRAPPERS[c] for c in reversed(closers[len(own):])), opener, len(own)
 
 
+#: brackets and operators: left contexts with these differ only in ways a nested opener ignores
+_NOISE = {"(", "[", "{", "+", "-", "~", "*", "**", "@", "not", "await", "lambda", ";", ","}
+#: terminals a connector inside brackets may use: enough for ``A: A[``, ``A.A(``, ``A=A(``, ``A for A in A(``
+_CONNECTOR_SYMBOLS = {"NAME", ":", "=", ".", ",", "->", "in", "for"}
+_CONNECTOR_DEPTH = 3
+
+
+def _connectors(planner: Planner, state, goal: int, limit: int = 3) -> list[tuple[int, ...]]:
+    """Up to ``limit`` shortest terminal sequences (at most :data:`_CONNECTOR_DEPTH` of
+    :data:`_CONNECTOR_SYMBOLS`) after which ``state`` can read the grammar terminal ``goal``."""
+    recognizer, alphabet = planner.layer.recognizer, planner.connector_terminals
+    found, frontier = [], [((), state)]
+    for depth in range(_CONNECTOR_DEPTH + 1):
+        deeper = []
+        for sequence, current in frontier:
+            expected = recognizer.expected_terminals(current)
+            if expected >> goal & 1:
+                found.append(sequence)
+                if len(found) == limit:
+                    return found
+            if depth == _CONNECTOR_DEPTH:
+                continue
+            for sym in alphabet:
+                if expected >> sym & 1 and (after := recognizer.scan(current, (sym,))) is not None:
+                    deeper.append((sequence + (sym,), after))
+        frontier = deeper
+    return found
+
+
+def _nested_openers(planner: Planner, closers: list[str], first: int, limit: int = 96):
+    """Openers that open every bracket the head closes, nested: the cheapest left contexts
+    of a place where the outermost bracket may open (``def A``, ``if``, ``except``, ``A``),
+    that bracket, then for each inner one a short connector and the bracket (``A: A[``),
+    then a connector to the head's first symbol (``A`` before ``, int]``). The single
+    left contexts of the inner places are too common to reach a parameter list or a header."""
+    layer, bracket = planner.layer, planner.bracket_terminal
+    opened = [bracket[_CLOSES[c]] for c in reversed(closers)]  # outermost first
+    firsts = layer.terminal_ids(first) if first else ()
+    contexts = (ctx for ctx in planner.openers(1 << opened[0], False) if planner.plain_context(ctx))
+    for context in itertools.islice(contexts, limit):
+        partial = [context + (opened[0],)]
+        for inner in opened[1:] + [None]:
+            grown = []
+            for terminals in partial:
+                state = planner.state_after(terminals)
+                if state is None:
+                    continue
+                goals = [inner] if inner is not None else firsts
+                for goal in goals:
+                    for connector in _connectors(planner, state, goal):
+                        grown.append(terminals + connector + ((inner,) if inner is not None else ()))
+            partial = grown
+        yield from partial
+
+
 def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int, wrapper: str = "") -> str:
     """``terminals`` spelled as text that starts at ``column`` of a fresh line, with
     ``wrapper`` (brackets the head closes) where the head will go on."""
@@ -606,6 +674,10 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
                     openers += [(wrapper, opener, end) for end in ends]
                 elif taken[not kind] >= limit or not closers:  # both kinds full, or only one
                     break
+        if closers:  # every bracket opened by the opener itself, nested (``def A(A: A[A``)
+            nested = _nested_openers(planner, closers, first)
+            for _, opener, _ in itertools.islice(_wrapped_openers(planner, nested, terminals, closers), 2 * limit):
+                openers += [("", opener, end) for end in ends]
     candidates = []
     for text, base in bases:
         columns = {0}

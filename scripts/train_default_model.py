@@ -234,11 +234,12 @@ def run_summary(run: dict) -> str:
     hardware = run.get("device") or f"{run['threads']} CPU thread(s)"
     kept = (f"  Weights kept from minute {run['best_minutes']:.0f} (lowest held-out FIM loss, "
             f"{run['best_heldout_loss']:.3f}).\n" if "best_minutes" in run else "")
+    command = f"  Command: `{run['command']}`\n" if "command" in run else ""
     return (f"- {run['steps']} steps, {run['tokens'] / 1e6:.1f} M tokens in {run['minutes']:.1f} minutes on "
             f"{hardware} ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
             f"betas 0.9/0.95, weight decay 0.1, warm-up then cosine to 10%, batch {run['batch_size']} sequences, "
             f"seed {run['seed']}.\n  Examples: {run['examples']}\n"
-            f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{kept}").rstrip()
+            f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{kept}{command}").rstrip()
 
 
 def write_card(out: Path, facts: dict) -> None:
@@ -272,12 +273,9 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
   FIM {ev['fim_loss']:.3f} (perplexity {ev['fim_perplexity']:.1f}),
   left-to-right {ev['plain_loss']:.3f} (perplexity {ev['plain_perplexity']:.1f}).
 
-Retrain from scratch, or continue training the shipped model (the result differs with the Python version):
-
-    pip install torch==2.13.0 transformers tokenizers safetensors tqdm   # or a CUDA build of torch on a GPU
-    python scripts/train_default_model.py --minutes 50 --out fimconstrain/default_model
-    python scripts/train_default_model.py --init fimconstrain/default_model --minutes 35 --out /tmp/model \\
-        && rm -r fimconstrain/default_model && mv /tmp/model fimconstrain/default_model
+Retrain with the command above (on a GPU; on a CPU, give it hours and a smaller `--batch-size`),
+or continue training the shipped model with `--init fimconstrain/default_model --out /tmp/model`;
+the result differs with the Python version whose standard library it reads (`--stdlib`).
 """)
 
 
@@ -411,6 +409,7 @@ def main(argv: list[str] | None = None) -> None:
            "threads": args.threads, "tokens_per_s": tokens / (minutes * 60), "lr": args.lr,
            "batch_size": args.batch_size, "seed": args.seed, "final_train_loss": ema, "curve": curve,
            "examples": EXAMPLES.format(fim=args.fim_rate, mid=MAX_MIDDLE_TOKENS), "torch": torch.__version__,
+           "command": " ".join(["python", "scripts/train_default_model.py", *(argv if argv is not None else sys.argv[1:])]),
            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
            "dropout": args.dropout, "heldout_curve": heldout_curve, "best_minutes": best[1],
            "best_heldout_loss": best[0]}

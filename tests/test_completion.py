@@ -74,6 +74,11 @@ def test_bridges_start_the_construct_the_suffix_goes_on_with():
          "        x = 1\n    def g(self):\n        pass\n"),
         ("def f():\n    if a:\n        pass\n", "        q",                     # a try its except needs
          "            g()\n        except E:\n            pass\n"),
+        # brackets the suffix closes, nested, then what follows them
+        ("x = 1\n", "", ", int],\n    port: int,\n) -> str:\n    return 1\n"),     # def f(a: B[[
+        ("def f(n):\n", "    if n", ", ValueError):\n        pass\n    return 1\n"),  # try/except (A
+        ("x = 1\n", "y = f(", "1]\n):\n    pass\n"),                                # if (A[
+        ("import os\n", "", "e_event)):\n    g()\n"),                                 # for A in A(A(
     ]
     for prefix, middle, suffix in cases:
         checker = fimconstrain.fim_checker(prefix, suffix).feed(middle)
