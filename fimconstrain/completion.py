@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 import time
 from collections import Counter
 from functools import cached_property, lru_cache
@@ -646,6 +647,22 @@ def _spell_opener(planner: Planner, terminals: tuple[int, ...], column: int, wra
     return "".join(pieces)
 
 
+_INDENTATION = re.compile(r"\n[ \t]+")
+
+
+def _column_hint(head: str) -> int:
+    """The column the line a bridge ends on most likely has: that of the head's next code
+    line, one level less when the head's first line opens a block."""
+    first, _, rest = head.partition("\n")
+    for line in rest.split("\n"):
+        code = line.lstrip(" ")
+        if code and not code.startswith("#"):
+            column = len(line) - len(code)
+            opens_block = first.split("#", 1)[0].rstrip().endswith(":")
+            return max(0, column - len(_INDENT_UNIT)) if opens_block else column
+    return 0
+
+
 def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | None:
     """The shortest verified ``base text + bridge`` where the bridge begins a construct the
     suffix's head goes on with: the cheapest left context of every grammar item that can be
@@ -658,6 +675,7 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
     planner = planner_for(layer)
     closers = _unmatched_closers(layer, head)
     head_column = len(head) - len(head.lstrip(" "))
+    column_hint = _column_hint(head)
     openers = []  # (text before the opener, opener, text after it), cheapest first per kind
     for ends, terminals in _head_starts(layer, head, bool(closers)):
         first = terminals[0] if terminals else layer.newline_mask
@@ -697,9 +715,11 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
         for lead, col in starts:
             for wrapper, opener, end in openers:
                 bridge = lead + _spell_opener(planner, opener, col, wrapper) + end
-                candidates.append((len(text) + len(bridge), text, bridge, base))
-    candidates.sort(key=lambda c: c[0])
-    for _, text, bridge, base in candidates:
+                # shortest first, indentation not counted, the column the head suggests first
+                cost = len(text) + len(_INDENTATION.sub("\n", bridge))
+                candidates.append((cost, abs(col - column_hint), text, bridge, base))
+    candidates.sort(key=lambda c: c[:2])
+    for *_, text, bridge, base in candidates:
         if search.expired():
             return None
         after = base.feed(bridge)

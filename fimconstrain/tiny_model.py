@@ -22,8 +22,8 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
                      heads: int = 2, context: int = 4096) -> Path:
     """Write the tiny model and its tokenizer into ``directory`` (created) and return it.
 
-    The sizes can be raised to those of the shipped model (8192 tokens, 4 layers, d=256,
-    4 heads, context 512) to time the server with a model of realistic cost.
+    The sizes can be raised to those of the shipped model (8192 tokens, 6 layers, d=320,
+    5 heads, context 1024) to time the server with a model of realistic cost.
     """
     import torch
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
@@ -55,7 +55,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(prog="python -m fimconstrain.tiny_model", description="Build a random FIM model.")
     ap.add_argument("directory")
     ap.add_argument("--shipped-size", action="store_true",
-                    help="the shipped model's sizes (8192 tokens, 4 layers, d=256, context 512) instead of tiny ones")
+                    help="the shipped model's sizes (8192 tokens, 6 layers, d=320, context 1024) instead of tiny ones")
     args = ap.parse_args()
-    sizes = dict(vocab_size=8192, layers=4, dim=256, heads=4, context=512) if args.shipped_size else {}
+    sizes = dict(vocab_size=8192, layers=6, dim=320, heads=5, context=1024) if args.shipped_size else {}
     print(build_tiny_model(args.directory, **sizes))
