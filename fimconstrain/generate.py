@@ -437,10 +437,10 @@ class _Run:
 
     def finish(self, finisher: Finisher, budget: int, seconds: float = FINISH_SECONDS) -> None:
         """Let the budget hook complete the middle within ``budget`` tokens in all. It starts
-        from the whole middle; when it finds nothing there, from earlier points (the ends of
-        the middle's last lines, then the empty middle), while ``seconds`` last: a middle gone
-        astray is easier to finish before it went. Its text is kept only if the file is then
-        complete; with none at all, the middle is cut back to its longest valid prefix."""
+        from the whole middle; when it finds nothing there, from earlier points
+        (:meth:`finish_points`) while ``seconds`` last: a middle gone astray is easier to
+        finish before it went. Its text is kept only if the file is then complete; with none
+        at all, the middle is cut back to its longest valid prefix."""
         start = time.perf_counter()
         chosen = None
         for cut in self.finish_points():
@@ -458,10 +458,10 @@ class _Run:
         self.result.checker_seconds += time.perf_counter() - start
 
     def finish_points(self, lines: int = 2) -> list[int]:
-        """Token counts to finish from: all of the middle, the ends of its last ``lines``
-        lines, none of it."""
+        """Token counts to finish from: all of the middle, the end of its last line, none of
+        it (a middle gone astray often went early), the ends of the ``lines - 1`` lines before."""
         ends = [n for n in range(len(self.ids) - 1, 0, -1) if self.decoder.codec.decode(self.ids[:n]).endswith("\n")]
-        return list(dict.fromkeys([len(self.ids), *ends[:lines], 0]))
+        return list(dict.fromkeys([len(self.ids), *ends[:1], 0, *ends[1:lines]]))
 
     def finish_from(self, finisher: Finisher, budget: int, cut: int, attempts: int = 4):
         """``(tokens kept, their state, finish text)`` from the first ``cut`` tokens, or None:
