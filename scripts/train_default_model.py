@@ -3,8 +3,8 @@
 Data: the Python files of the running interpreter's standard library (its tests
 included, site-packages left out), a deterministic 5% of files held out for evaluation.
 Tokenizer: byte-level BPE trained here with SantaCoder's special tokens.  Examples:
-about half FIM in PSM order with a random middle span, half plain left-to-right
-windows.  Training runs for a fixed time budget (``--minutes``) on a GPU if there is one
+about half FIM with a random middle span (half of those in PSM order, half in SPM),
+half plain left-to-right windows.  Training runs for a fixed time budget (``--minutes``) on a GPU if there is one
 (bfloat16, examples drawn by worker processes), else on the CPU; the weights kept are those
 with the lowest held-out loss seen at the periodic evaluations.
 
@@ -84,14 +84,15 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
 
 
 class ExampleSampler:
-    """Draws training examples: FIM (PSM, random middle span) or left-to-right windows of a file."""
+    """Draws training examples: FIM (PSM or SPM, random middle span) or left-to-right windows of a file."""
 
     def __init__(self, texts: list[str], tokenizer: PreTrainedTokenizerFast, context: int, fim_rate: float,
-                 seed: int):
+                 seed: int, spm_rate: float = 0.0):
         self.texts = texts
         self.tok = tokenizer
         self.context = context
         self.fim_rate = fim_rate
+        self.spm_rate = spm_rate
         self.rng = random.Random(seed)
         self.ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS}
         stream = []
@@ -119,7 +120,9 @@ class ExampleSampler:
         return self.stream[start:start + self.context].tolist()
 
     def fim_example(self) -> list[int]:
-        """``<fim-prefix> P <fim-suffix> S <fim-middle> M <|endoftext|>`` cut from one file, fitted to the context."""
+        """``<fim-prefix> P <fim-suffix> S <fim-middle> M <|endoftext|>`` (PSM) or, with probability
+        ``spm_rate``, ``<fim-prefix> <fim-suffix> S <fim-middle> P M <|endoftext|>`` (SPM, the
+        decoder's ``order="spm"``), cut from one file and fitted to the context."""
         text = self.rng.choices(self.texts, weights=self.weights)[0]
         start, end = self.middle_span(text)
         middle = self.tok.backend_tokenizer.encode(text[start:end])
@@ -134,8 +137,10 @@ class ExampleSampler:
         # token) must not always sit at the end of the context, or the model learns to stop only there.
         room = len(middle_ids) + self.rng.randrange(0, MAX_GENERATION_ROOM)
         keep_pre, keep_suf = split_budget(len(pre), len(suf), self.context - 4 - room)
-        return ([self.ids[PRE]] + pre[len(pre) - keep_pre:] + [self.ids[SUF]] + suf[:keep_suf]
-                + [self.ids[MID]] + middle_ids + [self.ids[EOT]])
+        pre, suf = pre[len(pre) - keep_pre:], suf[:keep_suf]
+        if self.rng.random() < self.spm_rate:
+            return [self.ids[PRE], self.ids[SUF]] + suf + [self.ids[MID]] + pre + middle_ids + [self.ids[EOT]]
+        return [self.ids[PRE]] + pre + [self.ids[SUF]] + suf + [self.ids[MID]] + middle_ids + [self.ids[EOT]]
 
     def middle_span(self, text: str) -> tuple[int, int]:
         """A random middle as an editor cursor sees it.
@@ -220,7 +225,7 @@ def save(model, tokenizer, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-EXAMPLES = ("{fim:.0%} FIM in PSM order: a middle of up to {mid} tokens that starts at any character, a line start or "
+EXAMPLES = ("{fim:.0%} FIM, {spm:.0%} of them in SPM order and the rest in PSM: a middle of up to {mid} tokens that starts at any character, a line start or "
             "after a line's indentation and ends at any character, before or after a line break (a third each); "
             "the prefix is cut from the left and the suffix from the right to fit the context less a random 0-255 tokens of "
             "generation room, as the decoder does. "
@@ -260,7 +265,8 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
   d={cfg['n_embd']}, {cfg['n_head']} heads, context {cfg['n_positions']} tokens,
   {facts['parameters'] / 1e6:.2f} M parameters, stored in float16 ({facts['size_mb']:.1f} MB).
 - Tokenizer: byte-level BPE, {facts['vocab_size']} tokens, trained on the training files; special tokens
-  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format, PSM order).
+  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format; PSM order,
+  and SPM with `--order spm` if the run below trained on it).
 - Data: the `.py` files of the CPython {facts['python']} standard library, its tests included ({facts['train_files']}
   training files, {facts['train_chars'] / 1e6:.1f} M characters); `site-packages` left out, and files that are not
   UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts['heldout_files']}:
@@ -269,7 +275,7 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all, each run
   continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
-- Held-out loss (64 FIM and 64 left-to-right examples of the held-out files):
+- Held-out loss (64 FIM examples in PSM order and 64 left-to-right examples of the held-out files):
   FIM {ev['fim_loss']:.3f} (perplexity {ev['fim_perplexity']:.1f}),
   left-to-right {ev['plain_loss']:.3f} (perplexity {ev['plain_perplexity']:.1f}).
 
@@ -310,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--fim-rate", type=float, default=0.5)
+    ap.add_argument("--spm-rate", type=float, default=0.5, help="share of the FIM examples in SPM order")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="auto", help="auto (GPU if available), cpu or cuda")
     ap.add_argument("--workers", type=int, default=None,
@@ -341,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         tokenizer = train_tokenizer(train_texts, args.vocab_size)
         model = new_model(args, tokenizer)
-    sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed)
+    sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed, args.spm_rate)
     heldout = ExampleSampler(list(corpus.heldout.values()), tokenizer, args.context, 1.0, args.seed)
     print(f"vocabulary {len(tokenizer)}, {len(sampler.stream)} training tokens", flush=True)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the example workers fork after the tokenizer ran
@@ -408,7 +415,8 @@ def main(argv: list[str] | None = None) -> None:
     run = {"steps": steps, "tokens": tokens, "minutes": minutes, "minutes_budget": args.minutes,
            "threads": args.threads, "tokens_per_s": tokens / (minutes * 60), "lr": args.lr,
            "batch_size": args.batch_size, "seed": args.seed, "final_train_loss": ema, "curve": curve,
-           "examples": EXAMPLES.format(fim=args.fim_rate, mid=MAX_MIDDLE_TOKENS), "torch": torch.__version__,
+           "examples": EXAMPLES.format(fim=args.fim_rate, spm=args.spm_rate, mid=MAX_MIDDLE_TOKENS),
+           "torch": torch.__version__,
            "command": " ".join(["python", "scripts/train_default_model.py", *(argv if argv is not None else sys.argv[1:])]),
            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
            "dropout": args.dropout, "heldout_curve": heldout_curve, "best_minutes": best[1],
