@@ -253,6 +253,8 @@ def write_card(out: Path, facts: dict) -> None:
     ev, cfg, runs = facts["heldout"], facts["config"], facts["runs"]
     total_minutes = sum(r["minutes"] for r in runs)
     total_tokens = sum(r["tokens"] for r in runs)
+    orders = ("PSM and SPM order: `--order spm` works too" if any(r.get("spm_rate") for r in runs)
+              else "PSM order")
     (out / "README.md").write_text(f"""# fimconstrain default model
 
 A tiny fill-in-the-middle code model that ships with fimconstrain so that
@@ -265,8 +267,7 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
   d={cfg['n_embd']}, {cfg['n_head']} heads, context {cfg['n_positions']} tokens,
   {facts['parameters'] / 1e6:.2f} M parameters, stored in float16 ({facts['size_mb']:.1f} MB).
 - Tokenizer: byte-level BPE, {facts['vocab_size']} tokens, trained on the training files; special tokens
-  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format; PSM order,
-  and SPM with `--order spm` if the run below trained on it).
+  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format, {orders}).
 - Data: the `.py` files of the CPython {facts['python']} standard library, its tests included ({facts['train_files']}
   training files, {facts['train_chars'] / 1e6:.1f} M characters); `site-packages` left out, and files that are not
   UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts['heldout_files']}:
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
            "torch": torch.__version__,
            "command": " ".join(["python", "scripts/train_default_model.py", *(argv if argv is not None else sys.argv[1:])]),
            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-           "dropout": args.dropout, "heldout_curve": heldout_curve, "best_minutes": best[1],
+           "dropout": args.dropout, "fim_rate": args.fim_rate, "spm_rate": args.spm_rate, "heldout_curve": heldout_curve, "best_minutes": best[1],
            "best_heldout_loss": best[0]}
     write_card(args.out, {
         "python": args.python_version, "stdlib": str(corpus.root), "train_files": len(corpus.train),
