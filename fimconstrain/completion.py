@@ -654,11 +654,11 @@ def _column_hint(head: str) -> int:
     """The column the line a bridge ends on most likely has: that of the head's next code
     line, one level less when the head's first line opens a block."""
     first, _, rest = head.partition("\n")
+    opens_block = first.split("#", 1)[0].rstrip().endswith(":")
     for line in rest.split("\n"):
         code = line.lstrip(" ")
         if code and not code.startswith("#"):
             column = len(line) - len(code)
-            opens_block = first.split("#", 1)[0].rstrip().endswith(":")
             return max(0, column - len(_INDENT_UNIT)) if opens_block else column
     return 0
 

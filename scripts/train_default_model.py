@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import hashlib
 import json
 import math
@@ -396,7 +395,8 @@ def main(argv: list[str] | None = None) -> None:
             heldout_curve.append({"step": steps, "minutes": elapsed / 60, "fim_loss": round(fim_loss, 4)})
             tqdm.write(f"minute {elapsed / 60:.1f}: held-out FIM loss {fim_loss:.3f}")
             if best is None or fim_loss < best[0]:
-                best = (fim_loss, elapsed / 60, copy.deepcopy({k: v.cpu() for k, v in model.state_dict().items()}))
+                weights = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+                best = (fim_loss, elapsed / 60, weights)
             last_eval = time.monotonic()
         if time.monotonic() - last_save > args.checkpoint_minutes * 60:
             save(model, tokenizer, args.out)
