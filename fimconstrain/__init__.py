@@ -2,14 +2,15 @@
 
 The public contract::
 
-    c = fimconstrain.fim_checker(prefix, suffix, language="python")
+    c = fimconstrain.fim_checker(prefix, suffix, language="python", python_version="3.14")
     c2 = c.feed(text)   # Checker, or None if no continuation can make a valid program
     c.is_complete()     # prefix + fed text + suffix is a complete, valid program
 """
 
 from .checker import Checker, clear_caches, fim_checker
 from .errors import FimConstrainError, GrammarError, InputError, UncompletableError
+from .versions import NEWEST as NEWEST_PYTHON, SUPPORTED as SUPPORTED_PYTHONS, parse_python_version
 
 __all__ = ["Checker", "clear_caches", "fim_checker", "FimConstrainError", "GrammarError", "InputError",
-           "UncompletableError"]
+           "NEWEST_PYTHON", "SUPPORTED_PYTHONS", "UncompletableError", "parse_python_version"]
 __version__ = "0.1.0"

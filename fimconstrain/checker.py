@@ -9,22 +9,30 @@ from .context import LRU, PrefixCache, SuffixPlan, plan_suffix
 from .errors import GrammarError, InputError, UncompletableError
 from .grammar import load_builtin
 from .layers import PlainLayer, PythonLayer
+from .versions import PythonVersion, VersionLike, parse_python_version
 
-#: language name -> (grammar file, start rule, layer class)
+#: language name -> (grammar file, start rule, layer class, whether it has versions)
 LANGUAGES = {
-    "python": ("python", "file_input", PythonLayer),
-    "json": ("json", "value", PlainLayer),
+    "python": ("python", "file_input", PythonLayer, True),
+    "json": ("json", "value", PlainLayer, False),
 }
 
 
+def get_layer(language: str, python_version: VersionLike | None = None) -> PlainLayer:
+    """The (shared, cached) language layer for ``language`` at a target Python version
+    (default: the newest; ignored by languages without versions)."""
+    return _layer(language, parse_python_version(python_version))
+
+
 @lru_cache(maxsize=None)
-def get_layer(language: str) -> PlainLayer:
-    """The (shared, cached) language layer for ``language``."""
+def _layer(language: str, version: PythonVersion) -> PlainLayer:
     try:
-        grammar_name, start, layer_class = LANGUAGES[language]
+        grammar_name, start, layer_class, versioned = LANGUAGES[language]
     except KeyError:
         raise GrammarError(f"unknown language {language!r}; known: {', '.join(sorted(LANGUAGES))}") from None
-    return layer_class(load_builtin(grammar_name, start))
+    if not versioned:
+        return layer_class(load_builtin(grammar_name, start))
+    return layer_class(load_builtin(grammar_name, start, version), version)
 
 
 def _clean(text: str, pending_cr: bool) -> tuple[str, bool]:
@@ -139,10 +147,11 @@ class Checker:
 
 
 class _Context:
-    """Per-language state shared by all checkers: the empty-file checker and the caches."""
+    """Per-language (and version) state shared by all checkers: the empty-file checker and
+    the caches."""
 
-    def __init__(self, language: str):
-        self.layer = get_layer(language)
+    def __init__(self, language: str, version: PythonVersion):
+        self.layer = _layer(language, version)
         self.start = Checker(self.layer, [self.layer.initial_branch()])
         self.prefixes = PrefixCache()
         self.suffixes = LRU(64)
@@ -161,18 +170,24 @@ class _Context:
         return plan
 
 
-_CONTEXTS: dict[str, _Context] = {}
+_CONTEXTS: dict[tuple[str, PythonVersion], _Context] = {}
 
 
-def _context(language: str) -> _Context:
-    context = _CONTEXTS.get(language)
+def _context(language: str, python_version: VersionLike | None = None) -> _Context:
+    version = parse_python_version(python_version)
+    if language in LANGUAGES and not LANGUAGES[language][3]:
+        version = parse_python_version(None)  # one context for a language without versions
+    context = _CONTEXTS.get((language, version))
     if context is None:
-        context = _CONTEXTS[language] = _Context(language)
+        context = _CONTEXTS[language, version] = _Context(language, version)
     return context
 
 
-def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Checker:
-    """A checker for middles between ``prefix`` and ``suffix``.
+def fim_checker(prefix: str, suffix: str = "", language: str = "python",
+                python_version: VersionLike | None = None) -> Checker:
+    """A checker for middles between ``prefix`` and ``suffix``, for the syntax of
+    ``python_version`` (``"3.12"`` or ``(3, 12)``; 3.8 to 3.14, default the newest, so that
+    valid code of any version is accepted).
 
     Raises :class:`InputError` for non-text input and :class:`UncompletableError` when the
     prefix already rules out every program, or when the suffix does (a part of it that must be
@@ -186,7 +201,7 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python") -> Chec
     for name, value in (("prefix", prefix), ("suffix", suffix)):
         if not isinstance(value, str):
             raise InputError(f"{name} must be str, not {type(value).__name__}")
-    context = _context(language)
+    context = _context(language, python_version)
     checker = context.prefixes.checker_for(context.start, prefix) if _is_valid_source_text(prefix) else None
     if checker is None:
         raise UncompletableError("the prefix cannot be completed to a valid program",
@@ -206,11 +221,6 @@ def clear_caches() -> None:
     for context in _CONTEXTS.values():
         context.prefixes.clear()
         context.suffixes.clear()
-
-
-def empty_checker(language: str = "python") -> Checker:
-    """The checker of an empty file with no suffix (the start of every parse)."""
-    return _context(language).start
 
 
 def first_rejection(checker: Checker, text: str, start: int = 0, chunk: int = 256) -> tuple[int | None, Checker]:

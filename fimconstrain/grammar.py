@@ -153,9 +153,36 @@ def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
     return Grammar(terminals, declared, rules, start)
 
 
+#: a version gate at the end of a grammar line: ``//@ >=3.12``, ``//@ <3.12`` or both
+_GATE = re.compile(r"//@((?:\s*(?:>=|<)\s*\d+\.\d+)+)\s*$")
+_GATE_TERM = re.compile(r"(>=|<)\s*(\d+)\.(\d+)")
+
+
+def apply_version_gates(text: str, version: tuple[int, int] | None) -> str:
+    """Keep the lines of a grammar whose gate admits ``version`` (all lines when None).
+
+    One grammar file serves every version: a line ending in ``//@ >=3.12`` exists from 3.12
+    on, one ending in ``//@ <3.12`` before it. The gate is a Lark comment, so the file
+    stays loadable as it is; a dropped line becomes blank (line numbers in errors hold)."""
+    if version is None:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        gate = _GATE.search(line)
+        if gate is None:
+            continue
+        for op, major, minor in _GATE_TERM.findall(gate.group(1)):
+            bound = (int(major), int(minor))
+            if (version >= bound) != (op == ">="):
+                lines[i] = ""
+                break
+    return "\n".join(lines)
+
+
 @lru_cache(maxsize=None)
-def load_builtin(name: str, start: str) -> Grammar:
-    """Load one of the grammars shipped in ``fimconstrain.grammars`` (cached per process)."""
+def load_builtin(name: str, start: str, version: tuple[int, int] | None = None) -> Grammar:
+    """Load one of the grammars shipped in ``fimconstrain.grammars`` at a target ``version``
+    (its version gates applied; cached per process)."""
     try:
         folder = resources.files("fimconstrain.grammars")
     except ModuleNotFoundError:  # running from a source checkout that is not installed
@@ -164,4 +191,4 @@ def load_builtin(name: str, start: str) -> Grammar:
         text = folder.joinpath(f"{name}.lark").read_text("utf-8")
     except FileNotFoundError as exc:
         raise GrammarError(f"no built-in grammar named {name!r}") from exc
-    return parse_lark(text, start, source=f"{name}.lark")
+    return parse_lark(apply_version_gates(text, version), start, source=f"{name}.lark")

@@ -136,8 +136,9 @@ class PythonLayer(PlainLayer):
     MAX_BRACKET_DEPTH = 200
     MAX_INDENT_LEVELS = 99
 
-    def __init__(self, grammar: Grammar):
+    def __init__(self, grammar: Grammar, version: tuple[int, int]):
         super().__init__(grammar)
+        self.version = version
         term = grammar.terminal_id
         self.newline = term("_NEWLINE")
         self.indent = (term("_INDENT"),)
