@@ -39,7 +39,8 @@ class Planner:
         self.spelling: dict[int, str] = {}
         cost: dict[int, float] = {}
         for i, terminal in enumerate(g.terminals):
-            text = terminal.literal if terminal.literal is not None else dfa.shortest_completion(dfa.start, 1 << i)
+            text = terminal.literal if terminal.literal is not None else \
+                dfa.shortest_completion(layer.every_terminal_start, 1 << i)
             if text is not None and not terminal.ignored:
                 self.spelling[i] = text
                 cost[i] = len(text) + 1
@@ -294,10 +295,12 @@ def _ended(layer, branch: tuple, additions: list[str]) -> list[tuple[str, object
 
 
 def _spell(planner: Planner, terminals: list[int], layout, lead: str, spaced: bool) -> list[str]:
-    """Text for ``terminals`` after ``lead``: one candidate ending after each terminal."""
-    g = planner.grammar
+    """Text for ``terminals`` after ``lead``: one candidate ending after each terminal. An
+    f-string is closed with the quote it was opened with."""
+    g, layer = planner.grammar, planner.layer
     names = g.symbol_names
-    columns = planner.layer.indent_columns(layout)
+    columns = layer.indent_columns(layout)
+    quotes = layer.open_quotes(layout)
     pieces, out = [lead], [lead]
     line_start = False
     for sym in terminals:
@@ -317,7 +320,12 @@ def _spell(planner: Planner, terminals: list[int], layout, lead: str, spaced: bo
                 pieces.append(" " * (columns[-1] if columns else 0))
             elif spaced:
                 pieces.append(" ")
-            pieces.append(planner.spelling[sym])
+            spelling = planner.spelling[sym]
+            if layer.string_start_mask >> sym & 1:
+                quotes.append(spelling.lstrip("fFrRtT"))
+            elif layer.string_end_mask >> sym & 1 and quotes:
+                spelling = quotes.pop()
+            pieces.append(spelling)
             line_start, spaced = False, True
         out.append("".join(pieces))
     return out

@@ -32,16 +32,20 @@ from .regex_dfa import DEAD
 #: only looks less far)
 WINDOW_CHARS = 2000
 LAYOUT_WINDOW_CHARS = 500
+#: past this many readings of where the head's first symbol begins, no verdict (cost bound)
+MAX_READINGS = 48
 _QUOTES = ("'''", '"""', "'", '"')
 
 
 def lex(layer, text: str, start: int = 0):
     """``(begin, end, terminal bitmask)`` of each lexeme of ``text`` from ``start`` by longest
-    match, ignored ones included; ends with ``(at, at, 0)`` where nothing lexes."""
+    match, ignored ones included, in the lexing mode of what came before (f-strings read as
+    PEP 701 tokenizes them); ends with ``(at, at, 0)`` where nothing lexes."""
     dfa = layer.dfa
-    at = start
+    deltas = getattr(layer, "bracket_delta", {})
+    at, depth, modes = start, 0, ()
     while at < len(text):
-        state, end, mask = dfa.start, at, 0
+        state, end, mask = layer.mode_start(modes, depth), at, 0
         for i in range(at, len(text)):
             state = dfa.run(text[i], state)
             if state == DEAD:
@@ -52,6 +56,11 @@ def lex(layer, text: str, start: int = 0):
             yield at, at, 0
             return
         yield at, end, mask
+        depth += deltas.get(mask, 0)
+        modes = layer.next_modes(modes, mask, text[at:end], depth)
+        if modes is None:
+            yield end, end, 0
+            return
         at = end
 
 
@@ -145,26 +154,29 @@ def infix_recognizer(layer) -> InfixRecognizer:
     return InfixRecognizer(layer)
 
 
-def first_symbol_starts(layer, head: str) -> list[int]:
+def first_symbol_starts(layer, head: str, most: int = MAX_READINGS) -> list[int]:
     """Where the head's first whole symbol may begin, likeliest first: at the cursor; after the
-    rest of a name or number, or of an operator, that the cursor split; after a closing quote
-    (the cursor inside a string); at the first line break (inside a comment)."""
+    rest of a name or number, or of an operator, that the cursor split; at the first line break
+    (inside a comment); after a closing quote (the cursor inside a string). Every quote in the
+    window counts, not only the first: nested strings (PEP 701 f-strings nest the same quotes
+    to any depth) close before the one the cursor is in."""
     starts = [0]
     word = _WORD.match(head).end()
     if word:
         starts.append(word)
     starts += [len(tail) for tail in _literal_tails(layer) if head.startswith(tail)]
-    for quote in _QUOTES:
-        found, at = 0, head.find(quote)
-        while at >= 0 and found < 3:  # not only the first: a nested string may close before it
-            backslashes = len(head[:at]) - len(head[:at].rstrip("\\"))
-            if backslashes % 2 == 0:  # an escaped quote closes nothing
-                starts.append(at + len(quote))
-                found += 1
-            at = head.find(quote, at + 1)
     if "\n" in head:
         starts.append(head.index("\n"))
-    return list(dict.fromkeys(starts))
+    quotes = []
+    for quote in _QUOTES:  # the first ``most`` of each kind hold the first ``most`` of all
+        found, at = 0, head.find(quote)
+        while at >= 0 and found <= most:
+            backslashes = len(head[:at]) - len(head[:at].rstrip("\\"))
+            if backslashes % 2 == 0:  # an escaped quote closes nothing
+                quotes.append(at + len(quote))
+                found += 1
+            at = head.find(quote, at + 1)
+    return list(dict.fromkeys(starts + sorted(quotes)))
 
 
 #: the rest of a name or a number (with a signed exponent) that began before the cursor
@@ -191,7 +203,8 @@ def refuted_at(layer, suffix: str, head_end: int, ends_file: bool) -> int | None
     end = min(head_end, WINDOW_CHARS)
     must_end = ends_file and end == len(suffix)
     first = None
-    for start in first_symbol_starts(layer, suffix):
+    starts = first_symbol_starts(layer, suffix)
+    for start in starts[:MAX_READINGS]:
         if start >= end:
             return None  # a reading that begins beyond the window (a long string): no verdict
         dead = recognizer.dies_at(suffix, start, end, must_end)
@@ -201,4 +214,4 @@ def refuted_at(layer, suffix: str, head_end: int, ends_file: bool) -> int | None
         if dead is None:
             return None
         first = dead if first is None else first
-    return first
+    return first if len(starts) <= MAX_READINGS else None  # readings left untried: no verdict

@@ -37,15 +37,16 @@ class Layer(Protocol):
     def end_of_input(self, parser, layout, lexeme_state: int, text: str) -> bool:
         """Whether ending the input here (after this last symbol) gives a complete program."""
 
+    def lex_start(self, layout) -> int:
+        """The lexer state a symbol starting in this layout starts from (its lexing mode)."""
+
 
 def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
     """Read ``text`` character by character; return the surviving branches (maybe none)."""
     dfa = layer.dfa
     trans, accept, live = dfa.trans, dfa.accept, dfa.live
     step = dfa.step
-    start = dfa.start
-    allowed, end_symbol = layer.allowed, layer.end_symbol
-    start_trans = trans[start]
+    allowed, end_symbol, lex_start = layer.allowed, layer.end_symbol, layer.lex_start
     for ch in text:
         survivors = []
         for parser, layout, state, lexeme, guards in branches:
@@ -76,15 +77,16 @@ def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
                 continue
             if accept[nxt]:
                 continue  # lexeme + ch is itself a lexeme: longest match says keep going
-            fresh = start_trans.get(ch)
-            if fresh is None:
-                fresh = step(start, ch)
-            if fresh == DEAD:
-                continue
             ended = end_symbol(parser, layout, state, lexeme)
             if ended is None:
                 continue
             parser2, layout2 = ended
+            start = lex_start(layout2)
+            fresh = trans[start].get(ch)
+            if fresh is None:
+                fresh = step(start, ch)
+            if fresh == DEAD:
+                continue
             if live[fresh] & allowed(parser2, layout2):
                 if nxt != DEAD:
                     guards = guards + (nxt,)
