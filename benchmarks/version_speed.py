@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     for path in C.progress(files, desc="files", disable=args.no_progress):
         record = {"file": C.rel(path, root)}
         text = C.valid_source(path, record)
-        if text is None or not all(feed_chars(fc, text[:200], v) for v in versions):
+        if text is None or len(text) < 200 or not all(feed_chars(fc, text[:200], v) for v in versions):
             continue
         head = text[:args.char_cap]
         for version in versions:
