@@ -175,7 +175,7 @@ class PythonLayer(PlainLayer):
         self.dedent = (term("_DEDENT"),)
         self.newline_ids = (self.newline,)
         self.newline_mask = 1 << self.newline
-        self.name_mask = 1 << term("NAME")
+        self.name_mask = 1 << term("NAME") | 1 << term("CAPTURE_NAME")
         self.string_mask = 1 << term("STRING") | 1 << term("BYTES")
         dfa = self.dfa
         self.continuation_mask = dfa.accept[dfa.run("\\\n")] & self.ignore_mask
