@@ -12,6 +12,7 @@ import ast
 import os
 import random
 import signal
+import sys
 import sysconfig
 import warnings
 from pathlib import Path
@@ -23,6 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 DEFAULT_TIME_LIMIT = 600
+# The engine's default target is the newest Python (3.14); the oracle of these tests is the
+# running interpreter's ast.parse, so the engine helpers here target the running version
+# (clamped to the versions the engine knows) to compare like with like.
+RUNNING_VERSION = "%d.%d" % min(max(sys.version_info[:2], (3, 8)), (3, 14))
 
 
 def pytest_configure(config):
@@ -75,10 +80,32 @@ def ast_message(src: str) -> str:
         return f"{type(e).__name__}: {e}"
 
 
-def fc():
-    import fimconstrain
+class _EngineAtRunningVersion:
+    """The ``fimconstrain`` module, with ``fim_checker`` targeting ``RUNNING_VERSION`` unless a
+    ``python_version`` is given; everything else is the module's."""
 
-    return fimconstrain
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def fim_checker(self, prefix, suffix="", language="python", python_version=None):
+        return self._module.fim_checker(prefix, suffix, language,
+                                        python_version=RUNNING_VERSION if python_version is None else python_version)
+
+
+_ENGINE = None
+
+
+def fc():
+    """fimconstrain, its fim_checker targeting the running interpreter's version (see above)."""
+    global _ENGINE
+    if _ENGINE is None:
+        import fimconstrain
+
+        _ENGINE = _EngineAtRunningVersion(fimconstrain)
+    return _ENGINE
 
 
 def uncompletable():

@@ -6,7 +6,7 @@ import sysconfig
 import warnings
 from pathlib import Path
 
-import fimconstrain
+from conftest import fc  # fim_checker at the running version: the oracle here is its ast.parse
 
 FILES = ["textwrap.py", "shlex.py", "fnmatch.py", "bisect.py", "colorsys.py", "heapq.py"]
 
@@ -33,7 +33,7 @@ def test_small_cases():
              ("foo(a,", ")\n"), ("x = 1 +", " 2\ny = 3\n"),
              ('x = f"a {b', ""), ('s = "\\u12', ""), ("s = b'\\x4", "\nt = 1\n")]
     for prefix, suffix in cases:
-        checker = fimconstrain.fim_checker(prefix, suffix)
+        checker = fc().fim_checker(prefix, suffix)
         text = checker.shortest_finish()
         assert text is not None, (prefix, suffix)
         assert checker.feed(text).is_complete()
@@ -49,7 +49,7 @@ def test_random_states_of_real_files():
             b = min(len(source), a + rng.randint(1, 150))
             middle = source[a:rng.randint(a, b)]
             for mode, suffix in (("prefix", ""), ("fim", source[b:])):
-                checker = fimconstrain.fim_checker(source[:a], suffix).feed(middle)
+                checker = fc().fim_checker(source[:a], suffix).feed(middle)
                 if checker is None:
                     continue
                 found[mode][1] += 1
@@ -81,7 +81,7 @@ def test_bridges_start_the_construct_the_suffix_goes_on_with():
         ("import os\n", "", "e_event)):\n    g()\n"),                                 # for A in A(A(
     ]
     for prefix, middle, suffix in cases:
-        checker = fimconstrain.fim_checker(prefix, suffix).feed(middle)
+        checker = fc().fim_checker(prefix, suffix).feed(middle)
         assert checker is not None, (prefix, middle, suffix)
         text = checker.shortest_finish(seconds=10)
         assert text is not None, (prefix, middle, suffix)

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fimconstrain
+from conftest import fc  # fim_checker at the running version: the oracle here is its ast.parse
 
 
 def parses(text: str) -> bool:
@@ -26,7 +27,7 @@ def parses(text: str) -> bool:
 def verdict(prefix: str, middle: str, suffix: str, chunk: int = 3) -> bool:
     """Feed ``middle`` in chunks; complete means the whole file is accepted."""
     try:
-        checker = fimconstrain.fim_checker(prefix, suffix)
+        checker = fc().fim_checker(prefix, suffix)
     except fimconstrain.UncompletableError:
         return False
     for i in range(0, len(middle), chunk):
@@ -149,7 +150,7 @@ def test_symbols_and_edges(prefix, middle, suffix):
 
 
 def test_feed_is_pure_with_a_suffix():
-    checker = fimconstrain.fim_checker("foo(a,", ")\n")
+    checker = fc().fim_checker("foo(a,", ")\n")
     good = checker.feed(" b")
     assert checker.feed(" b]") is None
     assert good is not None and good.is_complete()
@@ -184,7 +185,7 @@ def _boundary_cuts(source: str, rng: random.Random, count: int):
 def test_original_middles_of_real_files_are_accepted(name, source):
     rng = random.Random(name)
     for a, b in _boundary_cuts(source, rng, 12):
-        checker = fimconstrain.fim_checker(source[:a], source[b:])
+        checker = fc().fim_checker(source[:a], source[b:])
         middle = source[a:b]
         i = 0
         while i < len(middle):
@@ -226,7 +227,7 @@ UNJOINABLE = [
 @pytest.mark.parametrize("prefix,suffix", UNJOINABLE)
 def test_unjoinable_contexts_get_a_clear_answer(prefix, suffix):
     with pytest.raises(fimconstrain.UncompletableError) as info:
-        fimconstrain.fim_checker(prefix, suffix)
+        fc().fim_checker(prefix, suffix)
     assert "no middle can join" in str(info.value)
     assert len(prefix) <= info.value.offset <= len(prefix) + len(suffix)
 
