@@ -374,7 +374,9 @@ class PythonLayer(PlainLayer):
                 return False
         if kind == _TEXT or kind == _SPEC:
             return True
-        if "\\" in text or "#" in text or (len(fstrings[-1][1]) == 1 and "\n" in text):
+        if "\\" in text or (len(fstrings[-1][1]) == 1 and "\n" in text):
+            return False
+        if mask & self.newline_mask and "#" in text:  # a comment (a '#' in a string is fine)
             return False
         return not (kind == _CONVERTED and mask & self.ignore_mask)
 
