@@ -200,7 +200,7 @@ def snippets(path: Path = SNIPPETS_FILE) -> list[Case]:
         src = "\n".join(body) + ("" if nonl else "\n")
         cases.append(Case(src, f"snippet:{name}"))
 
-    for line in path.read_text("utf-8").split("\n"):
+    for line in path.read_bytes().decode("utf-8").split("\n"):  # \r and \f kept as written
         if line.startswith("=== "):
             flush()
             head = line[4:].strip()
