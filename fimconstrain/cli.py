@@ -1,9 +1,10 @@
-"""Command-line interface: ``fimconstrain check FILE [--cursor POS]``.
+"""Command-line interface: ``fimconstrain check FILE [--cursor POS] [--python-version X.Y]``.
 
 Exit codes: 0 valid (or, with ``--cursor``, the text before the cursor can
 still be completed), 1 invalid, 2 usage or input error (unreadable file,
-bytes that are not UTF-8, NUL characters, a bad ``--cursor``), 3 internal
-error of the engine (a bug: please report it with the file).
+bytes that are not UTF-8, NUL characters, a bad ``--cursor`` or
+``--python-version``), 3 internal error of the engine (a bug: please report it
+with the file).
 """
 
 from __future__ import annotations
@@ -24,6 +25,50 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 class _UsageError(Exception):
     """A problem with the command line or the input file (exit code 2)."""
+
+
+# --------------------------------------------------------------------------
+# target Python version
+
+
+def python_version_arg(value: str):
+    """argparse ``type`` of ``--python-version``: ``"3.12"`` as ``(3, 12)``; a bad or unsupported
+    value is a usage error (exit code 2) that names the supported range."""
+    from fimconstrain.errors import InputError
+    from fimconstrain.versions import NEWEST, OLDEST, format_version, parse_python_version
+
+    try:
+        return parse_python_version(value)
+    except InputError:
+        raise argparse.ArgumentTypeError(
+            f"expected a Python version from {format_version(OLDEST)} to {format_version(NEWEST)} "
+            f"such as {format_version(NEWEST)}, not {value!r}") from None
+
+
+def add_python_version_option(parser: argparse.ArgumentParser, default: str | None = None,
+                              default_note: str = "the newest, so that valid code of any version is accepted") -> None:
+    """``--python-version X.Y`` (default: ``default``, else the newest supported version)."""
+    from fimconstrain.versions import NEWEST, OLDEST, format_version
+
+    parser.add_argument(
+        "--python-version", type=python_version_arg, default=default or format_version(NEWEST), metavar="X.Y",
+        help=f"target Python version, {format_version(OLDEST)} to {format_version(NEWEST)}: the syntax "
+             f"that version's ast.parse accepts is valid, newer syntax is not "
+             f"(default: %(default)s, {default_note})")
+
+
+def _oldest_newer_accepting(text: str, language: str, checked) -> tuple[int, int] | None:
+    """The oldest version newer than ``checked`` at which ``text`` is a valid program, if any
+    (a hint for a file that is invalid only because it uses newer syntax)."""
+    from fimconstrain.checker import LANGUAGES
+    from fimconstrain.versions import SUPPORTED
+
+    if language not in LANGUAGES or not LANGUAGES[language][3]:
+        return None
+    for version in SUPPORTED:
+        if version > checked and check_text(text, language, python_version=version).complete:
+            return version
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -145,18 +190,21 @@ class Verdict:
     complete: bool  # text is a complete valid program
 
 
-def check_text(text: str, language: str, start_checker=None, start: int = 0, feed_chunk: int = 0) -> Verdict:
-    """Check ``text`` (from ``start``, continuing ``start_checker`` if given)."""
+def check_text(text: str, language: str, start_checker=None, start: int = 0, feed_chunk: int = 0,
+               python_version=None) -> Verdict:
+    """Check ``text`` (from ``start``, continuing ``start_checker`` if given) as the syntax of
+    ``python_version`` (default: the newest)."""
     fc = _engine()
     if start_checker is None and feed_chunk <= 0:
         # fast path: hand the whole text to the engine as a prefix
         try:
-            c = fc.fim_checker(text, "", language=language)
+            c = fc.fim_checker(text, "", language=language, python_version=python_version)
         except _uncompletable():
             c = None
         if c is not None:
             return Verdict(None, bool(c.is_complete()))
-    checker = start_checker if start_checker is not None else fc.fim_checker("", "", language=language)
+    checker = start_checker if start_checker is not None else fc.fim_checker(
+        "", "", language=language, python_version=python_version)
     from fimconstrain.checker import first_rejection
 
     dead, checker = first_rejection(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
@@ -193,13 +241,24 @@ def _describe_eof(name: str, index: LineIndex) -> str:
     )
 
 
+def _version_note(name: str, text: str, args) -> None:
+    """After an invalid verdict: say so when the file is valid at a newer Python version."""
+    from fimconstrain.versions import format_version
+
+    newer = _oldest_newer_accepting(text, args.language, args.python_version)
+    if newer is not None:
+        print(f"{name}: note: valid as Python {format_version(newer)} and newer; checked as "
+              f"{format_version(args.python_version)} (--python-version)")
+
+
 def cmd_check(args) -> int:
     name, text = read_source(args.file)
     index = LineIndex(text)
     fc = _engine()
+    version = args.python_version
 
     if args.cursor is None:
-        v = check_text(text, args.language, feed_chunk=args.feed_chunk)
+        v = check_text(text, args.language, feed_chunk=args.feed_chunk, python_version=version)
         if v.complete:
             print(f"{name}: ok: valid program ({len(text)} characters, {index.line_count()} lines)")
             return EXIT_OK
@@ -207,6 +266,7 @@ def cmd_check(args) -> int:
             print(_describe_dead(name, index, v.dead_at, "the text"))
         else:
             print(_describe_eof(name, index))
+        _version_note(name, text, args)
         return EXIT_INVALID
 
     cut = parse_cursor(args.cursor, index)
@@ -215,23 +275,25 @@ def cmd_check(args) -> int:
     where = f"{name}:{cpos.line}:{cpos.col}"
 
     # 1. the prefix (text before the cursor) on its own
-    pv = check_text(prefix, args.language, feed_chunk=args.feed_chunk)
+    pv = check_text(prefix, args.language, feed_chunk=args.feed_chunk, python_version=version)
     if pv.dead_at is not None:
         print(f"{where}: cursor: prefix ({cut} characters) cannot be completed")
         print(_describe_dead(name, index, pv.dead_at, "the prefix"))
         print(f"{name}: whole file: invalid")
+        _version_note(name, text, args)
         return EXIT_INVALID
     print(f"{where}: cursor: prefix ({cut} characters) can be completed" + (" (and is already complete)" if pv.complete else ""))
 
     # 2. prefix + rest: continue from the prefix checker (feed is pure)
     try:
-        c = fc.fim_checker(prefix, "", language=args.language)
+        c = fc.fim_checker(prefix, "", language=args.language, python_version=version)
     except _uncompletable():  # pragma: no cover - disagrees with step 1
         c = None
     if c is None:
-        wv = check_text(text, args.language)
+        wv = check_text(text, args.language, python_version=version)
     else:
-        wv = check_text(text, args.language, start_checker=c, start=cut, feed_chunk=args.feed_chunk)
+        wv = check_text(text, args.language, start_checker=c, start=cut, feed_chunk=args.feed_chunk,
+                        python_version=version)
     if wv.complete:
         print(f"{name}: whole file: ok: valid program")
     elif wv.dead_at is not None:
@@ -240,6 +302,8 @@ def cmd_check(args) -> int:
     else:
         print(f"{name}: whole file: invalid")
         print(_describe_eof(name, index))
+    if not wv.complete:
+        _version_note(name, text, args)
     return EXIT_OK
 
 
@@ -269,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="cursor position: a 0-based character offset (the prefix length) or LINE:COL (1-based)",
     )
     c.add_argument("--language", default="python", help="language of the file (default: python)")
+    add_python_version_option(c)
     c.add_argument(
         "--feed-chunk",
         type=int,

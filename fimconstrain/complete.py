@@ -42,16 +42,19 @@ def cursor_offset(text: str, cursor: str | int) -> int:
 def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "constrained",
                   max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64,
                   seed: int | None = 0, fim_format: str | None = None, order: str = "psm",
-                  trust_remote_code: bool = False, progress: bool = True, **options):
+                  trust_remote_code: bool = False, progress: bool = True, python_version=None, **options):
     """Fill the middle of the file at ``path`` at ``cursor``; returns a :class:`~fimconstrain.generate.FimResult`.
 
     ``model`` is a :class:`~fimconstrain.models.LoadedModel`, a directory or cached hub id, or None for the
-    shipped default model. ``options`` go to :meth:`~fimconstrain.generate.FimDecoder.generate`
+    shipped default model. ``python_version`` (``"3.12"`` or ``(3, 12)``; default: the newest) is the
+    syntax the middle must keep valid. ``options`` go to :meth:`~fimconstrain.generate.FimDecoder.generate`
     (``finish_in_budget``, ``best_stop``, ``prefilter``).
     """
     from .generate import FimDecoder
     from .models import LoadedModel, load_model
+    from .versions import parse_python_version
 
+    python_version = parse_python_version(python_version)  # a bad version fails before the model loads
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -59,7 +62,7 @@ def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "
     offset = cursor_offset(text, cursor)
     if not isinstance(model, LoadedModel):
         model = load_model(model, fim_format=fim_format, trust_remote_code=trust_remote_code)
-    decoder = FimDecoder(model.model, model.tokenizer, model.fim_format, order=order)
+    decoder = FimDecoder(model.model, model.tokenizer, model.fim_format, order=order, python_version=python_version)
     return decoder.generate(text[:offset], text[offset:], mode=mode, max_new_tokens=max_new_tokens,
                             temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, progress=progress,
                             **options)
@@ -67,6 +70,7 @@ def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain complete``."""
+    from .cli import add_python_version_option
     from .generate import MODES
 
     ap = argparse.ArgumentParser(prog="fimconstrain complete",
@@ -89,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="constrained: when the budget runs out, do not cut at the likeliest point where the file was valid")
     ap.add_argument("--prefilter", action="store_true",
                     help="constrained: mask each step with the token-mask store before the exact check")
+    add_python_version_option(ap)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return ap
 
@@ -102,7 +107,7 @@ def main_complete(argv: list[str] | None = None) -> int:
                                top_k=args.top_k, seed=args.seed, fim_format=args.fim_format, order=args.order,
                                trust_remote_code=args.trust_remote_code, progress=not args.json,
                                finish_in_budget=args.finish_in_budget, best_stop=args.best_stop,
-                               prefilter=args.prefilter)
+                               prefilter=args.prefilter, python_version=args.python_version)
     except FimConstrainError as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)
         return 2

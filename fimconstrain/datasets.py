@@ -98,21 +98,30 @@ def ast_parses(text: str) -> bool:
     return True
 
 
-def engine_accepts(text: str) -> bool:
-    """Whether our parser accepts ``text`` as a whole program (paper: drop files the implementation can't take)."""
+def interpreter_version() -> tuple[int, int]:
+    """This interpreter's Python version, clamped into the versions the engine supports: the
+    version whose syntax :func:`ast_parses` judges, so the engine's verdict should agree with it."""
+    from .versions import NEWEST, OLDEST
+
+    return min(max(tuple(sys.version_info[:2]), OLDEST), NEWEST)
+
+
+def engine_accepts(text: str, python_version=None) -> bool:
+    """Whether our parser accepts ``text`` as a whole program at ``python_version`` (default: the
+    newest; paper: drop files the implementation can't take)."""
     from . import fim_checker
     from .errors import FimConstrainError
 
     try:
-        checker = fim_checker("", "").feed(text)
+        checker = fim_checker("", "", python_version=python_version).feed(text)
         return checker is not None and checker.is_complete()
     except (FimConstrainError, RecursionError):
         return False
 
 
-def read_source(data: bytes, min_chars: int, max_chars: int) -> tuple[str | None, str]:
-    """(text, "ok") if the file is UTF-8, within the size limits, and ``ast.parse`` and our parser accept it,
-    else (None, why not)."""
+def read_source(data: bytes, min_chars: int, max_chars: int, python_version=None) -> tuple[str | None, str]:
+    """(text, "ok") if the file is UTF-8, within the size limits, and ``ast.parse`` and our parser (at
+    ``python_version``, default: the newest) accept it, else (None, why not)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -123,7 +132,7 @@ def read_source(data: bytes, min_chars: int, max_chars: int) -> tuple[str | None
         return None, "size"
     if not ast_parses(text):
         return None, "ast.parse rejects"
-    if not engine_accepts(text):
+    if not engine_accepts(text, python_version):
         return None, "our parser rejects"
     return text, "ok"
 
@@ -240,6 +249,9 @@ class BuildOptions:
     per_file: int = PER_FILE
     min_chars: int = 1000
     max_chars: int = 50000
+    #: the Python version our parser checks the files as (default: this interpreter's, whose
+    #: ast.parse checks them too)
+    python_version: tuple[int, int] = field(default_factory=interpreter_version)
 
 
 def examples_of_file(text: str, data: bytes, rel: str, opts: BuildOptions) -> list[Example]:
@@ -276,7 +288,7 @@ def build(root: Path, n: int, opts: BuildOptions, exclusion: Exclusion | None = 
         if exclusion is not None and exclusion.excludes(path, sha256(data)):
             stats["training data"] = stats.get("training data", 0) + 1
             continue
-        text, verdict = read_source(data, opts.min_chars, opts.max_chars)
+        text, verdict = read_source(data, opts.min_chars, opts.max_chars, opts.python_version)
         stats[verdict] = stats.get(verdict, 0) + 1
         if text is None:
             continue
@@ -308,7 +320,9 @@ def read_examples(path: Path) -> list[Example]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain dataset``."""
+    from .cli import add_python_version_option
     from .models import DEFAULT_MODEL_DIR
+    from .versions import format_version
 
     ap = argparse.ArgumentParser(prog="fimconstrain dataset",
                                  description="Build Stack-Boundary or Stack-RandSpan (paper 004 §VII-A) as JSONL.")
@@ -324,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="model folder whose training.json says which standard-library files to exclude")
     ap.add_argument("--no-exclude", action="store_true",
                     help="keep standard-library files (for models not trained on them)")
+    add_python_version_option(ap, format_version(interpreter_version()),
+                              "this interpreter's, whose ast.parse also checks every file")
     ap.add_argument("--out", type=Path, required=True, help="output JSONL file")
     ap.add_argument("--manifest", type=Path, default=None,
                     help="also write id, path, sha256 and offsets (no texts) here, to record which files were used")
@@ -340,12 +356,14 @@ def main_build(argv: list[str] | None = None) -> int:
     """Build a dataset and write it as JSONL; exit 1 when fewer than ``-n`` examples could be made."""
     from tqdm import tqdm
 
+    from .versions import format_version
+
     args = build_parser().parse_args(argv)
     root = args.root or default_root()
     if not root.is_dir():
         print(f"fimconstrain dataset: {root} is not a folder", file=sys.stderr)
         return 2
-    opts = BuildOptions(args.kind, args.seed, args.per_file, args.min_chars, args.max_chars)
+    opts = BuildOptions(args.kind, args.seed, args.per_file, args.min_chars, args.max_chars, args.python_version)
     exclusion = Exclusion(source="none (--no-exclude)") if args.no_exclude else training_exclusions(args.model)
     stats: dict = {}
     with tqdm(total=args.n, unit="ex", desc=f"stack-{args.kind}") as bar:
@@ -358,7 +376,8 @@ def main_build(argv: list[str] | None = None) -> int:
         write_jsonl(args.manifest, (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8")))
     skipped = ", ".join(f"{why}: {n}" for why, n in sorted(stats.items()) if why != "ok") or "none"
     print(f"{count} {args.kind} examples from {stats.get('ok', 0)} files of {root} -> {args.out}\n"
-          f"  files skipped: {skipped}\n  training files excluded per {exclusion.source}", file=sys.stderr)
+          f"  files skipped: {skipped}\n  training files excluded per {exclusion.source}\n"
+          f"  files checked as Python {format_version(opts.python_version)}", file=sys.stderr)
     return 0 if count == args.n else 1
 
 

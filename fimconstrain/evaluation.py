@@ -190,6 +190,12 @@ def eval_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (timings are reported for this)")
     ap.add_argument("--with-context", action="store_true", help="store prefix and suffix in every record")
+    from .cli import add_python_version_option
+    from .datasets import interpreter_version
+    from .versions import format_version
+
+    add_python_version_option(ap, format_version(interpreter_version()),
+                              "this interpreter's, whose ast.parse judges success")
     return ap
 
 
@@ -213,6 +219,7 @@ def run_all(args: argparse.Namespace) -> int:
     from .errors import FimConstrainError
     from .generate import FimDecoder
     from .models import load_model
+    from .versions import format_version
 
     done = done_keys(args.out)
     todo = [(path.stem, ex) for path in args.datasets for ex in read_examples(path)[:args.n]]
@@ -226,7 +233,7 @@ def run_all(args: argparse.Namespace) -> int:
     except FimConstrainError as error:
         print(f"fimconstrain eval: {error}", file=sys.stderr)
         return 2
-    decoder = FimDecoder(loaded.model, loaded.tokenizer, loaded.fim_format)
+    decoder = FimDecoder(loaded.model, loaded.tokenizer, loaded.fim_format, python_version=args.python_version)
     if finish_kwargs(decoder, True) is None and set(CONSTRAINED) & set(args.modes):
         print("fimconstrain eval: FimDecoder.generate has no budget-aware finish flag; both constrained modes "
               "run with its defaults (records say finish=null)", file=sys.stderr)
@@ -238,6 +245,7 @@ def run_all(args: argparse.Namespace) -> int:
         for dataset, example in todo:
             for rec in run_example(decoder, dataset, example, missing[dataset, example.id], opts):
                 rec["model"] = loaded.name
+                rec["python_version"] = format_version(decoder.python_version)
                 out.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 out.flush()
                 bar.update(1)

@@ -26,6 +26,7 @@ from .checker import Checker, fim_checker
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
 from .models import context_window
+from .versions import PythonVersion, VersionLike, parse_python_version
 
 #: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
 MODES = ("unconstrained", "checked", "constrained", "prefix")
@@ -263,33 +264,46 @@ FINISH_SECONDS = 5.0
 
 @dataclass
 class FimDecoder:
-    """Fills the middle between a prefix and a suffix with ``model``, in any of :data:`MODES`."""
+    """Fills the middle between a prefix and a suffix with ``model``, in any of :data:`MODES`.
+
+    ``python_version`` (``"3.12"`` or ``(3, 12)``; default: the newest) is the Python whose
+    syntax the constraint accepts; :meth:`generate` can override it per call.
+    """
 
     model: object
     tokenizer: object
     fim_format: FimFormat | None = None
     order: str = "psm"
     window: int | None = None
+    python_version: VersionLike | None = None
     codec: TextCodec = field(init=False)
     stop_ids: set[int] = field(init=False)
     banned_ids: set[int] = field(init=False)
-    _mask_store: object = field(init=False, default=None, repr=False)
+    _mask_stores: dict = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
+        self.python_version = parse_python_version(self.python_version)
         self.fim_format = self.fim_format or resolve_format(self.tokenizer)
         self.codec = TextCodec(self.tokenizer)
         self.window = self.window or context_window(self.model, self.tokenizer)
         self.stop_ids = self.fim_format.stop_ids(self.tokenizer)
         self.banned_ids = special_token_ids(self.tokenizer) - self.stop_ids
 
-    def mask_store(self):
-        """The token-mask store for this tokenizer (built once, cached on disk)."""
-        if self._mask_store is None:
+    def mask_store(self, python_version: VersionLike | None = None):
+        """The token-mask store for this tokenizer and a Python version (default: the decoder's),
+        built once per version and cached on disk."""
+        version = self.version_for(python_version)
+        store = self._mask_stores.get(version)
+        if store is None:
             from .mask_store import MaskStore
 
-            self._mask_store = MaskStore.load_or_build(self.tokenizer, progress=False,
-                                                       vocab_size=self.model.config.vocab_size)
-        return self._mask_store
+            store = self._mask_stores[version] = MaskStore.load_or_build(
+                self.tokenizer, progress=False, vocab_size=self.model.config.vocab_size, python_version=version)
+        return store
+
+    def version_for(self, python_version: VersionLike | None = None) -> PythonVersion:
+        """``python_version`` checked, or the decoder's own when None."""
+        return self.python_version if python_version is None else parse_python_version(python_version)
 
     def ends(self, token: int) -> bool:
         """Whether ``token`` ends the middle: a stop token, or (unconstrained) any other FIM marker."""
@@ -299,7 +313,7 @@ class FimDecoder:
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64, seed: int | None = None,
                  finisher: Finisher | None = None, finish_in_budget: bool = True, best_stop: bool = True,
                  prefilter: bool = False, should_stop: Callable[[], bool] | None = None,
-                 progress: bool = False) -> FimResult:
+                 progress: bool = False, python_version: VersionLike | None = None) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
         In constrained mode, when the budget runs out (or no candidate passes) on an incomplete
@@ -311,17 +325,19 @@ class FimDecoder:
         ``should_stop`` is polled once per step; when it returns True generation stops at once.
         ``prefilter`` masks every step's logits with the token-mask store first (always in
         prefix mode): the mask is sound, so the exact check then confirms fewer candidates and
-        the same tokens are chosen.
+        the same tokens are chosen. ``python_version``: the syntax the constraint accepts, for
+        this call (default: the decoder's ``python_version``).
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        version = self.version_for(python_version)
         max_new_tokens = max(1, min(max_new_tokens, self.window // 2))
         prompt = build_prompt(self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order)
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         run = _Run(self, prefix, suffix, mode, len(prompt))
         if mode in ("constrained", "prefix"):
-            run.start_constraint(suffix if mode == "constrained" else "")
-        store = self.mask_store() if mode == "prefix" or (prefilter and mode == "constrained") else None
+            run.start_constraint(suffix if mode == "constrained" else "", version)
+        store = self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
         stepper = _CachedStepper(self.model)
         logits = stepper.logits(prompt)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
@@ -370,10 +386,11 @@ class _Run:
         self.stop_points: list[tuple[float, int, ConstraintState]] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
-    def start_constraint(self, suffix: str) -> None:
+    def start_constraint(self, suffix: str, python_version: PythonVersion | None = None) -> None:
         """Build the checker (the one-time cost): for the whole file, or the prefix only."""
         start = time.perf_counter()
-        self.state = ConstraintState(fim_checker(self.prefix, suffix), self.decoder.codec)
+        checker = fim_checker(self.prefix, suffix, python_version=self.decoder.version_for(python_version))
+        self.state = ConstraintState(checker, self.decoder.codec)
         self.states = [self.state]  # the state after each token of the middle
         self.result.setup_seconds = time.perf_counter() - start
 
@@ -539,17 +556,18 @@ class FimLogitsProcessor(LogitsProcessor):
     Every row of the batch fills the same prefix/suffix; ``prompt_length`` is the
     (padded) prompt width, so the row's middle is ``input_ids[row, prompt_length:]``.
     When no token passes, only the stop tokens stay allowed so generation ends.
+    ``python_version``: the syntax the constraint accepts (default: the newest).
     """
 
     def __init__(self, tokenizer, prefix: str, suffix: str, prompt_length: int, k: int = 1,
-                 fim_format: FimFormat | None = None):
+                 fim_format: FimFormat | None = None, python_version: VersionLike | None = None):
         fmt = fim_format or resolve_format(tokenizer)
         self.codec = TextCodec(tokenizer)
         self.stop_ids = fmt.stop_ids(tokenizer)
         self.banned_ids = special_token_ids(tokenizer) - self.stop_ids
         self.prompt_length = prompt_length
         self.k = k
-        self.root = ConstraintState(fim_checker(prefix, suffix), self.codec)
+        self.root = ConstraintState(fim_checker(prefix, suffix, python_version=python_version), self.codec)
         self.seconds = 0.0
 
     def state_for(self, middle: list[int]) -> ConstraintState | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 import weakref
 from collections import deque
@@ -24,9 +25,13 @@ import numpy as np
 
 from .layers import PlainLayer, PythonLayer, _indent_columns
 from .regex_dfa import DEAD
+from .versions import VersionLike, format_version, parse_python_version
 from .vocab import Vocabulary, split_utf8, vocabulary
 
-STORE_VERSION = 1
+STORE_VERSION = 2
+#: token text that may open an f-string or t-string (its quote, or the quote and the prefix
+#: letters a lexeme in progress lacks): after it the lexer reads in another mode
+_STRING_MODE_OPENER = re.compile(r"""^[rRfFtT]{0,2}['"]|[fFtT][rR]?['"]|[rR][fFtT]['"]""")
 _FILE_KEYS = ("rows", "cont", "zero", "fresh", "ext", "nl_groups")
 #: per newline state, how many groups of indentation-changing tokens are judged exactly
 NEWLINE_GROUPS = 16
@@ -226,6 +231,17 @@ class _Builder:
         bits[self.variants.owner[variant_sel]] = True
         return bits
 
+    def _mode_openers(self) -> np.ndarray:
+        """Tokens that may open an f-string or t-string inside them. The rows model one lexing
+        mode, and what follows such a start is read in another, so they are always allowed
+        (a superset stays sound; the exact check decides)."""
+        bits = np.zeros(self.vocab.size, dtype=bool)
+        if self.layer.string_start_mask:
+            for token, piece in enumerate(self.vocab.pieces):
+                if piece is not None and _STRING_MODE_OPENER.search(split_utf8(piece)[0]):
+                    bits[token] = True
+        return bits
+
     # -- suffixes read from the empty lexeme
 
     def suffix_sets(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -328,7 +344,7 @@ class _Builder:
         special = {
             "newline_first": self.row(self._token_set(var.newline_first)),
             "text_tokens": self.row(self.tokens_of(np.ones(len(var), dtype=bool)) | self._token_set(var.empty)),
-            "always": self.row(self._token_set(var.empty)),
+            "always": self.row(self._token_set(var.empty) | self._mode_openers()),
         }
         return {
             "rows": np.stack(self._rows),
@@ -415,6 +431,23 @@ def grammar_key(layer: PlainLayer) -> str:
     return hashlib.sha256(spec.encode()).hexdigest()[:24]
 
 
+def store_version_tag(language: str, python_version: VersionLike | None = None) -> str | None:
+    """The target Python version a store for ``language`` is built for, as ``"3.12"`` (default:
+    the newest), or None for a language without versions (JSON). Stores are per version: the
+    parser states they are read with, and the keywords they split tokens at, differ."""
+    from .checker import LANGUAGES
+
+    if language in LANGUAGES and not LANGUAGES[language][3]:
+        return None
+    return format_version(parse_python_version(python_version))
+
+
+def _store_layer(language: str, tag: str | None) -> PlainLayer:
+    from .checker import get_layer
+
+    return get_layer(language, tag)
+
+
 def default_cache_dir() -> Path:
     """``$FIMCONSTRAIN_CACHE`` or ``~/.cache/fimconstrain``, plus ``masks/``."""
     root = os.environ.get("FIMCONSTRAIN_CACHE") or Path.home() / ".cache" / "fimconstrain"
@@ -455,6 +488,8 @@ class MaskStore:
         self.layer = layer
         self.vocab_size = vocab_size
         self.meta = meta
+        #: the target Python version (``"3.12"``) the store was built for; None for JSON
+        self.python_version: str | None = meta.get("python_version")
         self._data = data
         self.rows = data["rows"]
         self.words = self.rows.shape[1]
@@ -473,17 +508,18 @@ class MaskStore:
 
     @classmethod
     def build(cls, tokenizer, language: str = "python", progress: bool = True,
-              vocab_size: int | None = None) -> MaskStore:
+              vocab_size: int | None = None, python_version: VersionLike | None = None) -> MaskStore:
         """Build the store for ``tokenizer`` (a tokenizers/transformers tokenizer or a
-        :class:`~fimconstrain.vocab.Vocabulary`) and a language's grammar."""
-        from .checker import get_layer
-
+        :class:`~fimconstrain.vocab.Vocabulary`) and a language's grammar at a target Python
+        version (``"3.12"`` or ``(3, 12)``; default: the newest). Its masks are for checkers
+        of that version only."""
         started = time.perf_counter()
-        layer = get_layer(language)
+        tag = store_version_tag(language, python_version)
+        layer = _store_layer(language, tag)
         vocab = tokenizer if isinstance(tokenizer, Vocabulary) else vocabulary(tokenizer, vocab_size)
         built = _Builder(layer, vocab, progress).build()
         meta = {
-            "version": STORE_VERSION, "language": language, "grammar": grammar_key(layer),
+            "version": STORE_VERSION, "language": language, "python_version": tag, "grammar": grammar_key(layer),
             "vocab": vocab.fingerprint(), "vocab_size": vocab.size,
             "terminals": [t.name for t in layer.grammar.terminals],
             "build_seconds": time.perf_counter() - started,
@@ -494,25 +530,31 @@ class MaskStore:
 
     @classmethod
     def load_or_build(cls, tokenizer, language: str = "python", cache_dir: Path | str | None = None,
-                      progress: bool = True, vocab_size: int | None = None) -> MaskStore:
-        """The cached store for (grammar, tokenizer), built and saved on a miss."""
+                      progress: bool = True, vocab_size: int | None = None,
+                      python_version: VersionLike | None = None) -> MaskStore:
+        """The cached store for (grammar, Python version, tokenizer), built and saved on a miss."""
         vocab = tokenizer if isinstance(tokenizer, Vocabulary) else vocabulary(tokenizer, vocab_size)
-        path = cls.cache_path(vocab, language, cache_dir)
+        tag = store_version_tag(language, python_version)
+        path = cls.cache_path(vocab, language, cache_dir, tag)
         if path.exists():
             try:
-                return cls.load(path, language, vocab)
+                return cls.load(path, language, vocab, tag)
             except (OSError, ValueError, KeyError):
                 pass  # a stale or broken file: build again
-        store = cls.build(vocab, language, progress)
+        store = cls.build(vocab, language, progress, python_version=tag)
         store.save(path)
         return store
 
     @staticmethod
-    def cache_path(vocab: Vocabulary, language: str = "python", cache_dir: Path | str | None = None) -> Path:
-        from .checker import get_layer
-
+    def cache_path(vocab: Vocabulary, language: str = "python", cache_dir: Path | str | None = None,
+                   python_version: VersionLike | None = None) -> Path:
+        """``<cache>/<language>-<version>-<grammar hash>-<vocabulary fingerprint>.npz`` (no
+        version part for a language without versions)."""
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        return folder / f"{language}-{grammar_key(get_layer(language))}-{vocab.fingerprint()}.npz"
+        tag = store_version_tag(language, python_version)
+        key = grammar_key(_store_layer(language, tag))
+        name = f"{language}-{tag}-{key}" if tag is not None else f"{language}-{key}"
+        return folder / f"{name}-{vocab.fingerprint()}.npz"
 
     def save(self, path: Path | str) -> Path:
         """Write the store as one uncompressed ``.npz`` (atomically)."""
@@ -524,15 +566,22 @@ class MaskStore:
         return path
 
     @classmethod
-    def load(cls, path: Path | str, language: str | None = None, vocab: Vocabulary | None = None) -> MaskStore:
-        """Read a saved store; ValueError if it was built for another grammar, store format or
-        (when ``vocab`` is given) vocabulary."""
-        from .checker import get_layer
-
+    def load(cls, path: Path | str, language: str | None = None, vocab: Vocabulary | None = None,
+             python_version: VersionLike | None = None) -> MaskStore:
+        """Read a saved store; ValueError if it was built for another grammar, store format,
+        Python version (when ``python_version`` is given; else the one it was built for is
+        used) or (when ``vocab`` is given) vocabulary."""
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             data = {k: f[k] for k in _FILE_KEYS}
-        layer = get_layer(language or meta["language"])
+        language = language or meta["language"]
+        if meta.get("language") != language:
+            raise ValueError(f"{path}: mask store for {meta.get('language')!r}, not {language!r}")
+        stored = meta.get("python_version")
+        tag = store_version_tag(language, stored if python_version is None else python_version)
+        if stored != tag:  # a store from before stores were per version has none: built again
+            raise ValueError(f"{path}: mask store for Python {stored}, not {tag}")
+        layer = _store_layer(language, tag)
         if meta.get("version") != STORE_VERSION or meta.get("grammar") != grammar_key(layer):
             raise ValueError(f"{path}: mask store for another grammar or store version")
         if vocab is not None and meta.get("vocab") != vocab.fingerprint():
@@ -573,6 +622,9 @@ class MaskStore:
         """Bitset (``uint64`` words, read-only) of the tokens that may come next: a superset of
         those ``checker.feed`` accepts. ``held``: the decoder holds back part of a character
         (every text token is allowed then). Stop tokens are never in it (ask ``is_complete``)."""
+        if checker._layer is not self.layer:
+            raise ValueError(f"mask store for {self._describe(self.layer)}, "
+                             f"checker for {self._describe(checker._layer)}")
         if held:
             return self.all_text
         out = None
@@ -586,6 +638,11 @@ class MaskStore:
         if self.always is not None:
             out = out | self.always
         return out
+
+    @staticmethod
+    def _describe(layer) -> str:
+        version = getattr(layer, "version", None)
+        return f"Python {format_version(version)}" if version else f"another grammar ({type(layer).__name__})"
 
     def allowed(self, checker, held: int = 0) -> np.ndarray:
         """The mask as a bool vector over token ids (length ``vocab_size``)."""
@@ -606,7 +663,7 @@ class MaskStore:
         parser state), then the rows they select are ORed (memoised per answer)."""
         parser, layout, sid, text, _ = branch
         q = self._local.get(sid)
-        if q is None:
+        if q is None or self.layer.open_quotes(layout):  # inside an f-string: other lexing modes
             self.fallbacks += 1
             return self.all_text
         e = self._entries[q]
@@ -716,7 +773,7 @@ def next_terminals(layer: PlainLayer, parser, layout, terminal: int) -> int:
     if not isinstance(layer, PythonLayer):
         after = rec.scan(parser, (terminal,))
         return 0 if after is None else rec.expected_terminals(after) | layer.ignore_mask
-    indents, depth, line_open = layout
+    indents, depth, line_open, _ = layout
     if terminal == layer.newline:
         if depth:
             return layer.allowed(parser, layout)

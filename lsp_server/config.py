@@ -36,6 +36,9 @@ class Settings:
     top_k: int = 64  # candidates checked against the constraint before scanning the whole vocabulary
     max_file_chars: int = 200_000  # larger documents get no completions (and a log message)
     languages: tuple[str, ...] = ("python",)  # languageIds served
+    # "auto": the lower bound of requires-python in the nearest pyproject.toml, else the newest;
+    # or "3.8" .. "3.14". A document that parses only at a newer version is checked as that one
+    python_version: str = "auto"
 
     def model_key(self) -> tuple:
         """The settings that need the model reloaded when they change."""
@@ -110,6 +113,12 @@ def _languages(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _python_version(value: Any) -> str:
+    from .pyversion import normalize_setting
+
+    return normalize_setting(value)
+
+
 def _device(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps|xpu(:\d+)?", value):
         raise ValueError("expected cpu, cuda, cuda:N, mps or xpu")
@@ -121,7 +130,7 @@ _CHECKS = {
     "trust_remote_code": _bool, "mode": _choice(MODES), "max_tokens": _int(1, 4096),
     "deadline_ms": _int(50, 600_000), "multiline": _choice(MULTILINE), "invoked_items": _int(1, 10),
     "temperature": _float(0.0, 5.0), "top_k": _int(1, 100_000), "max_file_chars": _int(1, 50_000_000),
-    "languages": _languages,
+    "languages": _languages, "python_version": _python_version,
 }
 assert set(_CHECKS) == set(_FIELDS)
 

@@ -29,10 +29,16 @@ WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
 class Job:
     """One completion request: its stop flags and deadline, and the tokens of the generation in progress."""
 
-    def __init__(self, uri: str, deadline: float, single_line: bool):
+    def __init__(self, uri: str, deadline: float, single_line: bool, python_version=None,
+                 verify_text: str | None = None):
         self.uri = uri
         self.deadline = deadline  # time.monotonic() value
         self.single_line = single_line
+        # the Python version asked for (None: the newest) and, when the document has not been
+        # checked at it since it was opened or changed a lot, its whole text to check first
+        self.python_version = python_version
+        self.verify_text = verify_text
+        self.used_version = None  # the version the completion was constrained by (set by Engine.complete)
         self.reason: str | None = None  # "cancelled", "superseded"...: stopped from outside
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
         self._event = threading.Event()
@@ -152,7 +158,7 @@ class Engine:
         return loaded
 
     def _generate(self, loaded: Loaded, job: Job, prefix: str, suffix: str, max_tokens: int,
-                  temperature: float, seed: int | None, top_k: int) -> str:
+                  temperature: float, seed: int | None, top_k: int, python_version=None) -> str:
         """The raw middle (possibly cut short by the job); the model is left unwatched afterwards."""
         decoder = loaded.decoder
         job.begin(decoder.codec)
@@ -162,30 +168,47 @@ class Engine:
         try:
             result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=max_tokens,
                                       temperature=temperature, top_k=top_k, seed=seed,
-                                      finish_in_budget=False, should_stop=job.should_stop)
+                                      finish_in_budget=False, should_stop=job.should_stop,
+                                      python_version=python_version)
             return result.middle
         finally:
             loaded.watched.job = None
 
     def complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
-        """Up to ``items`` distinct valid middles (greedy first, then sampled); [] when stopped or impossible."""
+        """Up to ``items`` distinct valid middles (greedy first, then sampled); [] when stopped or impossible.
+
+        The syntax is ``job.python_version``'s, or a newer version's when the document
+        (``job.verify_text``) or the text around the cursor does not parse at it but does at a
+        newer one (never refused for its version); ``job.used_version`` says which was used."""
         from fimconstrain import FimConstrainError, fim_checker
+        from fimconstrain.versions import parse_python_version
+
+        from .pyversion import accepts, newest_accepting
 
         loaded = self.loaded
         if loaded is None or job.cancelled or job.expired():
             return []
         constrain_suffix = suffix if settings.mode == "fim" else ""
+        version = parse_python_version(job.python_version)
+        if job.verify_text is not None and not accepts(job.verify_text, "", version):
+            version = newest_accepting(job.verify_text, "", version) or version
+        job.used_version = version
         try:
-            checker = fim_checker(prefix, constrain_suffix)
+            checker = fim_checker(prefix, constrain_suffix, python_version=version)
         except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
-            log.info("no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None))
-            return []
+            newer = newest_accepting(prefix, constrain_suffix, version)
+            if newer is None:
+                log.info("no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None))
+                return []
+            version = job.used_version = newer
+            checker = fim_checker(prefix, constrain_suffix, python_version=version)
         out: list[str] = []
         for i in range(items):
             if job.cancelled or (i and job.expired()):
                 break
             raw = self._generate(loaded, job, prefix, constrain_suffix, settings.max_tokens,
-                                 0.0 if i == 0 else settings.temperature, None if i == 0 else i, settings.top_k)
+                                 0.0 if i == 0 else settings.temperature, None if i == 0 else i, settings.top_k,
+                                 python_version=version)
             if job.cancelled:
                 break
             middle = finish_middle(checker, raw, job.single_line, constrain_suffix)

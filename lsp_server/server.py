@@ -7,8 +7,10 @@ timeout, so a slow model, a huge file or a model that fails to load can delay or
 empty a completion but never stall other requests.
 
 Custom notification ``fimconstrain/status`` (server -> client), params
-``{"state": "busy" | "idle" | "error", "message": str, "model": str | null}``,
-sent when the state changes: busy while the model loads or a completion runs.
+``{"state": "busy" | "idle" | "error", "message": str, "model": str | null,
+"pythonVersion": str | null}``, sent when the state changes: busy while the model loads or
+a completion runs; ``pythonVersion`` is the Python version the last completed document was
+checked as (the message says so when that is newer than the ``pythonVersion`` setting gave).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
@@ -30,6 +33,7 @@ from . import __version__
 from .config import SECTION, Settings, section, update
 from .documents import UTF8, Documents, encoding_name, offset_at
 from .engine import Engine, Job
+from .pyversion import Choice, Chooser
 from .shaping import wants_multiline
 
 log = logging.getLogger("lsp_server")
@@ -37,6 +41,31 @@ log = logging.getLogger("lsp_server")
 STATUS = "fimconstrain/status"
 GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worker to hand over what it has
 CONFIG_PULL_SECONDS = 3.0
+#: an edit that inserts this many characters, or spans this many lines, is a major change: the
+#: document is checked again at the version its pythonVersion setting gives
+MAJOR_CHANGE_CHARS = 200
+MAJOR_CHANGE_LINES = 5
+
+
+@dataclass
+class DocVersion:
+    """The Python version an open document is checked as."""
+
+    choice: Choice  # what the pythonVersion setting gives it
+    version: tuple[int, int]  # what it is checked as: the choice's, or a newer one it parses at
+    verified: bool = False  # whether the whole document has been checked since it was opened or changed a lot
+
+
+def _name(uri: str) -> str:
+    return uri.rsplit("/", 1)[-1]
+
+
+def _major_change(change) -> bool:
+    rng, text = getattr(change, "range", None), getattr(change, "text", "")
+    if rng is None:
+        return True  # the whole document
+    return (len(text) >= MAJOR_CHANGE_CHARS or text.count("\n") >= MAJOR_CHANGE_LINES
+            or abs(rng.end.line - rng.start.line) >= MAJOR_CHANGE_LINES)
 
 
 class _BadRequest:
@@ -134,7 +163,11 @@ class FimServer(LanguageServer):
         self.loading = 0  # load generation; the newest one decides the engine's state
         self.load_task: asyncio.Task | None = None
         self.running = 0
-        self.state: tuple[str, str] | None = None
+        self.state: tuple | None = None
+        self.versions = Chooser()
+        self.doc_versions: dict[str, DocVersion] = {}
+        self.status_python: str | None = None  # the version the last completed document was checked as
+        self.version_note: str | None = None  # set when that version is newer than its setting gave
         self.warned: set[str] = set()
         self.client_log = _ClientLog(self)
         self.client_log.setFormatter(logging.Formatter("%(message)s"))
@@ -164,12 +197,13 @@ class FimServer(LanguageServer):
         log.warning("%s: %s", getattr(source, "__name__", source), error)
 
     def set_status(self, state: str, message: str) -> None:
-        if self.state == (state, message):
+        if self.state == (state, message, self.status_python):
             return
-        self.state = (state, message)
+        self.state = (state, message, self.status_python)
         loaded = self.engine.loaded
         self.in_loop(self.protocol.notify, STATUS,
-                     {"state": state, "message": message, "model": loaded.name if loaded else None})
+                     {"state": state, "message": message, "model": loaded.name if loaded else None,
+                      "pythonVersion": self.status_python})
 
     def idle_status(self) -> None:
         if self.running or self.load_task is not None and not self.load_task.done():
@@ -179,7 +213,8 @@ class FimServer(LanguageServer):
         elif self.settings.mode == "off":
             self.set_status("idle", "completions are off (mode: off)")
         elif self.engine.loaded:
-            self.set_status("idle", f"ready: {self.engine.loaded.name} ({self.engine.loaded.fim_format})")
+            note = f"; {self.version_note}" if self.version_note else ""
+            self.set_status("idle", f"ready: {self.engine.loaded.name} ({self.engine.loaded.fim_format}){note}")
         else:
             self.set_status("idle", "no model loaded")
 
@@ -201,6 +236,8 @@ class FimServer(LanguageServer):
         self.settings, problems = update(before, raw)
         for problem in problems:
             log.warning("%s: %s", origin, problem)
+        if self.settings.python_version != before.python_version:
+            self.doc_versions.clear()  # every document is checked again at the new setting
         if self.settings != before:
             old, new = before.to_dict(), self.settings.to_dict()
             log.info("settings from %s: %s", origin, {k: v for k, v in new.items() if old[k] != v})
@@ -271,6 +308,43 @@ class FimServer(LanguageServer):
         value = values[0] if values else None
         return self.apply_settings(value, "workspace/configuration") if isinstance(value, dict) else False
 
+    # ------------------------------------------------------------ Python versions
+
+    def document_version(self, uri: str) -> DocVersion:
+        """The version ``uri`` is checked as: from the pythonVersion setting (pyproject.toml's
+        requires-python for "auto", read again when it changes), or the newer version it was
+        found to parse at since."""
+        choice = self.versions.choose(self.settings.python_version, uri)
+        entry = self.doc_versions.get(uri)
+        if entry is None or entry.choice != choice:
+            entry = self.doc_versions[uri] = DocVersion(choice, choice.version)
+            log.info("%s: Python %s (%s)", _name(uri), choice.label, choice.source)
+        return entry
+
+    def note_version(self, uri: str, entry: DocVersion, used: tuple[int, int] | None) -> None:
+        """After a completion: remember the version it was checked as; say so when the document
+        parses only at a newer version than its setting gives (never refuse it)."""
+        from fimconstrain.versions import format_version
+
+        if used is None:  # the engine did not get to it (no model, cancelled early)
+            return
+        if self.doc_versions.get(uri) is entry:
+            entry.verified = True
+            if used != entry.version:
+                entry.version = used
+                log.warning("%s does not parse as Python %s (%s) but does as %s: completing it as Python %s",
+                            _name(uri), entry.choice.label, entry.choice.source, format_version(used),
+                            format_version(used))
+        self.status_python = format_version(used)
+        self.version_note = (f"{_name(uri)}: Python {format_version(used)} (it does not parse as "
+                             f"{entry.choice.label})") if used != entry.choice.version else None
+
+    def document_changed(self, uri: str, changes: list) -> None:
+        entry = self.doc_versions.get(uri)
+        if entry is not None and entry.verified and any(map(_major_change, changes)):
+            entry.verified = False  # check the whole document again at the next completion
+            entry.version = entry.choice.version
+
     # ------------------------------------------------------------ completions
 
     async def inline_completion(self, params: types.InlineCompletionParams) -> types.InlineCompletionList:
@@ -310,7 +384,9 @@ class FimServer(LanguageServer):
         single = not wants_multiline(prefix, suffix, settings.multiline)
         items = settings.invoked_items if kind == types.InlineCompletionTriggerKind.Invoked else 1
 
-        job = Job(uri, time.monotonic() + settings.deadline_ms / 1000, single)
+        version = self.document_version(uri)
+        job = Job(uri, time.monotonic() + settings.deadline_ms / 1000, single, python_version=version.version,
+                  verify_text=None if version.verified else text)
         previous = self.jobs.get(uri)
         if previous is not None:
             previous.cancel("superseded")
@@ -319,6 +395,7 @@ class FimServer(LanguageServer):
         self.set_status("busy", f"completing {uri.rsplit('/', 1)[-1]}")
         try:
             middles = await self._run(job, prefix, suffix, settings, items)
+            self.note_version(uri, version, job.used_version)
         except asyncio.CancelledError:
             job.cancel("cancelled")
             raise
@@ -420,17 +497,21 @@ def create_server() -> FimServer:
     def did_open(ls: FimServer, params: types.DidOpenTextDocumentParams):
         doc = params.text_document
         ls.documents.open(doc.uri, doc.text, doc.version, doc.language_id)
+        ls.doc_versions.pop(doc.uri, None)  # its version is chosen (and checked) again
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FimServer, params: types.DidChangeTextDocumentParams):
         if not ls.documents.change(params.text_document.uri, params.text_document.version,
                                    list(params.content_changes)):
             log.warning("didChange for a document that is not open: %s", params.text_document.uri)
+        else:
+            ls.document_changed(params.text_document.uri, list(params.content_changes))
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: FimServer, params: types.DidCloseTextDocumentParams):
         uri = params.text_document.uri
         ls.documents.close(uri)
+        ls.doc_versions.pop(uri, None)
         if uri in ls.jobs:
             ls.jobs[uri].cancel("superseded")
 

@@ -192,3 +192,44 @@ def test_readme_python_examples():
 
     result = doctest.testfile(str(REPO / "README.md"), module_relative=False, verbose=False)
     assert result.attempted >= 4 and result.failed == 0
+
+
+# ---------------------------------------------------------------- --python-version
+
+
+def test_python_version_decides_what_is_valid(tmp_path):
+    """`type X = int` is a 3.12 statement: invalid as 3.11 (exit 1, with a note that it is valid
+    from 3.12 on), valid as 3.12 and by default (the newest)."""
+    f = tmp_path / "alias.py"
+    f.write_text("type X = int\n", encoding="utf-8")
+    rc, out, err = run("check", f, "--python-version", "3.11")
+    assert rc == 1, out + err
+    assert re.search(r"alias\.py:1:6: error", out), out
+    assert "valid as Python 3.12 and newer; checked as 3.11" in out
+    rc, out, err = run("check", f, "--python-version", "3.12")
+    assert rc == 0 and "ok: valid program" in out, out + err
+    rc, out, err = run("check", f)
+    assert rc == 0, out + err
+    # with a cursor the prefix sets the exit code; the whole file is still judged at 3.11
+    rc, out, err = run("check", f, "--cursor", "1:1", "--python-version", "3.11")
+    assert rc == 0 and "whole file: invalid" in out, out + err
+
+
+def test_python_version_match_statement(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("match x:\n    case 1:\n        pass\n", encoding="utf-8")
+    assert run("check", f, "--python-version", "3.9")[0] == 1
+    assert run("check", f, "--python-version", "3.10")[0] == 0
+
+
+@pytest.mark.parametrize("value", ["3.7", "3.15", "4.0", "abc", "3", "3.12.1", ""])
+def test_bad_python_version_is_a_usage_error(value):
+    rc, out, err = run("check", EXAMPLES / "inventory.py", "--python-version", value)
+    assert rc == 2, out + err
+    assert "--python-version" in err and "3.8 to 3.14" in err and "Traceback" not in err
+
+
+def test_help_shows_the_python_version_default():
+    rc, out, _ = run("check", "--help")
+    assert rc == 0 and "--python-version" in out
+    assert re.search(r"default:\s+3\.14", out), out

@@ -528,3 +528,56 @@ def test_complete_command_options(tiny_dir, tmp_path, capsys, monkeypatch):
     on = json.loads((main_complete(args + ["--prefilter"]), capsys.readouterr().out)[1])
     assert off["stopped"] in ("budget", "eos", "split", "stuck") and on["stopped"] != "budget"
     assert on["valid"]
+
+
+# ---------------------------------------------------------------- target Python version
+
+
+def test_python_version_constrains_generation(tiny):
+    """The decoder's python_version (or a call's) is the syntax the middle must keep valid:
+    `type X = ...` (3.12) cannot be completed as 3.11."""
+    prefix, suffix = "type X = ", "\n"
+    old = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="3.11")
+    assert old.python_version == (3, 11)
+    with pytest.raises(fimconstrain.UncompletableError):
+        old.generate(prefix, suffix, max_new_tokens=4)
+    result = old.generate(prefix, suffix, max_new_tokens=6, python_version=(3, 12))  # this call only
+    assert fimconstrain.fim_checker(prefix, suffix, python_version="3.12").feed(result.middle) is not None
+    assert FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format).python_version == fimconstrain.NEWEST_PYTHON
+    with pytest.raises(fimconstrain.InputError):
+        FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="2.7")
+    with pytest.raises(fimconstrain.UncompletableError):
+        FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.11")
+    FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.12")
+
+
+def test_mask_store_per_version(tiny, tmp_path, monkeypatch):
+    """One mask store per version, each cached in its own file; prefix mode uses the call's."""
+    monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="3.10")
+    default, newer = decoder.mask_store(), decoder.mask_store("3.12")
+    assert (default.python_version, newer.python_version) == ("3.10", "3.12")
+    assert decoder.mask_store((3, 10)) is default
+    assert sorted(p.name.split("-")[1] for p in (tmp_path / "masks").glob("python-*.npz")) == ["3.10", "3.12"]
+    prefix = "def first[T](items: list[T]) -> T:\n    return "
+    result = decoder.generate(prefix, "", mode="prefix", max_new_tokens=6, python_version="3.12",
+                              finish_in_budget=False)
+    assert fimconstrain.fim_checker(prefix, python_version="3.12").feed(result.middle) is not None
+    with pytest.raises(fimconstrain.UncompletableError):
+        decoder.generate(prefix, "", mode="prefix", max_new_tokens=2)  # type parameters: not 3.10
+
+
+def test_complete_command_python_version(tiny_dir, tmp_path, capsys):
+    from fimconstrain.complete import main_complete
+
+    path = tmp_path / "alias.py"
+    path.write_text("type X = int\ny = \n")
+    args = [str(path), "--cursor", "2:5", "--model", str(tiny_dir), "--max-new-tokens", "4", "--json"]
+    with pytest.raises(SystemExit) as info:
+        main_complete(args + ["--python-version", "3.7"])
+    assert info.value.code == 2 and "3.8 to 3.14" in capsys.readouterr().err
+    assert main_complete(args + ["--python-version", "3.11"]) == 2  # the file's prefix is 3.12 syntax
+    assert "cannot be completed" in capsys.readouterr().err
+    main_complete(args + ["--python-version", "3.12"])
+    record = json.loads(capsys.readouterr().out)
+    assert fimconstrain.fim_checker("type X = int\ny = ", "\n", python_version="3.12").feed(record["middle"])

@@ -540,3 +540,138 @@ def test_deadline_and_single_line(engine):
     for middle in engine.complete(job, "x = 1\ny = ", "\n", settings, 1):
         assert "\n" not in middle.strip("\n")
         ast.parse("x = 1\ny = " + middle + "\n")
+
+
+# ---------------------------------------------------------------- pythonVersion
+
+
+@pytest.mark.parametrize("spec, bound", [
+    (">=3.9", (3, 9)), ("~=3.10", (3, 10)), (">=3.8,<4", (3, 8)), ("^3.11", (3, 11)), ("~3.10", (3, 10)),
+    ("==3.12.*", (3, 12)), (">3.9", (3, 9)), (">= 3.10 , != 3.11.*", (3, 10)), (">=3.8 <4", (3, 8)),
+    ("3.11", (3, 11)), ("^3.9 || ^3.11", (3, 9)), (">=3.6", (3, 8)), (">=2.7", (3, 8)), (">=3.15", (3, 14)),
+    ("<4", None), ("", None), ("*", None), ("whatever", None),
+])
+def test_requires_python_lower_bound(spec, bound):
+    from lsp_server.pyversion import lower_bound
+
+    assert lower_bound(spec) == bound
+
+
+def _uri(path: Path) -> str:
+    return path.resolve().as_uri()
+
+
+def test_auto_version_from_the_nearest_pyproject(tmp_path):
+    from lsp_server.pyversion import Chooser
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "a"\nrequires-python = ">=3.9"\n')
+    inner = tmp_path / "pkg" / "sub"
+    inner.mkdir(parents=True)
+    chooser = Chooser()
+    choice = chooser.choose("auto", _uri(inner / "mod.py"))
+    assert choice.version == (3, 9) and "'>=3.9'" in choice.source and str(tmp_path) in choice.source
+    assert chooser.choose("3.12", _uri(inner / "mod.py")).version == (3, 12)  # a set version wins
+    # the nearest file decides, even without requires-python (then: the newest)
+    (tmp_path / "pkg" / "pyproject.toml").write_text('[tool.ruff]\nline-length = 100\n')
+    choice = chooser.choose("auto", _uri(inner / "mod.py"))
+    assert choice.version == (3, 14) and "no requires-python" in choice.source
+    # Poetry's python dependency, and a file that changed since it was read
+    poetry = tmp_path / "pkg" / "pyproject.toml"
+    poetry.write_text('[tool.poetry.dependencies]\npython = "^3.11"\n')
+    os.utime(poetry, ns=(1, 1))
+    assert chooser.choose("auto", _uri(inner / "mod.py")).version == (3, 11)
+    poetry.write_text('[project]\nrequires-python = "~=3.10"\n[tool.poetry.dependencies]\npython = "^3.11"\n')
+    os.utime(poetry, ns=(2, 2))
+    assert chooser.choose("auto", _uri(inner / "mod.py")).version == (3, 10)
+    # a broken file, no file at all, a document without a path: the newest
+    poetry.write_text("[project\n")
+    choice = chooser.choose("auto", _uri(inner / "mod.py"))
+    assert choice.version == (3, 14) and "cannot be read" in choice.source
+    assert chooser.choose("auto", "untitled:Untitled-1").version == (3, 14)
+
+
+def test_python_version_setting():
+    from lsp_server.config import Settings, update
+
+    assert Settings().python_version == "auto"
+    settings, problems = update(Settings(), {"pythonVersion": "3.9"})
+    assert settings.python_version == "3.9" and not problems
+    assert update(settings, {"pythonVersion": "AUTO"})[0].python_version == "auto"
+    for bad in ("3.7", "3.15", 3.1, "newest", None):
+        kept, problems = update(settings, {"pythonVersion": bad})
+        assert kept.python_version == "3.9" and problems and "3.8" in problems[0]
+
+
+def test_engine_falls_back_to_a_newer_version(engine):
+    """A document that does not parse at the version asked for, but does at the newest, is
+    completed as the newest (never refused); one that parses keeps its version."""
+    import time
+
+    from lsp_server.config import Settings
+    from lsp_server.engine import Job
+
+    settings = Settings(max_tokens=4, multiline="never")
+    prefix, suffix = "match command:\n    case 'go':\n        x = ", "\n"
+    job = Job("u", time.monotonic() + 60, True, python_version=(3, 9), verify_text=prefix + suffix)
+    for middle in engine.complete(job, prefix, suffix, settings, 1):
+        ast.parse(prefix + middle + suffix)
+    assert job.used_version == (3, 14)
+    # no whole-document check, but the text before the cursor needs 3.12: the same
+    prefix, suffix = "type Pair = tuple[int, int]\nx = ", "\n"
+    job = Job("u", time.monotonic() + 60, True, python_version=(3, 11))
+    engine.complete(job, prefix, suffix, settings, 1)
+    assert job.used_version == (3, 14)
+    job = Job("u", time.monotonic() + 60, True, python_version=(3, 9), verify_text="x = 1\ny = \n")
+    engine.complete(job, "x = 1\ny = ", "\n", settings, 1)
+    assert job.used_version == (3, 9)
+    # broken at every version: nothing, and the version stays
+    job = Job("u", time.monotonic() + 60, True, python_version=(3, 9), verify_text="x = 1)\ny = \n")
+    assert engine.complete(job, "x = 1)\ny = ", "\n", settings, 1) == []
+    assert job.used_version == (3, 9)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_python_version_auto_from_pyproject_and_fallback(client: LanguageClient, tmp_path):
+    """auto: the lower bound of requires-python; a file that needs newer syntax is completed as
+    the newest, and the log and the status say so."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\nrequires-python = ">=3.9,<4"\n')
+    statuses = _statuses(client)
+    plain = tmp_path / "plain.py"
+    _open(client, _uri(plain), SOURCE)
+    _assert_valid(SOURCE, CURSOR, await _complete(client, _uri(plain), CURSOR))
+    await _wait_log(client, "plain.py: Python 3.9 (requires-python '>=3.9,<4'")
+    assert any(s.get("pythonVersion") == "3.9" for s in statuses), statuses
+
+    newer = tmp_path / "newer.py"
+    text = "match command:\n    case 'go':\n        pass\n" + SOURCE
+    position = types.Position(line=CURSOR.line + 3, character=CURSOR.character)
+    _open(client, _uri(newer), text)
+    _assert_valid(text, position, await _complete(client, _uri(newer), position))
+    await _wait_log(client, "newer.py does not parse as Python 3.9")
+    status = await _wait_status(client, "idle", "newer.py: Python 3.14 (it does not parse as 3.9)")
+    assert status["pythonVersion"] == "3.14"
+
+    # a version set in the settings is used as it is (and every document is checked again)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"fimconstrain": {"pythonVersion": "3.11"}}))
+    await _wait_log(client, "'pythonVersion': '3.11'")
+    _assert_valid(SOURCE, CURSOR, await _complete(client, _uri(plain), CURSOR))
+    await _wait_log(client, "plain.py: Python 3.11 (setting pythonVersion)")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"fimconstrain": {"pythonVersion": "auto"}}))
+    await _wait_log(client, "'pythonVersion': 'auto'")
+
+
+def test_major_changes_check_the_document_again():
+    from lsp_server.server import _major_change
+
+    def edit(start: int, end: int, text: str):
+        return types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=start, character=0), end=types.Position(line=end, character=0)),
+            text=text)
+
+    assert not _major_change(edit(3, 3, "x"))  # typing
+    assert not _major_change(edit(3, 4, "y = 2\n"))
+    assert _major_change(types.TextDocumentContentChangeWholeDocument(text="x = 1\n"))
+    assert _major_change(edit(3, 3, "x = 1\n" * 5))  # a paste
+    assert _major_change(edit(3, 40, ""))  # a block deleted

@@ -116,8 +116,8 @@ def test_cache_key_follows_the_vocabulary(tokenizer, cache_dir):
     assert MaskStore.cache_path(vocab, "python", cache_dir) != MaskStore.cache_path(other, "python", cache_dir)
 
 
-def small_store(tokens, language="python"):
-    return MaskStore.build(from_strings(tokens), language=language, progress=False)
+def small_store(tokens, language="python", python_version=None):
+    return MaskStore.build(from_strings(tokens), language=language, progress=False, python_version=python_version)
 
 
 def allowed_texts(store, tokens, checker, held=0):
@@ -217,3 +217,55 @@ def test_vocabulary_bytes_and_steps(tokenizer):
     assert vocab.pieces[tokenizer.token_to_id("<|endoftext|>")] is None
     assert vocab.fingerprint() == vocabulary(tokenizer).fingerprint() != from_strings(["a"]).fingerprint()
     assert vocabulary(tokenizer, size=vocab.size + 7).pieces[-1] is None
+
+
+# ---------------------------------------------------------------- per Python version
+
+
+ALIAS_TOKENS = ["type", " X", " =", " int", "\n", "x", " ", "match", ":", "[", "T", "]"]
+
+
+def test_cache_is_keyed_by_python_version(tmp_path):
+    """One store file per target version (name and metadata), each loaded only for its own
+    version; a language without versions has none in its name."""
+    vocab = from_strings(ALIAS_TOKENS)
+    paths = {v: MaskStore.cache_path(vocab, "python", tmp_path, v) for v in ("3.11", "3.12", (3, 12))}
+    assert paths["3.12"] == paths[(3, 12)] != paths["3.11"]
+    assert "-3.11-" in paths["3.11"].name and "-3.12-" in paths["3.12"].name
+    assert MaskStore.cache_path(vocab, "python", tmp_path) == MaskStore.cache_path(vocab, "python", tmp_path, "3.14")
+    assert "3." not in MaskStore.cache_path(vocab, "json", tmp_path).name
+    old = MaskStore.load_or_build(vocab, cache_dir=tmp_path, progress=False, python_version="3.11")
+    new = MaskStore.load_or_build(vocab, cache_dir=tmp_path, progress=False, python_version="3.12")
+    assert paths["3.11"].exists() and paths["3.12"].exists()
+    assert (old.python_version, new.python_version) == ("3.11", "3.12")
+    assert old.meta["python_version"] == "3.11" and new.meta["python_version"] == "3.12"
+    assert MaskStore.load(paths["3.12"]).python_version == "3.12"  # no version asked: the stored one
+    with pytest.raises(ValueError, match="3.12"):
+        MaskStore.load(paths["3.12"], "python", vocab, "3.11")
+    # a file without a version (written before stores were per version) is built again
+    with np.load(paths["3.12"], allow_pickle=False) as f:
+        import json
+
+        meta, data = json.loads(str(f["meta"])), {k: f[k] for k in f.files if k != "meta"}
+    del meta["python_version"]
+    np.savez(paths["3.12"], meta=np.array(json.dumps(meta)), **data)
+    with pytest.raises(ValueError):
+        MaskStore.load(paths["3.12"], "python", vocab, "3.12")
+    again = MaskStore.load_or_build(vocab, cache_dir=tmp_path, progress=False, python_version="3.12")
+    assert MaskStore.load(paths["3.12"]).python_version == again.python_version == "3.12"
+
+
+def test_masks_follow_the_version():
+    """`type X = ...` (3.12): the 3.12 store lets ` X` follow `type`, as the exact check does;
+    a store refuses a checker of another version."""
+    s311 = small_store(ALIAS_TOKENS, python_version="3.11")
+    s312 = small_store(ALIAS_TOKENS, python_version="3.12")
+    c312 = fimconstrain.fim_checker("type", python_version="3.12")
+    c311 = fimconstrain.fim_checker("type", python_version="3.11")
+    assert c312.feed(" X") is not None and c311.feed(" X") is None
+    assert " X" in allowed_texts(s312, ALIAS_TOKENS, c312)
+    for store, checker in ((s311, c311), (s312, c312)):  # sound at each version
+        got = allowed_texts(store, ALIAS_TOKENS, checker)
+        assert {t for t in ALIAS_TOKENS if checker.feed(t) is not None} <= got
+    with pytest.raises(ValueError, match="Python 3.12.*Python 3.11"):
+        s312.mask(c311)

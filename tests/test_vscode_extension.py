@@ -56,6 +56,9 @@ def test_settings_match_the_server():
         assert default == server_defaults[key], key
     assert declared["mode"]["enum"] == list(MODES)
     assert declared["multiline"]["enum"] == list(MULTILINE)
+    from lsp_server.pyversion import CHOICES
+
+    assert declared["pythonVersion"]["enum"] == list(CHOICES)
     from fimconstrain.fim_formats import FORMATS
 
     assert set(declared["fimFormat"]["enum"]) == {""} | set(FORMATS)

@@ -1,8 +1,10 @@
 /**
  * The status bar item's look, from the client's state and the server's `fimconstrain/status`
- * notification: `{"state": "busy" | "idle" | "error", "message": str, "model": str | null}`,
- * sent when the state changes (busy while the model loads or a completion runs). No `vscode`
- * import: the `vscode` side only copies the view onto the item.
+ * notification: `{"state": "busy" | "idle" | "error", "message": str, "model": str | null,
+ * "pythonVersion": str | null}`, sent when the state changes (busy while the model loads or a
+ * completion runs; `pythonVersion`: what the last completed file was checked as, and the message
+ * says so when that is newer than the `pythonVersion` setting gave). No `vscode` import: the
+ * `vscode` side only copies the view onto the item.
  */
 
 import { COMMANDS, CommandId } from './commands';
@@ -13,6 +15,8 @@ export interface ServerStatus {
   state: 'busy' | 'idle' | 'error';
   message: string;
   model: string | null;
+  /** The Python version the last completed file was checked as (null: none completed yet). */
+  pythonVersion: string | null;
 }
 
 /** The notification's params, or undefined when they are not what the server sends. */
@@ -20,11 +24,14 @@ export function parseStatus(params: unknown): ServerStatus | undefined {
   if (typeof params !== 'object' || params === null) {
     return undefined;
   }
-  const { state, message, model } = params as Record<string, unknown>;
+  const { state, message, model, pythonVersion } = params as Record<string, unknown>;
   if ((state !== 'busy' && state !== 'idle' && state !== 'error') || typeof message !== 'string') {
     return undefined;
   }
-  return { state, message, model: typeof model === 'string' ? model : null };
+  return {
+    state, message, model: typeof model === 'string' ? model : null,
+    pythonVersion: typeof pythonVersion === 'string' ? pythonVersion : null,
+  };
 }
 
 /** Where the client is. `running` carries the server's latest status (none yet right after
@@ -66,7 +73,11 @@ export function statusView(phase: Phase, enabled: boolean): StatusView {
       if (status === undefined) {
         return normal(enabled ? 'sparkle' : 'circle-slash', ['fimconstrain: server running']);
       }
-      const lines = [`fimconstrain: ${status.message}`, ...(status.model ? [`Model: ${status.model}`] : [])];
+      const lines = [
+        `fimconstrain: ${status.message}`,
+        ...(status.model ? [`Model: ${status.model}`] : []),
+        ...(status.pythonVersion ? [`Python: ${status.pythonVersion}`] : []),
+      ];
       if (status.state === 'error') {
         return failed(lines);
       }

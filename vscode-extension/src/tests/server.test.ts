@@ -54,7 +54,7 @@ test('the server takes the extension\'s settings and serves inline completions',
 
     // after initialized the server pulls its settings, then reports its state: idle, mode off
     const status = await firstStatus;
-    assert.deepEqual(status, { state: 'idle', message: 'completions are off (mode: off)', model: null });
+    assert.deepEqual(status, { state: 'idle', message: 'completions are off (mode: off)', model: null, pythonVersion: null });
     assert.equal(statusView({ kind: 'running', status }, true).text, '$(sparkle) FIM');
 
     await connection.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });

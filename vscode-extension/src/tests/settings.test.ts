@@ -20,16 +20,20 @@ test('with the declared defaults the server gets every server key, and no client
   assert.deepEqual(sent, {
     model: null, fimFormat: null, device: 'cpu', threads: null, trustRemoteCode: false, mode: 'fim', maxTokens: 64,
     deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, maxFileChars: 200000,
+    pythonVersion: 'auto',
   });
 });
 
 test('set values are sent as they are', () => {
-  const sent = serverSettings(readerWith({ model: '/models/santacoder', fimFormat: 'santacoder', threads: 4, mode: 'prefix', maxTokens: 16 }));
+  const sent = serverSettings(readerWith({
+    model: '/models/santacoder', fimFormat: 'santacoder', threads: 4, mode: 'prefix', maxTokens: 16, pythonVersion: '3.9',
+  }));
   assert.equal(sent.model, '/models/santacoder');
   assert.equal(sent.fimFormat, 'santacoder');
   assert.equal(sent.threads, 4);
   assert.equal(sent.mode, 'prefix');
   assert.equal(sent.maxTokens, 16);
+  assert.equal(sent.pythonVersion, '3.9');
 });
 
 test('an emptied model, format or thread count is sent as null (so the server drops its old value)', () => {

@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import { COMMANDS } from '../commands';
 import { Phase, parseStatus, statusView } from '../status';
 
-const running = (state: string, message: string, model: string | null = null): Phase => {
-  const status = parseStatus({ state, message, model });
+const running = (state: string, message: string, model: string | null = null, pythonVersion?: string): Phase => {
+  const status = parseStatus({ state, message, model, pythonVersion });
   assert.ok(status, `${state} should parse`);
   return { kind: 'running', status };
 };
@@ -29,6 +29,14 @@ test('idle shows the model, and whether completions as you type are on', () => {
   assert.equal(off.text, '$(circle-slash) FIM');
   assert.match(off.tooltip, /as you type: off/);
   assert.equal(off.command, COMMANDS.toggle);
+});
+
+test('idle shows the Python version the last file was checked as, and why it is newer', () => {
+  const message = 'ready: default_model (santacoder); new.py: Python 3.14 (it does not parse as 3.9)';
+  const view = statusView(running('idle', message, 'default_model', '3.14'), true);
+  assert.match(view.tooltip, /^Python: 3\.14$/m);
+  assert.match(view.tooltip, /does not parse as 3\.9/);
+  assert.doesNotMatch(statusView(running('idle', 'ready: m (santacoder)', 'm'), true).tooltip, /Python:/);
 });
 
 test('error turns the item red, shows the message and leads to the log', () => {
@@ -58,5 +66,7 @@ test('params that are not a status are rejected; a missing model is null', () =>
   for (const junk of [null, 'idle', 3, {}, { state: 'sleeping', message: 'x' }, { state: 'idle' }, { state: 'idle', message: 7 }]) {
     assert.equal(parseStatus(junk), undefined, JSON.stringify(junk));
   }
-  assert.deepEqual(parseStatus({ state: 'idle', message: 'no model loaded' }), { state: 'idle', message: 'no model loaded', model: null });
+  assert.deepEqual(parseStatus({ state: 'idle', message: 'no model loaded' }),
+    { state: 'idle', message: 'no model loaded', model: null, pythonVersion: null });
+  assert.equal(parseStatus({ state: 'idle', message: 'ready', pythonVersion: 3.1 })?.pythonVersion, null);
 });
