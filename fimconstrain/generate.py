@@ -12,6 +12,7 @@ torch; the parser core does not.
 from __future__ import annotations
 
 import ast
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -34,8 +35,13 @@ _REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a 
 _DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
 
 
-def parses(program: str) -> bool:
-    """Whether the running Python's ``ast.parse`` accepts ``program`` (the ground truth)."""
+def parses(program: str, python_version: PythonVersion | None = None) -> bool:
+    """Whether ``program`` is valid Python at ``python_version``: the running Python's
+    ``ast.parse`` when that is the version (the ground truth), else the engine's own verdict
+    at that version (the only judge of another version's syntax in this process)."""
+    if python_version is not None and python_version != sys.version_info[:2]:
+        checker = fim_checker("", "", python_version=python_version).feed(program)
+        return checker is not None and checker.is_complete()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -334,7 +340,7 @@ class FimDecoder:
         max_new_tokens = max(1, min(max_new_tokens, self.window // 2))
         prompt = build_prompt(self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order)
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        run = _Run(self, prefix, suffix, mode, len(prompt))
+        run = _Run(self, prefix, suffix, mode, len(prompt), version)
         if mode in ("constrained", "prefix"):
             run.start_constraint(suffix if mode == "constrained" else "", version)
         store = self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
@@ -375,8 +381,10 @@ class FimDecoder:
 class _Run:
     """The mutable state of one generation: tokens chosen, constraint state, timings."""
 
-    def __init__(self, decoder: FimDecoder, prefix: str, suffix: str, mode: str, prompt_tokens: int):
+    def __init__(self, decoder: FimDecoder, prefix: str, suffix: str, mode: str, prompt_tokens: int,
+                 version: PythonVersion):
         self.decoder = decoder
+        self.version = version
         self.prefix, self.suffix, self.mode = prefix, suffix, mode
         self.ids: list[int] = []
         self.state: ConstraintState | None = None
@@ -508,9 +516,9 @@ class _Run:
         if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()
             res.raw_middle = res.middle
-            res.middle = longest_valid_prefix(self.prefix, self.decoder.codec, self.ids, self.suffix)
+            res.middle = longest_valid_prefix(self.prefix, self.decoder.codec, self.ids, self.suffix, self.version)
             res.checker_seconds += time.perf_counter() - start
-        res.valid = parses(self.prefix + res.middle + self.suffix)
+        res.valid = parses(self.prefix + res.middle + self.suffix, self.version)
         return res
 
 
@@ -527,11 +535,12 @@ def shortest_finish(state: ConstraintState, tokens_left: int) -> str | None:
     return None if checker is None else checker.shortest_finish(seconds=2.0)
 
 
-def longest_valid_prefix(prefix: str, codec: TextCodec, ids: list[int], suffix: str) -> str:
+def longest_valid_prefix(prefix: str, codec: TextCodec, ids: list[int], suffix: str,
+                         python_version: PythonVersion | None = None) -> str:
     """The longest token-boundary prefix of the middle that makes the file parse (paper 004 §VII-B), else all of it."""
     for n in range(len(ids), -1, -1):
         middle = codec.decode(ids[:n])
-        if parses(prefix + middle + suffix):
+        if parses(prefix + middle + suffix, python_version):
             return middle
     return codec.decode(ids)
 
