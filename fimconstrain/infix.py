@@ -42,7 +42,7 @@ def lex(layer, text: str, start: int = 0):
     match, ignored ones included, in the lexing mode of what came before (f-strings read as
     PEP 701 tokenizes them); ends with ``(at, at, 0)`` where nothing lexes."""
     dfa = layer.dfa
-    deltas = getattr(layer, "bracket_delta", {})
+    deltas = layer.bracket_delta
     at, depth, modes = start, 0, ()
     while at < len(text):
         state, end, mask = layer.mode_start(modes, depth), at, 0
@@ -129,7 +129,7 @@ class InfixRecognizer:
 
     def _unclosed(self, text: str) -> int:
         """How many brackets ``text`` closes that it did not open (its readers' depth)."""
-        deltas = getattr(self.layer, "bracket_delta", {})
+        deltas = self.layer.bracket_delta
         depth = lowest = 0
         for _, _, mask in lex(self.layer, text):
             depth += deltas.get(mask, 0)
@@ -157,8 +157,8 @@ def infix_recognizer(layer) -> InfixRecognizer:
 def first_symbol_starts(layer, head: str, most: int = MAX_READINGS) -> list[int]:
     """Where the head's first whole symbol may begin, likeliest first: at the cursor; after the
     rest of a name or number, or of an operator, that the cursor split; at the first line break
-    (inside a comment); after a closing quote (the cursor inside a string). Every quote in the
-    window counts, not only the first: nested strings (PEP 701 f-strings nest the same quotes
+    (inside a comment); after a closing quote (the cursor inside a string). Every quote counts
+    (the first ``most`` of each kind), not only the first: nested strings (PEP 701 f-strings nest the same quotes
     to any depth) close before the one the cursor is in."""
     starts = [0]
     word = _WORD.match(head).end()

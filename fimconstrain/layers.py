@@ -37,6 +37,8 @@ class PlainLayer:
     newline_mask = 0
     #: terminals that open and close strings lexed in modes (none here)
     string_start_mask = string_end_mask = 0
+    #: bracket terminal bitmask -> +1 (opens) or -1 (closes); none without layout
+    bracket_delta: dict[int, int] = {}
 
     def indent_columns(self, layout) -> list[int]:
         """Columns of the open indentation levels, outermost first (none without layout)."""
@@ -221,7 +223,6 @@ class PythonLayer(PlainLayer):
         self.conversion_bit = bits("FCONVERSION")
         self.open_brace = bits("{")
         self.close_brace = bits("}")
-        self.whitespace_mask = bits("WS")
 
     splits_at_top_level = True
 
