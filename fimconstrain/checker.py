@@ -35,25 +35,34 @@ def _layer(language: str, version: PythonVersion) -> PlainLayer:
     return layer_class(load_builtin(grammar_name, start, version), version)
 
 
-def _clean(text: str, pending_cr: bool) -> tuple[str, bool]:
-    """Translate ``\\r\\n`` and lone ``\\r`` to ``\\n`` as CPython does, across chunk borders."""
-    if pending_cr and text.startswith("\n"):
+def _clean(text: str, ending: str) -> tuple[str, str]:
+    """Translate ``\\r\\n`` and lone ``\\r`` to ``\\n`` as CPython does, across chunk borders.
+    ``ending`` is how the raw text read before ends (``"\\r"``, ``"\\r\\n"`` or ``""``); returns
+    the translated text and how the raw text ends after it."""
+    if not text:
+        return text, ending
+    raw = text
+    if ending == "\r" and text.startswith("\n"):
         text = text[1:]
-    if "\r" not in text:
-        return text, pending_cr and not text
-    ends_in_cr = text.endswith("\r")
-    return text.replace("\r\n", "\n").replace("\r", "\n"), ends_in_cr
+    ending = "\r\n" if raw.endswith("\r\n") or (ending == "\r" and raw == "\n") else "\r" if raw.endswith("\r") else ""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, ending
+
+
+def _invalid_character_at(text: str) -> int | None:
+    """The offset of the first character no program may contain (NUL, a lone surrogate,
+    which CPython rejects before tokenizing), or None."""
+    nul = text.find("\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start if nul < 0 else min(nul, error.start)
+    return None if nul < 0 else nul
 
 
 def _is_valid_source_text(text: str) -> bool:
-    """Text that can never occur in a valid program: NUL characters and lone surrogates."""
-    if "\0" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return _invalid_character_at(text) is None
 
 
 class Checker:
@@ -63,13 +72,18 @@ class Checker:
     candidate continuations (top-k checking forks for free).
     """
 
-    __slots__ = ("_layer", "_branches", "_pending_cr", "_plan")
+    __slots__ = ("_layer", "_branches", "_ending", "_plan")
 
-    def __init__(self, layer, branches, pending_cr: bool = False, plan: SuffixPlan | None = None):
+    def __init__(self, layer, branches, ending: str = "", plan: SuffixPlan | None = None):
         self._layer = layer
         self._branches = branches
-        self._pending_cr = pending_cr
+        self._ending = ending  # how the raw text read so far ends: "\r", "\r\n" or ""
         self._plan = plan
+
+    @property
+    def pending_cr(self) -> bool:
+        """Whether the text read so far ends in a carriage return that a line feed may join."""
+        return self._ending == "\r"
 
     def feed(self, text: str) -> Checker | None:
         """The checker after ``text``, or None if no continuation can make a valid program."""
@@ -77,25 +91,27 @@ class Checker:
             raise InputError(f"feed() takes str, not {type(text).__name__}")
         if not _is_valid_source_text(text):
             return None
-        text, pending_cr = _clean(text, self._pending_cr)
+        text, ending = _clean(text, self._ending)
         if not text:
-            return Checker(self._layer, self._branches, pending_cr, self._plan)
+            return Checker(self._layer, self._branches, ending, self._plan)
         branches = lexer.advance(self._layer, self._branches, text)
         if not branches:
             return None
-        return Checker(self._layer, branches, pending_cr, self._plan)
+        return Checker(self._layer, branches, ending, self._plan)
 
     def with_suffix(self, plan: SuffixPlan | None) -> Checker:
         """This checker with another suffix (the same text read so far)."""
-        return Checker(self._layer, self._branches, self._pending_cr, plan)
+        return Checker(self._layer, self._branches, self._ending, plan)
 
     def is_complete(self) -> bool:
         """Whether everything fed so far, followed by the suffix, is a complete valid program."""
         plan, layer = self._plan, self._layer
         if plan is None:
-            return lexer.complete(layer, self._branches)
+            return self._complete_at_end(self._branches, self._ending)
         head, at = plan.head, 0
-        if self._pending_cr and head.startswith("\n"):  # the middle ended in \r, the suffix opens with \n
+        if self._ending == "\r" and head.startswith("\n"):  # the middle ended in \r, the suffix opens with \n
+            if head == "\n" and not plan.split:  # ... and that \r\n ends the file
+                return self._complete_at_end(self._branches, "\r\n")
             at = 1
         branches, visited, result = self._branches, [], None
         for stop in plan.checkpoints:
@@ -119,6 +135,14 @@ class Checker:
         for key, kept in visited:  # kept: holds the origin sets whose ids are in the key
             plan.memo.put(key, (result, kept))
         return result
+
+    def _complete_at_end(self, branches: list, ending: str) -> bool:
+        """Whether the file ends here, its raw text ending in ``ending``: before 3.12 CPython
+        reads a final ``\\r\\n`` as two line breaks (see ``PythonLayer.crlf_end_adds_newline``)."""
+        layer = self._layer
+        if ending == "\r\n" and layer.crlf_end_adds_newline:
+            branches = lexer.advance(layer, branches, "\n")
+        return lexer.complete(layer, branches)
 
     def shortest_finish(self, seconds: float | None = None) -> str | None:
         """A short text that completes the program from here (suffix included), checked
@@ -159,7 +183,9 @@ class _Context:
     def plan(self, suffix: str) -> SuffixPlan | None:
         if not suffix:
             return None
-        suffix, _ = _clean(suffix, False)
+        suffix, ending = _clean(suffix, "")
+        if ending == "\r\n" and self.layer.crlf_end_adds_newline:
+            suffix += "\n"  # the suffix ends the file (see Checker._complete_at_end)
         plan = self.suffixes.get(suffix)
         if plan is None:
             if self.layer.splits_at_top_level:
@@ -202,12 +228,17 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python",
         if not isinstance(value, str):
             raise InputError(f"{name} must be str, not {type(value).__name__}")
     context = _context(language, python_version)
-    checker = context.prefixes.checker_for(context.start, prefix) if _is_valid_source_text(prefix) else None
+    for name, text, base in (("prefix", prefix, 0), ("suffix", suffix, len(prefix))):
+        bad = _invalid_character_at(text)
+        if bad is not None:
+            raise UncompletableError(f"the {name} contains {text[bad]!r}, which no program may contain",
+                                     offset=base + bad)
+    checker = context.prefixes.checker_for(context.start, prefix)
     if checker is None:
         raise UncompletableError("the prefix cannot be completed to a valid program",
                                  offset=first_error_offset(context.start, prefix))
     plan = context.plan(suffix)
-    if plan is not None and _is_valid_source_text(suffix):
+    if plan is not None:
         broken = plan.unjoinable()
         if broken is not None:
             offset, reason = broken

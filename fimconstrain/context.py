@@ -16,12 +16,10 @@ last request. Two facts keep the repeated work small:
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from collections import OrderedDict
 
-from .infix import refuted_at
+from .infix import lex, refuted_at
 
 #: keywords that continue a compound statement, so a line starting with one is no split point
 _CONTINUATIONS = re.compile(r"(?:else|elif|except|finally)\b")
@@ -105,19 +103,28 @@ class SuffixPlan:
     def _head_refuted(self) -> tuple[int, str] | None:
         if self._start is None:
             return None
-        error = refuted_at(self._start._layer, self.head + self.tail, len(self.head), ends_file=not self.split)
+        return self._refuted(len(self.head), ends_file=not self.split)
+
+    def _refuted(self, end: int, ends_file: bool) -> tuple[int, str] | None:
+        """The infix refutation of the suffix's first ``end`` characters, with its reason."""
+        suffix = self.head + self.tail
+        error = refuted_at(self._start._layer, suffix, end, ends_file=ends_file)
         if error is None:
             return None
-        if error >= len(self.head) and not self.split:
+        if error >= end and ends_file:
             return error, ("no middle can join this prefix and suffix: no program can end with "
                            "this suffix, whatever comes before it (it leaves something open)")
-        line = self.head.count("\n", 0, error) + 1
+        line = suffix.count("\n", 0, error) + 1
         return error, (f"no middle can join this prefix and suffix: line {line} of the suffix "
                        f"cannot occur in any program, whatever comes before it")
 
     def _tail_refuted(self) -> tuple[int, str] | None:
-        if not self.split or self.tail_valid or not _isolated(self.tail):
+        if not self.split or self.tail_valid or not _isolated(self._start._layer, self.tail):
             return None
+        if self.head == "\n":
+            # The middle may end in a backslash, making the tail's first line a continuation
+            # line: no longer a file on its own, but still text that some program must hold.
+            return self._refuted(len(self.head) + len(self.tail), ends_file=True)
         from .checker import first_error_offset
 
         error = first_error_offset(self._start, self.tail)
@@ -129,24 +136,39 @@ class SuffixPlan:
             f"statement), and it is not (first error at {where})")
 
 
-def _isolated(tail: str) -> bool:
-    """Whether text before ``tail`` (which starts a line at column 0) cannot change how it is
-    read: no string can run into it (it has no triple quotes, and its first line does not follow
-    a backslash) and no bracket opened before it can be closed in it (no unmatched closer)."""
+def _isolated(layer, tail: str) -> bool:
+    """Whether text before ``tail`` (a line at column 0 that follows no backslash in the
+    suffix) can change how it is read only by making its first line a continuation line, by
+    the tokenizer's rules for what spans lines:
+
+    * strings: no triple-quoted string can run into it (it has no triple quotes);
+    * brackets and f-string fields: read by the layer's lexer as the checker reads it (layout
+      aside), it closes none that it did not open. Past a character that does not lex, the
+      reading of strings is unknown, so brackets are counted character by character there.
+    """
     if '"""' in tail or "'''" in tail:
         return False
-    depth = 0
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(tail).readline):
-            if token.type == tokenize.OP and token.string in "([{":
-                depth += 1
-            elif token.type == tokenize.OP and token.string in ")]}":
-                depth -= 1
-                if depth < 0:
-                    return False
-    except (tokenize.TokenError, SyntaxError):
-        pass  # tokenizing stopped at an error that brackets before the tail cannot reach
+    depth, deltas = 0, layer.bracket_delta
+    for begin, _, mask in lex(layer, tail):
+        if not mask:
+            return not _closes_unopened(tail, begin, depth)
+        depth += deltas.get(mask, 0)
+        if depth < 0:
+            return False
     return True
+
+
+def _closes_unopened(text: str, start: int, depth: int) -> bool:
+    """Whether ``text[start:]``, counted character by character from bracket depth ``depth``,
+    closes a bracket it did not open."""
+    for ch in text[start:]:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return True
+    return False
 
 
 def plan_suffix(start, suffix: str) -> SuffixPlan:

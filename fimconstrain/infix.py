@@ -20,6 +20,7 @@ so a (prefix, suffix) pair is joinable exactly when the prefix is viable and the
 
 from __future__ import annotations
 
+import copy
 import re
 from functools import lru_cache
 
@@ -34,6 +35,8 @@ WINDOW_CHARS = 2000
 LAYOUT_WINDOW_CHARS = 500
 #: past this many readings of where the head's first symbol begins, no verdict (cost bound)
 MAX_READINGS = 48
+#: how many transitions a :class:`ForgetfulRecognizer` remembers before starting afresh
+MEMO_LIMIT = 200_000
 _QUOTES = ("'''", '"""', "'", '"')
 
 
@@ -81,10 +84,14 @@ class InfixRecognizer:
             rules.append((g.symbol_names[g.rule_lhs[rule]], tuple(rhs)))
         start = g.symbol_names[g.next_symbol[g.start_item]]
         self.grammar = Grammar(g.terminals, g.declared, rules, start)
-        self.recognizer = Recognizer(self.grammar)
+        erased_recognizer = Recognizer(self.grammar)
+        self.universal = _universal(erased_recognizer)
+        self.recognizer = ForgetfulRecognizer(erased_recognizer, self.universal)
         self.layer = layer
         self.skipped = layer.ignore_mask | layer.newline_mask
-        self.universal = _universal(self.recognizer)
+        # the layer's own lexer and layout over a forgetful parse of the full grammar
+        self.layout_layer = copy.copy(layer)
+        self.layout_layer.recognizer = ForgetfulRecognizer(layer.recognizer, self.full_universal)
 
     def dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
         """Where reading ``text[start:end]`` from the universal set first fails (the offset of
@@ -108,12 +115,16 @@ class InfixRecognizer:
     def layout_dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
         """Like :meth:`dies_at`, with the layer's own lexer and layout over the full grammar,
         from every layout ``text[start:]`` may begin in (None: some branch lives)."""
-        layer = self.layer
+        layer = self.layout_layer
         piece = text[start:end]
         # as many brackets open as the piece closes unopened, or more (closed after it)
         unclosed = self._unclosed(piece)
-        branches = [(self.full_universal, layout, layer.dfa.start, "", ())
-                    for depth in (unclosed, unclosed + 1) for layout in layer.open_layouts(piece, depth)]
+        layouts = [layout for depth in (unclosed, unclosed + 1) for layout in layer.open_layouts(piece, depth)]
+        branches = [(self.full_universal, layout, layer.dfa.start, "", ()) for layout in layouts]
+        if start == 0 and piece.startswith("\n"):  # the middle may end in a backslash: a continuation line
+            after_backslash = layer.dfa.run("\\", layer.dfa.start)
+            if after_backslash != DEAD:
+                branches += [(self.full_universal, layout, after_backslash, "\\", ()) for layout in layouts]
         at = 0
         while at < len(piece):
             after = lexer.advance(layer, branches, piece[at:at + 64])
@@ -137,6 +148,46 @@ class InfixRecognizer:
         return -lowest
 
 
+class ForgetfulRecognizer:
+    """A recognizer whose sets forget where their items began: after each scan every origin
+    becomes the universal set, which holds every item and so accepts at least what the true
+    origin would (a sound over-approximation for refuting). Sets then differ only in their
+    dotted items, finitely many, so they are interned and transitions memoised: reading costs
+    a dictionary lookup per symbol once a pattern repeats, linear in the text however long
+    its lists are, where an exact parse from the universal set keeps one item per possible
+    start (a statement may begin after any comma once layout is erased) and grows cubically."""
+
+    def __init__(self, recognizer: Recognizer, universal: EarleySet):
+        self.grammar = recognizer.grammar
+        self.initial = universal
+        self.expected_terminals = recognizer.expected_terminals
+        self._recognizer = recognizer
+        self._universal = universal
+        self._interned: dict[tuple, EarleySet] = {}
+        self._scanned: dict[tuple, EarleySet | None] = {}
+
+    def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
+        key = (state, terminals)  # sets compare by identity; the key keeps the set alive
+        after = self._scanned.get(key, key)
+        if after is not key:
+            return after
+        after = self._recognizer.scan(state, terminals)
+        if after is not None:
+            after = self._forget_origins(after)
+        if len(self._scanned) > MEMO_LIMIT:
+            self._scanned.clear()
+            self._interned.clear()
+        self._scanned[key] = after
+        return after
+
+    def _forget_origins(self, state: EarleySet) -> EarleySet:
+        universal = self._universal
+        waiting = {sym: list(dict.fromkeys((d, universal if origin is not None else None) for d, origin in items))
+                   for sym, items in state.waiting.items()}
+        forgotten = EarleySet(waiting, state.prediction, state.accepting)
+        return self._interned.setdefault(forgotten.signature(), forgotten)
+
+
 def _universal(recognizer: Recognizer) -> EarleySet:
     """The set holding every item of the recognizer's grammar, each begun before the text
     (its origin the set itself); the start rule's item has no origin: completing it means
@@ -156,17 +207,18 @@ def infix_recognizer(layer) -> InfixRecognizer:
 
 def first_symbol_starts(layer, head: str, most: int = MAX_READINGS) -> list[int]:
     """Where the head's first whole symbol may begin, likeliest first: at the cursor; after the
-    rest of a name or number, or of an operator, that the cursor split; at the first line break
-    (inside a comment); after a closing quote (the cursor inside a string). Every quote counts
-    (the first ``most`` of each kind), not only the first: nested strings (PEP 701 f-strings nest the same quotes
-    to any depth) close before the one the cursor is in."""
+    rest of a name or number, or of an operator, that the cursor split; at the end of the first
+    line (the cursor inside a comment, which may run to the end of the file); after a closing
+    quote (the cursor inside a string). Every quote counts (the first ``most`` of each kind),
+    not only the first: nested strings (PEP 701 f-strings nest the same quotes to any depth)
+    close before the one the cursor is in."""
     starts = [0]
     word = _WORD.match(head).end()
     if word:
         starts.append(word)
     starts += [len(tail) for tail in _literal_tails(layer) if head.startswith(tail)]
-    if "\n" in head:
-        starts.append(head.index("\n"))
+    line_end = head.find("\n")
+    starts.append(len(head) if line_end < 0 else line_end)  # a comment ends there
     quotes = []
     for quote in _QUOTES:  # the first ``most`` of each kind hold the first ``most`` of all
         found, at = 0, head.find(quote)

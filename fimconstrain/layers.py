@@ -39,6 +39,8 @@ class PlainLayer:
     string_start_mask = string_end_mask = 0
     #: bracket terminal bitmask -> +1 (opens) or -1 (closes); none without layout
     bracket_delta: dict[int, int] = {}
+    #: whether a file whose raw text ends in ``\r\n`` is read with one more line break
+    crlf_end_adds_newline = False
 
     def indent_columns(self, layout) -> list[int]:
         """Columns of the open indentation levels, outermost first (none without layout)."""
@@ -189,6 +191,9 @@ class PythonLayer(PlainLayer):
         # blank lines, comments and indentation are one NEWLINE lexeme like any other.
         self.initial_lexeme = dfa.restrict(dfa.run("\n"), self.newline_mask)
         self.stack_limit_in_specs = 2 if version >= (3, 12) else 1
+        # Before 3.12 the tokenizer's newline translation (translate_newlines in tokenizer.c)
+        # appended a line break after a final \r\n, so a backslash may end such a file.
+        self.crlf_end_adds_newline = version < (3, 12)
         self._token_masks: dict[int, int] = {}
 
     def _init_fstring_modes(self, grammar: Grammar) -> None:

@@ -633,7 +633,7 @@ class MaskStore:
             out = m if out is None else out | m
         if out is None:
             return self.rows[0]
-        if checker._pending_cr:
+        if checker.pending_cr:
             out = out | self.newline_first
         if self.always is not None:
             out = out | self.always
