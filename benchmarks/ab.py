@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Run one benchmark script at a baseline git revision and at the working tree, in one run.
+
+The baseline is checked out into a temporary git worktree; the script then runs alternately
+(baseline, current, baseline, current, ... ``--rounds`` times) with ``PYTHONPATH`` pointing
+at each tree, so both see the same machine load. Each run's output goes to the terminal under
+a header, and its JSON result (the script's ``--out``) is kept under
+``benchmarks/results/ab/<script>.<side>.<round>.json`` for side-by-side reading.
+
+    python benchmarks/ab.py --baseline a86cb30 fim_speed.py -- --per-bucket 3 --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def run(tree: Path, script: str, args: list[str], out: Path) -> int:
+    """Run ``benchmarks/<script>`` of ``tree`` against ``tree``'s package."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    command = [sys.executable, str(tree / "benchmarks" / script), *args, "--out", str(out)]
+    return subprocess.run(command, cwd=tree, env=env).returncode
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--baseline", required=True, help="git revision to compare against (e.g. a commit or main~3)")
+    p.add_argument("--rounds", type=int, default=1, help="alternating runs per side")
+    p.add_argument("script", help="a script in benchmarks/ that takes --out")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, after --")
+    args = p.parse_args(argv)
+    script_args = args.args[1:] if args.args[:1] == ["--"] else args.args
+    results = HERE / "results" / "ab"
+    results.mkdir(parents=True, exist_ok=True)
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="fimconstrain-ab-") as scratch:
+        baseline = Path(scratch) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(baseline), args.baseline], cwd=REPO, check=True)
+        try:
+            for round_ in range(1, args.rounds + 1):
+                for side, tree in (("baseline", baseline), ("current", REPO)):
+                    label = args.baseline if side == "baseline" else "working tree"
+                    print(f"\n===== {args.script} · {side} ({label}) · round {round_} =====", flush=True)
+                    out = results / f"{Path(args.script).stem}.{side}.{round_}.json"
+                    status |= run(tree, args.script, script_args, out)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=REPO, check=False)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
