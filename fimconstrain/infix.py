@@ -38,6 +38,8 @@ MAX_READINGS = 48
 #: how many transitions a :class:`ForgetfulRecognizer` remembers before starting afresh
 MEMO_LIMIT = 200_000
 _QUOTES = ("'''", '"""', "'", '"')
+#: a line break and the indentation after it
+_LINE_INDENT = re.compile(r"\n[ \t\f]*")
 
 
 def lex(layer, text: str, start: int = 0):
@@ -119,12 +121,17 @@ class InfixRecognizer:
         piece = text[start:end]
         # as many brackets open as the piece closes unopened, or more (closed after it)
         unclosed = self._unclosed(piece)
-        layouts = [layout for depth in (unclosed, unclosed + 1) for layout in layer.open_layouts(piece, depth)]
-        branches = [(self.full_universal, layout, layer.dfa.start, "", ()) for layout in layouts]
-        if start == 0 and piece.startswith("\n"):  # the middle may end in a backslash: a continuation line
-            after_backslash = layer.dfa.run("\\", layer.dfa.start)
-            if after_backslash != DEAD:
-                branches += [(self.full_universal, layout, after_backslash, "\\", ()) for layout in layouts]
+        branches = []
+        for depth in (unclosed, unclosed + 1):
+            indents = self._measured_lines(piece, depth)
+            branches += [(self.full_universal, layout, layer.dfa.start, "", ())
+                         for layout in layer.open_layouts(indents, depth)]
+            if start == 0 and piece.startswith("\n"):  # the middle may end in a backslash: a continuation
+                after_backslash = layer.dfa.run("\\", layer.dfa.start)
+                if after_backslash != DEAD:
+                    continued = self._measured_lines("\\" + piece, depth)
+                    branches += [(self.full_universal, layout, after_backslash, "\\", ())
+                                 for layout in layer.open_layouts(continued, depth)]
         at = 0
         while at < len(piece):
             after = lexer.advance(layer, branches, piece[at:at + 64])
@@ -137,6 +144,20 @@ class InfixRecognizer:
         if must_end and not lexer.complete(layer, branches):
             return end
         return None
+
+    def _measured_lines(self, text: str, depth: int) -> list[str]:
+        """The newline lexemes of ``text`` after which the tokenizer measures indentation: those
+        at bracket depth 0, given ``depth`` brackets open before. Past text that does not lex,
+        every line counts (more layouts: the refutation only weakens)."""
+        deltas, newline = self.layer.bracket_delta, self.layer.newline_mask
+        lines = []
+        for begin, stop, mask in lex(self.layer, text):
+            if not mask:
+                return lines + _LINE_INDENT.findall(text, begin)
+            depth += deltas.get(mask, 0)
+            if mask & newline and depth <= 0:
+                lines.append(text[begin:stop])
+        return lines
 
     def _unclosed(self, text: str) -> int:
         """How many brackets ``text`` closes that it did not open (its readers' depth)."""

@@ -69,9 +69,10 @@ class PlainLayer:
         """The mode stack after a symbol (one mode: nothing to keep)."""
         return modes
 
-    def open_layouts(self, text: str, depth: int) -> list:
-        """Layouts ``text`` may start from when what came before it is unknown and left
-        ``depth`` brackets open (see :mod:`fimconstrain.infix`)."""
+    def open_layouts(self, indents: list[str], depth: int) -> list:
+        """Layouts a text may start from when what came before it is unknown and left
+        ``depth`` brackets open; ``indents``: its newline lexemes that begin measured lines
+        (see :mod:`fimconstrain.infix`)."""
         return [None]
 
     def terminal_ids(self, mask: int) -> tuple[int, ...]:
@@ -261,16 +262,15 @@ class PythonLayer(PlainLayer):
         return (not guards and not layout[1] and not layout[3] and text.endswith("\n")
                 and self.token_mask(lexeme_state) == self.newline_mask)
 
-    def open_layouts(self, text: str, depth: int) -> list:
-        """Layouts ``text`` may start from in the middle of a line when what came before is
+    def open_layouts(self, indents: list[str], depth: int) -> list:
+        """Layouts a text may start from in the middle of a line when what came before is
         unknown: ``depth`` brackets open; the line indented at any column that a line of the
         text itself uses (or 0), with every such column below it on the stack, since what
-        came before may have opened any blocks it likes."""
+        came before may have opened any blocks it likes. ``indents`` are the text's newline
+        lexemes that begin lines the tokenizer measures (not inside brackets or continued)."""
         columns = {(0, 0)}
-        for line in text.split("\n")[1:]:
-            body = line.lstrip(" \t\f")
-            if body and not body.startswith("#"):
-                columns.add(_indent_columns("\n" + line[:len(line) - len(body)]))
+        for lexeme in indents:
+            columns.add(_indent_columns(lexeme))
         layouts = {((), depth, True, ())}
         for top in sorted(columns - {(0, 0)}):
             below = []
