@@ -139,7 +139,7 @@ def context_line(text: str, offset: int, width: int = 100) -> str:
 
 def first_dead_offset(checker, text: str, start: int = 0, chunk: int = 256):
     """``(offset of the first rejected character or None, last good checker)``."""
-    from fimconstrain.checker import first_rejection
+    from fimconstrain.engine.rejection import first_rejection
 
     return first_rejection(checker, text, start, chunk)
 
@@ -187,7 +187,7 @@ def engine_setup():
 
 
 def uncompletable_error():
-    from fimconstrain.errors import UncompletableError
+    from fimconstrain.engine.errors import UncompletableError
 
     return UncompletableError
 

@@ -27,7 +27,7 @@ def run(tree: Path, script: str, args: list[str], out: Path) -> int:
     """Run ``benchmarks/<script>`` of ``tree`` against ``tree``'s package."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     command = [sys.executable, str(tree / "benchmarks" / script), *args, "--out", str(out)]
-    return subprocess.run(command, cwd=tree, env=env).returncode
+    return subprocess.run(command, cwd=REPO, env=env).returncode  # relative arguments mean the same on both sides
 
 
 def main(argv=None) -> int:

@@ -2,7 +2,7 @@
 """The cut fuzzer, long run: N cases per category; the engine must agree with ast.parse.
 
 Each case is a file cut at two places into prefix / middle / suffix (see
-``tests/cut_fuzz.py``): a standard-library file after one validity-preserving
+``tests/engine/cut_fuzz.py``): a standard-library file after one validity-preserving
 transform (one category per transform), after none ('plain') or after several
 ('combined'); or a generated snippet, as is ('snippets_valid') or mutated
 ('snippets_mutated'). Prints a table (cases, valid / invalid files,
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 # tests/ for conftest (appended: a PYTHONPATH checkout of the engine still wins)
 sys.path.append(str(REPO / "tests"))
 sys.path.append(str(REPO))
-_spec = importlib.util.spec_from_file_location("tests_cut_fuzz", REPO / "tests" / "cut_fuzz.py")
+_spec = importlib.util.spec_from_file_location("tests_cut_fuzz", REPO / "tests" / "engine" / "cut_fuzz.py")
 cf = importlib.util.module_from_spec(_spec)
 sys.modules["tests_cut_fuzz"] = cf
 _spec.loader.exec_module(cf)

@@ -31,9 +31,9 @@ from _common import (RESULTS_DIR, base_parser, progress, read_utf8, select_files
                      timed, write_results)
 
 import fimconstrain  # noqa: E402
-from fimconstrain.grammar import load_builtin  # noqa: E402
-from fimconstrain.mask_store import MaskStore, unpack  # noqa: E402
-from fimconstrain.vocab import SPECIAL_TOKENS, split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
+from fimconstrain.engine.grammar import load_builtin  # noqa: E402
+from fimconstrain.decoding.mask_store import MaskStore, unpack  # noqa: E402
+from fimconstrain.decoding.vocab import SPECIAL_TOKENS, split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
 
 OPENERS, CLOSERS = {'"("', '"["', '"{"'}, {'")"', '"]"', '"}"'}
 NEWLINE_IN_BRACKETS = "_BNL"

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results  # noqa: E402
 
 import fimconstrain  # noqa: E402
-from fimconstrain.mask_store import Alphabet, MaskStore  # noqa: E402
-from fimconstrain.vocab import split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
+from fimconstrain.decoding.mask_store import Alphabet, MaskStore  # noqa: E402
+from fimconstrain.decoding.vocab import split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
 
 
 def percentiles(us: list[float]) -> dict:
@@ -100,7 +100,7 @@ def soundness(store: MaskStore, vocab, states: list, n: int, seed: int, show: bo
         accepted += int(exact.sum())
         loose = np.flatnonzero(mask & ~exact)
         if len(loose) and len(examples) < 8:
-            tail = checker._branches[0][3]
+            tail = checker.branches[0][3]
             examples.append({"lexeme": tail[-30:], "loose": len(loose),
                              "tokens": [variants[t][0] for t in loose[:6]]})
     return {"positions": len(picked), "missed_tokens": missed, "mean_masked": masked / max(1, len(picked)),

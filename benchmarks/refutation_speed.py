@@ -4,7 +4,7 @@
 Each case is one line ``x = [e, e, ..., e]`` (or a sum, a tuple, a call, a string of ``n``
 pieces) cut mid-line, right after its first element, so the suffix holds the rest of the line:
 ``fim_checker(prefix, suffix)`` builds, which refutes the suffix's head up front (see
-``fimconstrain/infix.py``). Every timing is a fresh process (a cold build: grammar tables are
+``fimconstrain/engine/refutation.py``). Every timing is a fresh process (a cold build: grammar tables are
 loaded before the clock starts, the infix parse's memo is empty), best of ``--repeat``. In the
 same run the baseline is a dict display of the same number of elements, the shape the old
 exact refutation already handled in linear time. Prints ms per size, µs per element, the

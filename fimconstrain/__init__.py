@@ -7,9 +7,9 @@ The public contract::
     c.is_complete()     # prefix + fed text + suffix is a complete, valid program
 """
 
-from .checker import Checker, clear_caches, fim_checker
-from .errors import FimConstrainError, GrammarError, InputError, UncompletableError
-from .versions import NEWEST as NEWEST_PYTHON, SUPPORTED as SUPPORTED_PYTHONS, parse_python_version
+from .engine.checker import Checker, clear_caches, fim_checker
+from .engine.errors import FimConstrainError, GrammarError, InputError, UncompletableError
+from .engine.versions import NEWEST as NEWEST_PYTHON, SUPPORTED as SUPPORTED_PYTHONS, parse_python_version
 
 __all__ = ["Checker", "clear_caches", "fim_checker", "FimConstrainError", "GrammarError", "InputError",
            "NEWEST_PYTHON", "SUPPORTED_PYTHONS", "UncompletableError", "parse_python_version"]

@@ -15,6 +15,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 
+from .engine.versions import add_python_version_option
+
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
@@ -31,37 +33,11 @@ class _UsageError(Exception):
 # target Python version
 
 
-def python_version_arg(value: str):
-    """argparse ``type`` of ``--python-version``: ``"3.12"`` as ``(3, 12)``; a bad or unsupported
-    value is a usage error (exit code 2) that names the supported range."""
-    from fimconstrain.errors import InputError
-    from fimconstrain.versions import NEWEST, OLDEST, format_version, parse_python_version
-
-    try:
-        return parse_python_version(value)
-    except InputError:
-        raise argparse.ArgumentTypeError(
-            f"expected a Python version from {format_version(OLDEST)} to {format_version(NEWEST)} "
-            f"such as {format_version(NEWEST)}, not {value!r}") from None
-
-
-def add_python_version_option(parser: argparse.ArgumentParser, default: str | None = None,
-                              default_note: str = "the newest, so that valid code of any version is accepted") -> None:
-    """``--python-version X.Y`` (default: ``default``, else the newest supported version)."""
-    from fimconstrain.versions import NEWEST, OLDEST, format_version
-
-    parser.add_argument(
-        "--python-version", type=python_version_arg, default=default or format_version(NEWEST), metavar="X.Y",
-        help=f"target Python version, {format_version(OLDEST)} to {format_version(NEWEST)}: the syntax "
-             f"that version's ast.parse accepts is valid, newer syntax is not "
-             f"(default: %(default)s, {default_note})")
-
-
 def _oldest_newer_accepting(text: str, language: str, checked) -> tuple[int, int] | None:
     """The oldest version newer than ``checked`` at which ``text`` is a valid program, if any
     (a hint for a file that is invalid only because it uses newer syntax)."""
-    from fimconstrain.checker import LANGUAGES
-    from fimconstrain.versions import SUPPORTED
+    from fimconstrain.engine.checker import LANGUAGES
+    from fimconstrain.engine.versions import SUPPORTED
 
     if language not in LANGUAGES or not LANGUAGES[language][3]:
         return None
@@ -179,7 +155,7 @@ def _engine():
 
 
 def _uncompletable():
-    from fimconstrain.errors import UncompletableError
+    from fimconstrain.engine.errors import UncompletableError
 
     return UncompletableError
 
@@ -205,7 +181,7 @@ def check_text(text: str, language: str, start_checker=None, start: int = 0, fee
             return Verdict(None, bool(c.is_complete()))
     checker = start_checker if start_checker is not None else fc.fim_checker(
         "", "", language=language, python_version=python_version)
-    from fimconstrain.checker import first_rejection
+    from fimconstrain.engine.rejection import first_rejection
 
     dead, checker = first_rejection(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
     if dead is not None:
@@ -243,7 +219,7 @@ def _describe_eof(name: str, index: LineIndex) -> str:
 
 def _version_note(name: str, text: str, args) -> None:
     """After an invalid verdict: say so when the file is valid at a newer Python version."""
-    from fimconstrain.versions import format_version
+    from fimconstrain.engine.versions import format_version
 
     newer = _oldest_newer_accepting(text, args.language, args.python_version)
     if newer is not None:
@@ -350,10 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: subcommands with their own argument parsers, imported on use (they load torch and models)
 DELEGATED = {
-    "complete": ("fimconstrain.complete", "main_complete", "fill in the code at a cursor with a FIM model"),
-    "dataset": ("fimconstrain.datasets", "main_build", "build Stack-Boundary / Stack-RandSpan datasets"),
-    "eval": ("fimconstrain.evaluation", "main_eval", "run decoding experiments on datasets (resumable)"),
-    "report": ("fimconstrain.evaluation", "main_report", "print Tables I and II and draw the plots"),
+    "complete": ("fimconstrain.decoding.complete_file", "main_complete", "fill in the code at a cursor with a FIM model"),
+    "dataset": ("fimconstrain.evaluation.datasets", "main_build", "build Stack-Boundary / Stack-RandSpan datasets"),
+    "eval": ("fimconstrain.evaluation.runs", "main_eval", "run decoding experiments on datasets (resumable)"),
+    "report": ("fimconstrain.evaluation.runs", "main_report", "print Tables I and II and draw the plots"),
 }
 
 
@@ -379,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as e:  # noqa: BLE001 - map package errors and bugs to exit codes
         try:
-            from fimconstrain.errors import FimConstrainError, InputError
+            from fimconstrain.engine.errors import FimConstrainError, InputError
         except Exception:  # pragma: no cover
             FimConstrainError = InputError = ()  # type: ignore[assignment]
         if InputError and isinstance(e, InputError):

@@ -137,8 +137,8 @@ class Engine:
         self.loaded, self.error = None, None
         import torch
 
-        from fimconstrain.generate import FimDecoder
-        from fimconstrain.models import DEFAULT_MODEL_DIR, load_model
+        from fimconstrain.decoding.generate import FimDecoder
+        from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
         if settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
             raise RuntimeError(f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
@@ -181,7 +181,7 @@ class Engine:
         (``job.verify_text``) or the text around the cursor does not parse at it but does at a
         newer one (never refused for its version); ``job.used_version`` says which was used."""
         from fimconstrain import FimConstrainError, fim_checker
-        from fimconstrain.versions import parse_python_version
+        from fimconstrain.engine.versions import parse_python_version
 
         from .pyversion import accepts, newest_accepting
 

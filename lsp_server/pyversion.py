@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from fimconstrain.versions import NEWEST, OLDEST, SUPPORTED, PythonVersion, format_version, parse_python_version
+from fimconstrain.engine.versions import NEWEST, OLDEST, SUPPORTED, PythonVersion, format_version, parse_python_version
 
 if sys.version_info >= (3, 11):
     import tomllib

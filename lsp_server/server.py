@@ -324,7 +324,7 @@ class FimServer(LanguageServer):
     def note_version(self, uri: str, entry: DocVersion, used: tuple[int, int] | None) -> None:
         """After a completion: remember the version it was checked as; say so when the document
         parses only at a newer version than its setting gives (never refuse it)."""
-        from fimconstrain.versions import format_version
+        from fimconstrain.engine.versions import format_version
 
         if used is None:  # the engine did not get to it (no model, cancelled early)
             return

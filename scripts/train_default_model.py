@@ -36,8 +36,8 @@ from tqdm import tqdm
 from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fimconstrain.fim_formats import split_budget  # noqa: E402
-from fimconstrain.vocab import train_byte_level_bpe  # noqa: E402
+from fimconstrain.decoding.fim_formats import split_budget  # noqa: E402
+from fimconstrain.decoding.vocab import train_byte_level_bpe  # noqa: E402
 
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
 SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]

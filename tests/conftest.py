@@ -109,7 +109,7 @@ def fc():
 
 
 def uncompletable():
-    from fimconstrain.errors import UncompletableError
+    from fimconstrain.engine.errors import UncompletableError
 
     return UncompletableError
 

@@ -24,11 +24,11 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import fimconstrain  # noqa: E402
-from fimconstrain.fim_formats import (FORMATS, FimFormatError, TextCodec, build_prompt, detect_format,  # noqa: E402
+from fimconstrain.decoding.fim_formats import (FORMATS, FimFormatError, TextCodec, build_prompt, detect_format,  # noqa: E402
                                       get_format, split_budget)
-from fimconstrain.generate import (ConstraintState, FimDecoder, FimLogitsProcessor, longest_valid_prefix,  # noqa: E402
+from fimconstrain.decoding.generate import (ConstraintState, FimDecoder, FimLogitsProcessor, longest_valid_prefix,  # noqa: E402
                                    parses)
-from fimconstrain.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
+from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
 
 
 # (prefix, suffix) pairs: an open expression, a statement to fill inside a block, a call's arguments
@@ -44,7 +44,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer GPTBigCode and a 600-token byte-level BPE tokenizer with SantaCoder's FIM tokens."""
-    from fimconstrain.tiny_model import build_tiny_model
+    from fimconstrain.evaluation.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 
@@ -204,7 +204,7 @@ def test_load_hub_id_from_local_cache(tiny_dir, tmp_path):
     shutil.copytree(tiny_dir, repo / "snapshots" / ("0" * 40))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
-    code = ("from fimconstrain.models import load_model; m = load_model('fimconstrain-tests/tiny'); "
+    code = ("from fimconstrain.decoding.models import load_model; m = load_model('fimconstrain-tests/tiny'); "
             "print(m.fim_format.name, m.context_window)")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_TELEMETRY": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -229,7 +229,7 @@ def test_load_tiny_model(tiny, tiny_dir):
 
 def test_kv_cache_matches_full_forward(tiny):
     """One cached forward per token gives the logits of a full forward over everything so far."""
-    from fimconstrain.generate import _CachedStepper
+    from fimconstrain.decoding.generate import _CachedStepper
 
     ids = build_prompt(tiny.fim_format, TextCodec(tiny.tokenizer), *CASES[0])
     stepper = _CachedStepper(tiny.model)
@@ -448,7 +448,7 @@ needs_default = pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "config.json").exist
 
 @needs_default
 def test_default_model_completes_a_file(tmp_path):
-    from fimconstrain.complete import complete_file, cursor_offset
+    from fimconstrain.decoding.complete_file import complete_file, cursor_offset
 
     path = tmp_path / "sample.py"
     path.write_text("import os\n\n\ndef list_python_files(folder):\n    result = []\n"
@@ -467,7 +467,7 @@ def test_default_model_completes_a_file(tmp_path):
 
 
 def test_cursor_offset():
-    from fimconstrain.complete import cursor_offset
+    from fimconstrain.decoding.complete_file import cursor_offset
 
     text = "ab\r\ncd\nef"
     assert [cursor_offset(text, c) for c in ("1:1", "1:3", "2:1", "3:2", "4", 0)] == [0, 2, 4, 8, 4, 0]
@@ -477,7 +477,7 @@ def test_cursor_offset():
 
 
 def test_complete_command_json(tiny_dir, tmp_path, capsys):
-    from fimconstrain.complete import main_complete
+    from fimconstrain.decoding.complete_file import main_complete
 
     path = tmp_path / "f.py"
     path.write_text("def f(x):\n    return x\n")
@@ -518,7 +518,7 @@ def test_prefilter_chooses_the_same_tokens_with_fewer_checks(tiny, case, tmp_pat
 
 
 def test_complete_command_options(tiny_dir, tmp_path, capsys, monkeypatch):
-    from fimconstrain.complete import main_complete
+    from fimconstrain.decoding.complete_file import main_complete
 
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
     path = tmp_path / "f.py"
@@ -568,7 +568,7 @@ def test_mask_store_per_version(tiny, tmp_path, monkeypatch):
 
 
 def test_complete_command_python_version(tiny_dir, tmp_path, capsys):
-    from fimconstrain.complete import main_complete
+    from fimconstrain.decoding.complete_file import main_complete
 
     path = tmp_path / "alias.py"
     path.write_text("type X = int\ny = \n")

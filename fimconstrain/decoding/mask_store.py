@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .layers import PlainLayer, PythonLayer, _indent_columns
-from .regex_dfa import DEAD
-from .versions import VersionLike, format_version, parse_python_version
+from ..engine.layers import PlainLayer, PythonLayer, _indent_columns
+from ..engine.regex_dfa import DEAD
+from ..engine.versions import VersionLike, format_version, parse_python_version
 from .vocab import Vocabulary, split_utf8, vocabulary
 
 STORE_VERSION = 2
@@ -435,7 +435,7 @@ def store_version_tag(language: str, python_version: VersionLike | None = None) 
     """The target Python version a store for ``language`` is built for, as ``"3.12"`` (default:
     the newest), or None for a language without versions (JSON). Stores are per version: the
     parser states they are read with, and the keywords they split tokens at, differ."""
-    from .checker import LANGUAGES
+    from ..engine.checker import LANGUAGES
 
     if language in LANGUAGES and not LANGUAGES[language][3]:
         return None
@@ -443,7 +443,7 @@ def store_version_tag(language: str, python_version: VersionLike | None = None) 
 
 
 def _store_layer(language: str, tag: str | None) -> PlainLayer:
-    from .checker import get_layer
+    from ..engine.checker import get_layer
 
     return get_layer(language, tag)
 
@@ -510,7 +510,7 @@ class MaskStore:
     def build(cls, tokenizer, language: str = "python", progress: bool = True,
               vocab_size: int | None = None, python_version: VersionLike | None = None) -> MaskStore:
         """Build the store for ``tokenizer`` (a tokenizers/transformers tokenizer or a
-        :class:`~fimconstrain.vocab.Vocabulary`) and a language's grammar at a target Python
+        :class:`~fimconstrain.decoding.vocab.Vocabulary`) and a language's grammar at a target Python
         version (``"3.12"`` or ``(3, 12)``; default: the newest). Its masks are for checkers
         of that version only."""
         started = time.perf_counter()
@@ -622,13 +622,13 @@ class MaskStore:
         """Bitset (``uint64`` words, read-only) of the tokens that may come next: a superset of
         those ``checker.feed`` accepts. ``held``: the decoder holds back part of a character
         (every text token is allowed then). Stop tokens are never in it (ask ``is_complete``)."""
-        if checker._layer is not self.layer:
+        if checker.layer is not self.layer:
             raise ValueError(f"mask store for {self._describe(self.layer)}, "
-                             f"checker for {self._describe(checker._layer)}")
+                             f"checker for {self._describe(checker.layer)}")
         if held:
             return self.all_text
         out = None
-        for branch in checker._branches:
+        for branch in checker.branches:
             m = self._branch_mask(branch)
             out = m if out is None else out | m
         if out is None:

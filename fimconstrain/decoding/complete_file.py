@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import FimConstrainError
+from ..engine.errors import FimConstrainError
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -43,16 +43,16 @@ def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "
                   max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64,
                   seed: int | None = 0, fim_format: str | None = None, order: str = "psm",
                   trust_remote_code: bool = False, progress: bool = True, python_version=None, **options):
-    """Fill the middle of the file at ``path`` at ``cursor``; returns a :class:`~fimconstrain.generate.FimResult`.
+    """Fill the middle of the file at ``path`` at ``cursor``; returns a :class:`~fimconstrain.decoding.generate.FimResult`.
 
-    ``model`` is a :class:`~fimconstrain.models.LoadedModel`, a directory or cached hub id, or None for the
+    ``model`` is a :class:`~fimconstrain.decoding.models.LoadedModel`, a directory or cached hub id, or None for the
     shipped default model. ``python_version`` (``"3.12"`` or ``(3, 12)``; default: the newest) is the
-    syntax the middle must keep valid. ``options`` go to :meth:`~fimconstrain.generate.FimDecoder.generate`
+    syntax the middle must keep valid. ``options`` go to :meth:`~fimconstrain.decoding.generate.FimDecoder.generate`
     (``finish_in_budget``, ``best_stop``, ``prefilter``).
     """
     from .generate import FimDecoder
     from .models import LoadedModel, load_model
-    from .versions import parse_python_version
+    from ..engine.versions import parse_python_version
 
     python_version = parse_python_version(python_version)  # a bad version fails before the model loads
     try:
@@ -70,7 +70,7 @@ def complete_file(path: str | Path, cursor: str | int, model=None, mode: str = "
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain complete``."""
-    from .cli import add_python_version_option
+    from ..engine.versions import add_python_version_option
     from .generate import MODES
 
     ap = argparse.ArgumentParser(prog="fimconstrain complete",

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXTENSION = REPO / "vscode-extension"
 MANIFEST = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
 
@@ -59,7 +59,7 @@ def test_settings_match_the_server():
     from lsp_server.pyversion import CHOICES
 
     assert declared["pythonVersion"]["enum"] == list(CHOICES)
-    from fimconstrain.fim_formats import FORMATS
+    from fimconstrain.decoding.fim_formats import FORMATS
 
     assert set(declared["fimFormat"]["enum"]) == {""} | set(FORMATS)
 

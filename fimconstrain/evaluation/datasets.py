@@ -101,7 +101,7 @@ def ast_parses(text: str) -> bool:
 def interpreter_version() -> tuple[int, int]:
     """This interpreter's Python version, clamped into the versions the engine supports: the
     version whose syntax :func:`ast_parses` judges, so the engine's verdict should agree with it."""
-    from .versions import NEWEST, OLDEST
+    from ..engine.versions import NEWEST, OLDEST
 
     return min(max(tuple(sys.version_info[:2]), OLDEST), NEWEST)
 
@@ -109,8 +109,8 @@ def interpreter_version() -> tuple[int, int]:
 def engine_accepts(text: str, python_version=None) -> bool:
     """Whether our parser accepts ``text`` as a whole program at ``python_version`` (default: the
     newest; paper: drop files the implementation can't take)."""
-    from . import fim_checker
-    from .errors import FimConstrainError
+    from ..engine import fim_checker
+    from ..engine.errors import FimConstrainError
 
     try:
         checker = fim_checker("", "", python_version=python_version).feed(text)
@@ -320,9 +320,9 @@ def read_examples(path: Path) -> list[Example]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain dataset``."""
-    from .cli import add_python_version_option
-    from .models import DEFAULT_MODEL_DIR
-    from .versions import format_version
+    from ..engine.versions import add_python_version_option
+    from ..decoding.models import DEFAULT_MODEL_DIR
+    from ..engine.versions import format_version
 
     ap = argparse.ArgumentParser(prog="fimconstrain dataset",
                                  description="Build Stack-Boundary or Stack-RandSpan (paper 004 §VII-A) as JSONL.")
@@ -356,7 +356,7 @@ def main_build(argv: list[str] | None = None) -> int:
     """Build a dataset and write it as JSONL; exit 1 when fewer than ``-n`` examples could be made."""
     from tqdm import tqdm
 
-    from .versions import format_version
+    from ..engine.versions import format_version
 
     args = build_parser().parse_args(argv)
     root = args.root or default_root()

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import FimConstrainError
+from ..engine.errors import FimConstrainError
 from .fim_formats import FimFormat, resolve_format
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"
 
 
 class ModelNotFoundError(FimConstrainError):

@@ -16,7 +16,7 @@ except ImportError:  # Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-from fimconstrain.errors import GrammarError
+from fimconstrain.engine.errors import GrammarError
 
 DEAD = 0
 

@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .errors import FimConstrainError
+from ..engine.errors import FimConstrainError
 
 PSM = ("PRE", "prefix", "SUF", "suffix", "MID")
 SPM = ("PRE", "SUF", "suffix", "MID", "prefix")

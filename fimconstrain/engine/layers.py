@@ -72,7 +72,7 @@ class PlainLayer:
     def open_layouts(self, indents: list[str], depth: int) -> list:
         """Layouts a text may start from when what came before it is unknown and left
         ``depth`` brackets open; ``indents``: its newline lexemes that begin measured lines
-        (see :mod:`fimconstrain.infix`)."""
+        (see :mod:`fimconstrain.engine.refutation`)."""
         return [None]
 
     def terminal_ids(self, mask: int) -> tuple[int, ...]:

@@ -2,10 +2,10 @@
 
 ``build_tiny_model(directory)`` writes a 2-layer GPTBigCode (SantaCoder's
 architecture and FIM tokens) and a byte-level BPE tokenizer trained on a few
-standard-library files; load it with ``fimconstrain.models.load_model(directory)``
+standard-library files; load it with ``fimconstrain.decoding.models.load_model(directory)``
 or point the language server at it with ``{"model": directory}``. Its completions
 are random but still valid: the constraint does that.
-``python -m fimconstrain.tiny_model DIR`` builds one from the command line.
+``python -m fimconstrain.evaluation.tiny_model DIR`` builds one from the command line.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
     import torch
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
 
-    from .vocab import train_byte_level_bpe
+    from ..decoding.vocab import train_byte_level_bpe
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     names = list(_TEXTS)
@@ -52,7 +52,7 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
 if __name__ == "__main__":
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m fimconstrain.tiny_model", description="Build a random FIM model.")
+    ap = argparse.ArgumentParser(prog="python -m fimconstrain.evaluation.tiny_model", description="Build a random FIM model.")
     ap.add_argument("directory")
     ap.add_argument("--shipped-size", action="store_true",
                     help="the shipped model's sizes (8192 tokens, 6 layers, d=320, context 1024) instead of tiny ones")

@@ -186,7 +186,7 @@ def load_builtin(name: str, start: str, version: tuple[int, int] | None = None) 
     try:
         folder = resources.files("fimconstrain.grammars")
     except ModuleNotFoundError:  # running from a source checkout that is not installed
-        folder = Path(__file__).resolve().parent.parent / "grammars"
+        folder = Path(__file__).resolve().parents[2] / "grammars"
     try:
         text = folder.joinpath(f"{name}.lark").read_text("utf-8")
     except FileNotFoundError as exc:

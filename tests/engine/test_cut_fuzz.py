@@ -3,7 +3,7 @@
 Standard-library files go through validity-preserving transforms (CRLF, lone CR, tabs, form
 feeds, backslash continuations, re-indented bracket lines, no final newline, a comment at
 the end); generated snippets (match patterns, f-strings, decorators, ...) are also mutated
-so that soundness is exercised. Generators live in ``tests/cut_fuzz.py``; the long run is
+so that soundness is exercised. Generators live in ``tests/engine/cut_fuzz.py``; the long run is
 ``benchmarks/cut_fuzz.py``. A failure message carries a minimised (prefix, middle, suffix).
 """
 

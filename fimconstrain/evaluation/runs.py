@@ -93,7 +93,7 @@ def checked_fields(decoder, result, example: Example, max_new_tokens: int) -> di
     Greedy decoding is deterministic, so a second run would give the same tokens.
     ``parse_ms`` is one ``ast.parse`` of the whole file (best of 3): what checking online costs per token.
     """
-    from .generate import longest_valid_prefix
+    from ..decoding.generate import longest_valid_prefix
 
     start = time.perf_counter()
     middle = longest_valid_prefix(example.prefix, decoder.codec, result.token_ids, example.suffix)
@@ -120,7 +120,7 @@ def parse_seconds(program: str, repeat: int = 3) -> float:
 
 def run_example(decoder, dataset: str, example: Example, modes: Iterable[str], opts: EvalOptions) -> Iterator[dict]:
     """The records of ``example`` for each mode in ``modes``; checked comes from the unconstrained run."""
-    from . import clear_caches
+    from ..engine import clear_caches
 
     modes = [m for m in MODES if m in set(modes)]
     common = dict(max_new_tokens=opts.max_new_tokens, top_k=opts.top_k, temperature=opts.temperature,
@@ -190,9 +190,9 @@ def eval_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (timings are reported for this)")
     ap.add_argument("--with-context", action="store_true", help="store prefix and suffix in every record")
-    from .cli import add_python_version_option
+    from ..engine.versions import add_python_version_option
     from .datasets import interpreter_version
-    from .versions import format_version
+    from ..engine.versions import format_version
 
     add_python_version_option(ap, format_version(interpreter_version()),
                               "this interpreter's, whose ast.parse judges success")
@@ -216,10 +216,10 @@ def run_all(args: argparse.Namespace) -> int:
     """Load the model, then run and append every missing (dataset, example, mode) record."""
     from tqdm import tqdm
 
-    from .errors import FimConstrainError
-    from .generate import FimDecoder
-    from .models import load_model
-    from .versions import format_version
+    from ..engine.errors import FimConstrainError
+    from ..decoding.generate import FimDecoder
+    from ..decoding.models import load_model
+    from ..engine.versions import format_version
 
     done = done_keys(args.out)
     todo = [(path.stem, ex) for path in args.datasets for ex in read_examples(path)[:args.n]]
@@ -436,11 +436,11 @@ def main_report(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fimconstrain.evaluation run|report ...``."""
+    """``python -m fimconstrain.evaluation.runs run|report ...``."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"run": main_eval, "report": main_report}
     if not argv or argv[0] not in commands:
-        print("usage: python -m fimconstrain.evaluation {run,report} ...", file=sys.stderr)
+        print("usage: python -m fimconstrain.evaluation.runs {run,report} ...", file=sys.stderr)
         return 2
     return commands[argv[0]](argv[1:])
 

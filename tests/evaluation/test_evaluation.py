@@ -16,8 +16,8 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("matplotlib")
 
 from fimconstrain import evaluation  # noqa: E402
-from fimconstrain.datasets import main_build, read_examples  # noqa: E402
-from fimconstrain.evaluation import MODES, format_table, main_eval, main_report, read_records  # noqa: E402
+from fimconstrain.evaluation.datasets import main_build, read_examples  # noqa: E402
+from fimconstrain.evaluation.runs import MODES, format_table, main_eval, main_report, read_records  # noqa: E402
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -25,7 +25,7 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer GPTBigCode and a 600-token byte-level BPE tokenizer with SantaCoder's FIM tokens."""
-    from fimconstrain.tiny_model import build_tiny_model
+    from fimconstrain.evaluation.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 

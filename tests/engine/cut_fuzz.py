@@ -3,7 +3,7 @@
 A file F (a real standard-library file put through validity-preserving
 transforms, or a generated snippet, perhaps mutated) is split into
 prefix / middle / suffix; the engine must accept exactly when ast.parse does
-(see ``check``). Used by ``tests/test_cut_fuzz.py`` (bounded, hypothesis) and
+(see ``check``). Used by ``tests/engine/test_cut_fuzz.py`` (bounded, hypothesis) and
 ``benchmarks/cut_fuzz.py`` (the long run). Generators are functions of a
 ``random.Random`` so both drive the same code; ``stdlib_cases`` /
 ``snippet_cases`` wrap them as hypothesis strategies (a drawn seed, replayable).

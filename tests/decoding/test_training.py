@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_default_model.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_default_model.py"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["textwrap.py", "string.py", "json/decoder.py", "shlex.py"]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import lexer
-from .context import LRU, PrefixCache, SuffixPlan, plan_suffix
+from .prefix_cache import LRU, PrefixCache
+from .rejection import first_error_offset
+from .right_quotient import SuffixPlan, plan_suffix
 from .errors import GrammarError, InputError, UncompletableError
 from .grammar import load_builtin
 from .layers import PlainLayer, PythonLayer
@@ -81,6 +83,21 @@ class Checker:
         self._plan = plan
 
     @property
+    def layer(self):
+        """The language layer this checker reads with."""
+        return self._layer
+
+    @property
+    def branches(self) -> list:
+        """The lexer branches alive after the text read so far (see :mod:`.lexer`)."""
+        return self._branches
+
+    @property
+    def suffix_plan(self) -> SuffixPlan | None:
+        """The suffix this checker must join, split for checking (None: no suffix)."""
+        return self._plan
+
+    @property
     def pending_cr(self) -> bool:
         """Whether the text read so far ends in a carriage return that a line feed may join."""
         return self._ending == "\r"
@@ -148,7 +165,7 @@ class Checker:
         """A short text that completes the program from here (suffix included), checked
         with ``is_complete``; None if the search finds none (within ``seconds``, if given).
         For ending inside a budget."""
-        from .completion import shortest_finish
+        from .finish_search import shortest_finish
 
         return shortest_finish(self, seconds=seconds)
 
@@ -252,30 +269,3 @@ def clear_caches() -> None:
     for context in _CONTEXTS.values():
         context.prefixes.clear()
         context.suffixes.clear()
-
-
-def first_rejection(checker: Checker, text: str, start: int = 0, chunk: int = 256) -> tuple[int | None, Checker]:
-    """Where feeding ``text[start:]`` to ``checker`` is first rejected: ``(offset of the
-    character that is rejected, or None, last checker before it)``. Feeds whole chunks and
-    goes character by character only inside the chunk that fails."""
-    pos = start
-    while pos < len(text):
-        piece = text[pos:pos + chunk]
-        after = checker.feed(piece)
-        if after is not None:
-            checker, pos = after, pos + len(piece)
-            continue
-        for i, ch in enumerate(piece):
-            after = checker.feed(ch)
-            if after is None:
-                return pos + i, checker
-            checker = after
-        pos += len(piece)  # rejected whole but not char by char (a \r\n split): trust the finer answer
-    return None, checker
-
-
-def first_error_offset(checker: Checker, text: str) -> int:
-    """The offset of the first character of ``text`` that ``checker`` rejects (``len(text)``
-    when none is)."""
-    offset, _ = first_rejection(checker, text)
-    return len(text) if offset is None else offset

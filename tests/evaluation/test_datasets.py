@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fimconstrain.datasets import (NON_SYMBOLS, BuildOptions, build, main_build, python_files, read_examples,
+from fimconstrain.evaluation.datasets import (NON_SYMBOLS, BuildOptions, build, main_build, python_files, read_examples,
                                    sha256, training_exclusions)
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

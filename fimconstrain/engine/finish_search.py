@@ -18,7 +18,7 @@ from collections import Counter
 from functools import cached_property, lru_cache
 
 from .grammar import Grammar
-from .infix import lex
+from .refutation import lex
 from .regex_dfa import DEAD
 
 #: what declared layout terminals cost, in characters of text
@@ -333,10 +333,10 @@ def _spell(planner: Planner, terminals: list[int], layout, lead: str, spaced: bo
 
 def finishing_candidates(checker) -> list[str]:
     """Texts that may finish ``checker``'s middle, shortest first (not yet verified)."""
-    layer = checker._layer
+    layer = checker.layer
     planner = planner_for(layer)
     found = set()
-    for branch in checker._branches:
+    for branch in checker.branches:
         for added, parser, layout in _finish_lexeme(layer, branch):
             items = planner.closing_items(parser)
             if items is None:
@@ -354,10 +354,10 @@ _OPENERS = [chr(c) for c in range(33, 127)] + ['"""', "'''", "\n"]
 def _joiners(checker) -> list[str]:
     """Single symbols the parser could take next, spelled, and single characters that may
     open a symbol the suffix closes: bridges toward a suffix."""
-    layer = checker._layer
+    layer = checker.layer
     planner = planner_for(layer)
     mask = 0
-    for parser, layout, *_ in checker._branches:
+    for parser, layout, *_ in checker.branches:
         mask |= layer.allowed(parser, layout)
     out = []
     for sym, text in planner.spelling.items():
@@ -382,8 +382,8 @@ def _header_joiners(checker) -> list[str]:
     """A block header on a new line at each column the layout knows: a suffix that starts
     with an indented block needs a header to hang from."""
     columns = {0}
-    for _, layout, *_ in checker._branches:
-        stack = checker._layer.indent_columns(layout)
+    for _, layout, *_ in checker.branches:
+        stack = checker.layer.indent_columns(layout)
         columns.update(stack)
         columns.add((stack[-1] if stack else 0) + len(_INDENT_UNIT))
     return ["\n" + " " * col + "if A:" for col in sorted(columns)]
@@ -419,7 +419,7 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
     search = _Search(seconds)
     candidates = finishing_candidates(checker)[:limit]
     found = search.first_complete(checker, candidates)
-    if found is not None or checker._plan is None:
+    if found is not None or checker.suffix_plan is None:
         return found
     bases = [(text, base) for text in candidates if (base := checker.feed(text)) is not None]
     best = None
@@ -432,10 +432,10 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
             best = text + tail
     if best is not None:
         return best
-    found = _bridge(bases[:8], checker._plan.head, search)
+    found = _bridge(bases[:8], checker.suffix_plan.head, search)
     if found is not None:
         return found
-    openers = _openers_for(checker._plan.head)
+    openers = _openers_for(checker.suffix_plan.head)
     for text, base in bases[:16]:
         for symbol in _joiners(base)[:64]:
             middle = base.feed(" " + symbol)
@@ -679,7 +679,7 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
     the head's first symbol or a string it closes."""
     if not bases:
         return None
-    layer = bases[0][1]._layer
+    layer = bases[0][1].layer
     planner = planner_for(layer)
     closers = _unmatched_closers(layer, head)
     head_column = len(head) - len(head.lstrip(" "))
@@ -707,7 +707,7 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
     candidates = []
     for text, base in bases:
         columns = {0}
-        for _, layout, *_ in base._branches:
+        for _, layout, *_ in base.branches:
             columns.update(layer.indent_columns(layout))
         # on the same line; on a new line at each column the layout knows, or one deeper (after
         # a block header); deeper ones each under an ``if`` of its own (the levels a head that

@@ -23,11 +23,11 @@ from itertools import product
 import torch
 from transformers import LogitsProcessor
 
-from .checker import Checker, fim_checker
+from ..engine.checker import Checker, fim_checker
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
 from .models import context_window
-from .versions import PythonVersion, VersionLike, parse_python_version
+from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 
 #: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
 MODES = ("unconstrained", "checked", "constrained", "prefix")

@@ -11,9 +11,9 @@ import pytest
 from conftest import sample_stdlib, read_utf8
 
 import fimconstrain
-from fimconstrain.mask_store import (Alphabet, MaskStore, mask_logits, pack, prefiltered, prefix_logits,
+from fimconstrain.decoding.mask_store import (Alphabet, MaskStore, mask_logits, pack, prefiltered, prefix_logits,
                                      unpack)
-from fimconstrain.vocab import (Vocabulary, from_strings, split_utf8, stdlib_texts, token_steps,
+from fimconstrain.decoding.vocab import (Vocabulary, from_strings, split_utf8, stdlib_texts, token_steps,
                                 train_byte_level_bpe, vocabulary)
 
 VOCAB_SIZE = 4096
