@@ -181,7 +181,7 @@ def describe_exc(e: BaseException) -> str:
 def engine_setup():
     """Import the engine once per worker process (raises if it is missing)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
-    import fimconstrain  # noqa: F401
+    import fimconstrain
 
     return fimconstrain
 
@@ -195,16 +195,35 @@ def uncompletable_error():
 # ---------------------------------------------------------------- cli / output
 
 
-def base_parser(description: str, *, limit_default: int | None, workers: bool = True) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--root", type=Path, default=None, help="folder of .py files (default: the running Python's standard library)")
+def base_parser(
+    description: str, *, limit_default: int | None, workers: bool = True
+) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="folder of .py files (default: the running Python's standard library)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (sampling, cuts, mutations)")
-    p.add_argument("--limit", type=int, default=limit_default, help="sample N files (default: all when not given)")
-    p.add_argument("--max-size", type=int, default=None, metavar="CHARS", help="skip files longer than this many characters")
+    p.add_argument(
+        "--limit", type=int, default=limit_default, help="sample N files (default: all when not given)"
+    )
+    p.add_argument(
+        "--max-size",
+        type=int,
+        default=None,
+        metavar="CHARS",
+        help="skip files longer than this many characters",
+    )
     if workers:
         p.add_argument("--workers", type=int, default=2, help="worker processes")
         p.add_argument("--timeout", type=float, default=120.0, help="per-file time limit in seconds")
-    p.add_argument("--out", type=Path, default=None, help="JSON result file (default: benchmarks/results/NAME.json)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="JSON result file (default: benchmarks/results/NAME.json)"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     return p
 
@@ -227,7 +246,7 @@ def environment() -> dict:
         from importlib.metadata import version
 
         fc_version = version("fimconstrain")
-    except Exception:  # noqa: BLE001
+    except Exception:
         fc_version = "unknown"
     return {
         "python": sys.version.split()[0],
@@ -242,7 +261,11 @@ def environment() -> dict:
 def write_results(name: str, args, payload: dict) -> Path:
     out = args.out or (RESULTS_DIR / f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": name, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "environment": environment()}
+    doc = {
+        "benchmark": name,
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "environment": environment(),
+    }
     doc.update(payload)
     out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
@@ -253,7 +276,9 @@ def table(rows: list[list], headers: list[str], align: str | None = None) -> str
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     if align is None:
-        align = "".join("r" if rows and isinstance(rows[0][i], (int, float)) else "l" for i in range(len(headers)))
+        align = "".join(
+            "r" if rows and isinstance(rows[0][i], (int, float)) else "l" for i in range(len(headers))
+        )
     lines = []
     for k, r in enumerate(cells):
         parts = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(r, widths, align)]
@@ -284,7 +309,9 @@ def pct(a: int, b: int) -> str:
 def progress(iterable, *, total=None, desc="", disable=False, unit="file"):
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, disable=disable, unit=unit, dynamic_ncols=True, file=sys.stderr)
+    return tqdm(
+        iterable, total=total, desc=desc, disable=disable, unit=unit, dynamic_ncols=True, file=sys.stderr
+    )
 
 
 def run_pool(func, tasks: list, *, workers: int, desc: str, disable: bool, unit: str = "file", init=None):

@@ -27,12 +27,16 @@ def run(tree: Path, script: str, args: list[str], out: Path) -> int:
     """Run ``benchmarks/<script>`` of ``tree`` against ``tree``'s package."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     command = [sys.executable, str(tree / "benchmarks" / script), *args, "--out", str(out)]
-    return subprocess.run(command, cwd=REPO, env=env).returncode  # relative arguments mean the same on both sides
+    return subprocess.run(
+        command, cwd=REPO, env=env
+    ).returncode  # relative arguments mean the same on both sides
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--baseline", required=True, help="git revision to compare against (e.g. a commit or main~3)")
+    p.add_argument(
+        "--baseline", required=True, help="git revision to compare against (e.g. a commit or main~3)"
+    )
     p.add_argument("--rounds", type=int, default=1, help="alternating runs per side")
     p.add_argument("script", help="a script in benchmarks/ that takes --out")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, after --")
@@ -43,7 +47,9 @@ def main(argv=None) -> int:
     status = 0
     with tempfile.TemporaryDirectory(prefix="fimconstrain-ab-") as scratch:
         baseline = Path(scratch) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(baseline), args.baseline], cwd=REPO, check=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "-q", str(baseline), args.baseline], cwd=REPO, check=True
+        )
         try:
             for round_ in range(1, args.rounds + 1):
                 for side, tree in (("baseline", baseline), ("current", REPO)):

@@ -54,17 +54,23 @@ def disarm():
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--examples", type=int, default=200, help="cases per category")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-bytes", type=int, default=6000, help="largest stdlib file sampled")
     p.add_argument("--files", type=int, default=160, help="stdlib files in the sample")
-    p.add_argument("--categories", default=",".join(cf.CATEGORIES),
-                   help="comma-separated subset of: " + ", ".join(cf.CATEGORIES))
+    p.add_argument(
+        "--categories",
+        default=",".join(cf.CATEGORIES),
+        help="comma-separated subset of: " + ", ".join(cf.CATEGORIES),
+    )
     p.add_argument("--slow", type=float, default=2.0, help="report a case slower than this (s) as slow")
     p.add_argument("--timeout", type=float, default=30.0, help="give up on one case after this (s)")
-    p.add_argument("--minimise", type=float, default=10.0, help="seconds to minimise each disagreement (0: off)")
+    p.add_argument(
+        "--minimise", type=float, default=10.0, help="seconds to minimise each disagreement (0: off)"
+    )
     p.add_argument("--max-minimise", type=int, default=60, help="minimise at most this many disagreements")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -75,14 +81,19 @@ def main(argv=None) -> int:
         p.error(f"unknown categories {unknown}; choose from {cf.CATEGORIES}")
     C.engine_setup()
     files = cf.stdlib_sample(args.files, args.max_bytes)
-    print(f"{len(files)} stdlib files <= {args.max_bytes} bytes; {args.examples} cases x {len(cats)} categories; "
-          f"seed {args.seed}; Python {sys.version.split()[0]}", file=sys.stderr)
+    print(
+        f"{len(files)} stdlib files <= {args.max_bytes} bytes; {args.examples} cases x {len(cats)} categories; "
+        f"seed {args.seed}; Python {sys.version.split()[0]}",
+        file=sys.stderr,
+    )
 
     tally = cf.Tally(slow_after=args.slow)
     found: list[tuple[str, str, cf.Case]] = []  # (category, message, case)
     slow: list[tuple[str, float, str, cf.Case]] = []
     t_start = time.monotonic()
-    bar = C.progress(None, total=args.examples * len(cats), desc="cut fuzz", disable=args.no_progress, unit="case")
+    bar = C.progress(
+        None, total=args.examples * len(cats), desc="cut fuzz", disable=args.no_progress, unit="case"
+    )
     for cat in cats:
         for k in range(args.examples):
             case = cf.case_in_category(cat, random.Random(f"{args.seed}:{cat}:{k}"), files)
@@ -121,8 +132,10 @@ def main(argv=None) -> int:
     if slow:
         print(f"\nslow cases (> {args.slow:g} s): {len(slow)}")
         for cat, dt, what, case in slow:
-            print(f"  [{cat}] {what} {dt:.1f} s  {case.origin}\n    {cf._short(case.prefix, 160)}, "
-                  f"{cf._short(case.middle, 160)}, {cf._short(case.suffix, 160)}")
+            print(
+                f"  [{cat}] {what} {dt:.1f} s  {case.origin}\n    {cf._short(case.prefix, 160)}, "
+                f"{cf._short(case.middle, 160)}, {cf._short(case.suffix, 160)}"
+            )
 
     # ------------------------------------------------ disagreements, minimised and grouped
     if found:

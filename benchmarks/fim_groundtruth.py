@@ -46,7 +46,7 @@ def run_middle(fc, prefix: str, middle: str, suffix: str, rng: random.Random) ->
     i = 0
     while i < len(middle):
         n = rng.randint(1, 8)
-        checker = checker.feed(middle[i:i + n])
+        checker = checker.feed(middle[i : i + n])
         if checker is None:
             return False, f"rejected at middle offset {i}..{i + n}"
         i += n
@@ -60,8 +60,8 @@ def mutate(middle: str, rng: random.Random) -> tuple[str, str]:
     if kind == "insert":
         return middle[:pos] + char + middle[pos:], kind
     if kind == "delete":
-        return middle[:pos] + middle[pos + 1:], kind
-    return middle[:pos] + char + middle[pos + 1:], kind
+        return middle[:pos] + middle[pos + 1 :], kind
+    return middle[:pos] + char + middle[pos + 1 :], kind
 
 
 def check_file(task) -> dict:
@@ -79,8 +79,9 @@ def check_file(task) -> dict:
                 out["cuts"] += 1
                 ok, how = run_middle(fc, prefix, middle, suffix, rng)
                 if not ok:
-                    out["misses"].append({"style": style, "start": a, "end": b, "how": how,
-                                          "middle": middle[:200]})
+                    out["misses"].append(
+                        {"style": style, "start": a, "end": b, "how": how, "middle": middle[:200]}
+                    )
                 mutant, kind = mutate(middle, rng)
                 python_ok, message, _ = C.ast_verdict(prefix + mutant + suffix)
                 ours, how = run_middle(fc, prefix, mutant, suffix, rng)
@@ -89,9 +90,18 @@ def check_file(task) -> dict:
                 if ours == python_ok:
                     continue
                 out["mutants"][f"{label}_wrong"] += 1
-                out["mutant_misses"].append({"style": style, "kind": kind, "python": python_ok,
-                                             "message": message, "how": how, "start": a,
-                                             "middle": middle[:120], "mutant": mutant[:120]})
+                out["mutant_misses"].append(
+                    {
+                        "style": style,
+                        "kind": kind,
+                        "python": python_ok,
+                        "message": message,
+                        "how": how,
+                        "start": a,
+                        "middle": middle[:120],
+                        "mutant": mutant[:120],
+                    }
+                )
     except C.Timeout as exc:
         out["error"] = str(exc)
     return out
@@ -104,8 +114,7 @@ def main() -> None:
     root, files = C.select_files(args)
     tasks = [(path, args.seed, args.cuts) for path in files]
     total, misses, mutants, mutant_misses, errors = 0, [], Counter(), [], []
-    for result in C.run_pool(check_file, tasks, workers=args.workers, desc="files",
-                             disable=args.no_progress):
+    for result in C.run_pool(check_file, tasks, workers=args.workers, desc="files", disable=args.no_progress):
         total += result["cuts"]
         misses += [dict(m, file=C.rel(result["file"], root)) for m in result["misses"]]
         mutants.update(result["mutants"])
@@ -116,22 +125,45 @@ def main() -> None:
     accepted = total - len(misses)
     invalid, valid = mutants["invalid_total"], mutants["valid_total"]
     caught = invalid - mutants["invalid_wrong"]
-    print(C.table([
-        ["original middles accepted", f"{accepted}/{total}", C.pct(accepted, total), ">= 99.9%"],
-        ["broken mutants rejected", f"{caught}/{invalid}", C.pct(caught, invalid), ">= 98%"],
-        ["valid mutants accepted", f"{valid - mutants['valid_wrong']}/{valid}",
-         C.pct(valid - mutants["valid_wrong"], valid), "100%"],
-    ], ["measure", "count", "rate", "target"]))
+    print(
+        C.table(
+            [
+                ["original middles accepted", f"{accepted}/{total}", C.pct(accepted, total), ">= 99.9%"],
+                ["broken mutants rejected", f"{caught}/{invalid}", C.pct(caught, invalid), ">= 98%"],
+                [
+                    "valid mutants accepted",
+                    f"{valid - mutants['valid_wrong']}/{valid}",
+                    C.pct(valid - mutants["valid_wrong"], valid),
+                    "100%",
+                ],
+            ],
+            ["measure", "count", "rate", "target"],
+        )
+    )
     for m in misses[:20]:
         print("MISSED ORIGINAL", m["file"], m["style"], m["start"], m["how"], repr(m["middle"][:80]))
     for m in mutant_misses[:20]:
-        print("MUTANT", "accepted" if not m["python"] else "rejected", m["file"], m["kind"],
-              m["message"], repr(m["mutant"][:80]))
+        print(
+            "MUTANT",
+            "accepted" if not m["python"] else "rejected",
+            m["file"],
+            m["kind"],
+            m["message"],
+            repr(m["mutant"][:80]),
+        )
     for name, error in errors:
         print("ERROR", name, error)
-    path = C.write_results("fim_groundtruth", args, {
-        "cuts": total, "original_misses": misses, "mutants": dict(mutants),
-        "mutant_misses": mutant_misses, "errors": errors})
+    path = C.write_results(
+        "fim_groundtruth",
+        args,
+        {
+            "cuts": total,
+            "original_misses": misses,
+            "mutants": dict(mutants),
+            "mutant_misses": mutant_misses,
+            "errors": errors,
+        },
+    )
     print(f"wrote {path}")
 
 

@@ -22,7 +22,9 @@ from fim_groundtruth import cuts
 
 def main() -> None:
     parser = C.base_parser(__doc__.splitlines()[0], limit_default=20, workers=False)
-    parser.add_argument("--model", default=None, help="model folder or cached hub id (default: the shipped model)")
+    parser.add_argument(
+        "--model", default=None, help="model folder or cached hub id (default: the shipped model)"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--top-p", type=float, default=0.95)
@@ -38,7 +40,7 @@ def main() -> None:
     loaded = load_model(args.model)
     decoder = FimDecoder(loaded.model, loaded.tokenizer, loaded.fim_format)
     decoder.mask_store()  # built or loaded once, outside the timings
-    root, files = C.select_files(args)
+    _root, files = C.select_files(args)
     rng = random.Random(args.seed)
     rows = {False: [], True: []}
     same = total = 0
@@ -46,28 +48,59 @@ def main() -> None:
         source = C.read_utf8(path)
         if not source or len(source) > 60_000 or not C.ast_verdict(source)[0]:
             continue
-        for style, a, b in cuts(source, rng, 1):
+        for _style, a, b in cuts(source, rng, 1):
             results = {}
             for prefilter in (False, True):
                 results[prefilter] = result = decoder.generate(
-                    source[:a], source[b:], mode="constrained", max_new_tokens=args.max_new_tokens,
-                    temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=a, prefilter=prefilter)
-                rows[prefilter].append((result.checker_ms_per_token, result.candidates_checked / max(1, result.generated),
-                                        result.model_ms_per_token))
+                    source[:a],
+                    source[b:],
+                    mode="constrained",
+                    max_new_tokens=args.max_new_tokens,
+                    temperature=args.temperature,
+                    top_p=args.top_p,
+                    top_k=args.top_k,
+                    seed=a,
+                    prefilter=prefilter,
+                )
+                rows[prefilter].append(
+                    (
+                        result.checker_ms_per_token,
+                        result.candidates_checked / max(1, result.generated),
+                        result.model_ms_per_token,
+                    )
+                )
             total += 1
             same += results[False].token_ids == results[True].token_ids
     table = []
     for prefilter in (False, True):
         ms, checked, model_ms = zip(*rows[prefilter]) if rows[prefilter] else ((0,), (0,), (0,))
-        table.append(["prefilter" if prefilter else "exact checks only", statistics.mean(ms), statistics.median(ms),
-                      statistics.mean(checked), statistics.mean(model_ms)])
-    print(C.table(table, ["constrained sampling", "constraint ms/token (mean)", "median", "candidates/token",
-                          "model ms/token"]))
+        table.append(
+            [
+                "prefilter" if prefilter else "exact checks only",
+                statistics.mean(ms),
+                statistics.median(ms),
+                statistics.mean(checked),
+                statistics.mean(model_ms),
+            ]
+        )
+    print(
+        C.table(
+            table,
+            [
+                "constrained sampling",
+                "constraint ms/token (mean)",
+                "median",
+                "candidates/token",
+                "model ms/token",
+            ],
+        )
+    )
     base, masked = table[0][1], table[1][1]
     print(f"same tokens with and without the pre-filter: {same}/{total}")
     print(f"constraint time with the pre-filter: {masked / base:.2f}x of exact checks only" if base else "")
-    path = C.write_results("fim_prefilter", args, {"cuts": total, "same": same,
-                                                    "rows": {str(k): v for k, v in rows.items()}})
+    path = C.write_results(
+        "fim_prefilter", args, {"cuts": total, "same": same, "rows": {str(k): v for k, v in rows.items()}}
+    )
     print(f"wrote {path}")
 
 

@@ -25,13 +25,20 @@ import statistics
 import time
 from pathlib import Path
 
+import _common as C
 from tqdm import tqdm
 
-import _common as C
 import fimconstrain
 
-BUCKETS = [(1_000, 2_000), (2_000, 5_000), (5_000, 10_000), (10_000, 20_000),
-           (20_000, 50_000), (50_000, 100_000), (100_000, 250_000)]
+BUCKETS = [
+    (1_000, 2_000),
+    (2_000, 5_000),
+    (5_000, 10_000),
+    (10_000, 20_000),
+    (20_000, 50_000),
+    (50_000, 100_000),
+    (100_000, 250_000),
+]
 CHUNK = 4
 
 
@@ -62,7 +69,7 @@ def measure(source: str, rng: random.Random) -> dict:
 
     cold, checker = timed(build)
     edit, _ = timed(lambda: build(prefix + " "))  # may be rejected later; the build is what counts
-    chunks = [middle[i:i + CHUNK] for i in range(0, len(middle), CHUNK)] or [""]
+    chunks = [middle[i : i + CHUNK] for i in range(0, len(middle), CHUNK)] or [""]
     t0 = time.perf_counter()
     for chunk in chunks:
         checker = checker.feed(chunk)
@@ -75,8 +82,15 @@ def measure(source: str, rng: random.Random) -> dict:
     extended = checker.feed("\n" if middle.endswith("\n") else " ")
     eos, _ = timed(extended.is_complete)
     parse, _ = timed(lambda: C.ast_verdict(source))
-    return {"chars": len(source), "cold_ms": cold * 1e3, "edit_ms": edit * 1e3,
-            "feed_us_per_token": per_chunk * 1e6, "first_eos_ms": first_eos * 1e3, "eos_ms": eos * 1e3, "ast_parse_ms": parse * 1e3}
+    return {
+        "chars": len(source),
+        "cold_ms": cold * 1e3,
+        "edit_ms": edit * 1e3,
+        "feed_us_per_token": per_chunk * 1e6,
+        "first_eos_ms": first_eos * 1e3,
+        "eos_ms": eos * 1e3,
+        "ast_parse_ms": parse * 1e3,
+    }
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -98,7 +112,9 @@ def plot(rows: list[dict], path: Path) -> None:
     right.loglog(xs, [r["feed_us_per_token"] / 1e3 for r in rows], "o", label="feed (per 4-char token)")
     right.loglog(xs, [r["first_eos_ms"] for r in rows], "+", label="first EOS check (is_complete)")
     right.loglog(xs, [r["eos_ms"] for r in rows], "x", label="next EOS check")
-    right.loglog(xs, [r["ast_parse_ms"] for r in rows], ".", label="ast.parse per token (checked unconstrained)")
+    right.loglog(
+        xs, [r["ast_parse_ms"] for r in rows], ".", label="ast.parse per token (checked unconstrained)"
+    )
     right.set_xlabel("file size (characters)")
     right.set_ylabel("ms per token")
     right.set_title("cost per generated token (model excluded)")
@@ -135,20 +151,28 @@ def main() -> None:
         row["file"] = C.rel(path, args.root)
         rows.append(row)
 
-    print(f"{'size bucket':>16} {'files':>5} {'cold ms':>8} {'edit ms':>8} {'feed us/tok':>11} "
-          f"{'EOS1 ms':>8} {'EOS ms':>7} {'ast.parse ms':>12} {'ast/feed':>8}")
+    print(
+        f"{'size bucket':>16} {'files':>5} {'cold ms':>8} {'edit ms':>8} {'feed us/tok':>11} "
+        f"{'EOS1 ms':>8} {'EOS ms':>7} {'ast.parse ms':>12} {'ast/feed':>8}"
+    )
     for lo, hi in BUCKETS:
         group = [r for r in rows if lo <= r["chars"] < hi]
         if not group:
             continue
-        med = {k: statistics.median(r[k] for r in group)
-               for k in ("cold_ms", "edit_ms", "feed_us_per_token", "first_eos_ms", "eos_ms", "ast_parse_ms")}
-        print(f"{lo:>7,}-{hi:<8,} {len(group):>5} {med['cold_ms']:>8.1f} {med['edit_ms']:>8.2f} "
-              f"{med['feed_us_per_token']:>11.1f} {med['first_eos_ms']:>8.2f} {med['eos_ms']:>7.2f} {med['ast_parse_ms']:>12.2f} "
-              f"{med['ast_parse_ms'] * 1e3 / med['feed_us_per_token']:>8.1f}")
+        med = {
+            k: statistics.median(r[k] for r in group)
+            for k in ("cold_ms", "edit_ms", "feed_us_per_token", "first_eos_ms", "eos_ms", "ast_parse_ms")
+        }
+        print(
+            f"{lo:>7,}-{hi:<8,} {len(group):>5} {med['cold_ms']:>8.1f} {med['edit_ms']:>8.2f} "
+            f"{med['feed_us_per_token']:>11.1f} {med['first_eos_ms']:>8.2f} {med['eos_ms']:>7.2f} {med['ast_parse_ms']:>12.2f} "
+            f"{med['ast_parse_ms'] * 1e3 / med['feed_us_per_token']:>8.1f}"
+        )
     ten_k = [r["cold_ms"] for r in rows if 5_000 <= r["chars"] < 20_000]
     if ten_k:
-        print(f"median cold build for 5k-20k character files: {statistics.median(ten_k):.1f} ms (target <= 100 ms)")
+        print(
+            f"median cold build for 5k-20k character files: {statistics.median(ten_k):.1f} ms (target <= 100 ms)"
+        )
     path = C.write_results("fim_speed", args, {"rows": rows})
     plot(rows, path.with_suffix(".png"))
     print(f"wrote {path} and {path.with_suffix('.png')}")

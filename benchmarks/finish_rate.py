@@ -25,7 +25,7 @@ from fim_groundtruth import cuts
 def stray_text(sources: list[str], rng: random.Random) -> str:
     source = rng.choice(sources)
     at = rng.randrange(len(source))
-    return source[at:at + rng.randint(20, 300)]
+    return source[at : at + rng.randint(20, 300)]
 
 
 def feed_until_rejected(checker, text: str):
@@ -50,7 +50,7 @@ def check_file(task) -> dict:
         except fc.UncompletableError:
             continue
         for kind in ("stray", "partial"):
-            text = stray_text(donors, rng) if kind == "stray" else truth[:rng.randint(0, len(truth))]
+            text = stray_text(donors, rng) if kind == "stray" else truth[: rng.randint(0, len(truth))]
             checker, middle = feed_until_rejected(start, text)
             began = time.perf_counter()
             finish = checker.shortest_finish(seconds=seconds)
@@ -60,39 +60,68 @@ def check_file(task) -> dict:
             if finish is not None and C.ast_verdict(prefix + middle + finish + suffix)[0]:
                 out["finished"][key] += 1
             else:
-                out["failures"].append({"style": style, "kind": kind, "start": a, "end": b, "middle": middle,
-                                        "finish": finish, "suffix": suffix[:80]})
+                out["failures"].append(
+                    {
+                        "style": style,
+                        "kind": kind,
+                        "start": a,
+                        "end": b,
+                        "middle": middle,
+                        "finish": finish,
+                        "suffix": suffix[:80],
+                    }
+                )
     return out
 
 
 def main() -> None:
     parser = C.base_parser(__doc__.splitlines()[0], limit_default=150)
     parser.add_argument("--cuts", type=int, default=2, help="cut pairs (boundary + randspan) per file")
-    parser.add_argument("--seconds", type=float, default=2.0, help="time limit of one finish search (as generate uses)")
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="time limit of one finish search (as generate uses)"
+    )
     args = parser.parse_args()
     root, files = C.select_files(args)
     rng = random.Random(args.seed)
-    tasks = [(path, args.seed, args.cuts, args.seconds, rng.sample(files, min(3, len(files)))) for path in files]
+    tasks = [
+        (path, args.seed, args.cuts, args.seconds, rng.sample(files, min(3, len(files)))) for path in files
+    ]
     trials, finished, seconds, failures = Counter(), Counter(), [], []
     for result in C.run_pool(check_file, tasks, workers=args.workers, desc="files", disable=args.no_progress):
         trials.update(result["trials"])
         finished.update(result["finished"])
         seconds += result["seconds"]
         failures += [dict(f, file=C.rel(result["file"], root)) for f in result["failures"]]
-    rows = [[key, f"{finished[key]}/{trials[key]}", C.pct(finished[key], trials[key])] for key in sorted(trials)]
+    rows = [
+        [key, f"{finished[key]}/{trials[key]}", C.pct(finished[key], trials[key])] for key in sorted(trials)
+    ]
     total, done = sum(trials.values()), sum(finished.values())
     rows.append(["all", f"{done}/{total}", C.pct(done, total)])
     print(C.table(rows, ["cut/middle", "finished", "rate"]))
     if seconds:
         ordered = sorted(seconds)
-        print(f"finish search: mean {statistics.mean(seconds) * 1000:.0f} ms, median "
-              f"{ordered[len(ordered) // 2] * 1000:.0f} ms, p95 {ordered[int(len(ordered) * 0.95)] * 1000:.0f} ms, "
-              f"max {ordered[-1] * 1000:.0f} ms")
+        print(
+            f"finish search: mean {statistics.mean(seconds) * 1000:.0f} ms, median "
+            f"{ordered[len(ordered) // 2] * 1000:.0f} ms, p95 {ordered[int(len(ordered) * 0.95)] * 1000:.0f} ms, "
+            f"max {ordered[-1] * 1000:.0f} ms"
+        )
     for f in failures[:20]:
-        print("NOT FINISHED", f["file"], f["style"], f["kind"], f["start"], "(found, invalid)" if f["finish"] is not None else "",
-              repr(f["middle"][-50:]), "|", repr(f["suffix"][:40]))
-    path = C.write_results("finish_rate", args, {"trials": dict(trials), "finished": dict(finished),
-                                                 "seconds": seconds, "failures": failures})
+        print(
+            "NOT FINISHED",
+            f["file"],
+            f["style"],
+            f["kind"],
+            f["start"],
+            "(found, invalid)" if f["finish"] is not None else "",
+            repr(f["middle"][-50:]),
+            "|",
+            repr(f["suffix"][:40]),
+        )
+    path = C.write_results(
+        "finish_rate",
+        args,
+        {"trials": dict(trials), "finished": dict(finished), "seconds": seconds, "failures": failures},
+    )
     print(f"wrote {path}")
 
 

@@ -74,7 +74,7 @@ def run_file(task) -> dict:
                     t["offset"] = len(src)
         except C.Timeout:
             t["outcome"] = "timeout"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             t["outcome"] = "exception"
             t["error"] = C.describe_exc(e)
         t["seconds"] = time.perf_counter() - t0
@@ -102,13 +102,29 @@ def main(argv=None) -> int:
     if args.max_size is None:
         args.max_size = 100_000
     root, files = C.select_files(args)
-    opts = {"cuts": args.cuts, "min_chunk": args.min_chunk, "max_chunk": args.max_chunk, "timeout": args.timeout}
+    opts = {
+        "cuts": args.cuts,
+        "min_chunk": args.min_chunk,
+        "max_chunk": args.max_chunk,
+        "timeout": args.timeout,
+    }
     tasks = [(f, args.seed * 1_000_003 + i) for i, f in enumerate(files)]
-    print(f"{len(files)} files (≤ {args.max_size:,} chars) under {root}, {args.cuts} cuts each, chunks "
-          f"{args.min_chunk}-{args.max_chunk}", file=sys.stderr)
+    print(
+        f"{len(files)} files (≤ {args.max_size:,} chars) under {root}, {args.cuts} cuts each, chunks "
+        f"{args.min_chunk}-{args.max_chunk}",
+        file=sys.stderr,
+    )
     t0 = time.perf_counter()
-    results = list(C.run_pool(run_file, tasks, workers=args.workers, desc="incremental", disable=args.no_progress,
-                              init=lambda: _init(opts, root)))
+    results = list(
+        C.run_pool(
+            run_file,
+            tasks,
+            workers=args.workers,
+            desc="incremental",
+            disable=args.no_progress,
+            init=lambda: _init(opts, root),
+        )
+    )
     wall = time.perf_counter() - t0
     results.sort(key=lambda r: r["file"])
     used = [r for r in results if r["status"] == "ok"]
@@ -122,16 +138,22 @@ def main(argv=None) -> int:
     print()
     print(C.table(rows, ["outcome", "trials", "share"], align="lrr"))
     rejected = outcomes.get("rejected", 0) + outcomes.get("prefix-rejected", 0)
-    print(f"\nfiles used {len(used)} (skipped: {len(results) - len(used)} undecodable or rejected by ast.parse)")
+    print(
+        f"\nfiles used {len(used)} (skipped: {len(results) - len(used)} undecodable or rejected by ast.parse)"
+    )
     print(f"trials {n}, characters fed {fed:,}")
-    print(f"rejection rate {C.pct(rejected, n)} of trials ({rejected / max(fed, 1) * 1e6:.2f} per million fed chars); "
-          f"not complete at end {C.pct(outcomes.get('not-complete', 0), n)}; "
-          f"exceptions {outcomes.get('exception', 0)}, timeouts {outcomes.get('timeout', 0)}")
+    print(
+        f"rejection rate {C.pct(rejected, n)} of trials ({rejected / max(fed, 1) * 1e6:.2f} per million fed chars); "
+        f"not complete at end {C.pct(outcomes.get('not-complete', 0), n)}; "
+        f"exceptions {outcomes.get('exception', 0)}, timeouts {outcomes.get('timeout', 0)}"
+    )
     feed_secs = sum(t["seconds"] - t.get("build_seconds", 0.0) for _, t in trials)
     build_secs = sum(t.get("build_seconds", 0.0) for _, t in trials)
     cut_chars = sum(t["cut"] for _, t in trials)
-    print(f"engine: {1e6 * feed_secs / max(fed, 1):.1f} µs per fed char, "
-          f"{1e3 * build_secs / max(cut_chars / 1000, 1e-9):.1f} ms per 1,000 prefix chars; wall {wall:.1f} s")
+    print(
+        f"engine: {1e6 * feed_secs / max(fed, 1):.1f} µs per fed char, "
+        f"{1e3 * build_secs / max(cut_chars / 1000, 1e-9):.1f} ms per 1,000 prefix chars; wall {wall:.1f} s"
+    )
     bad = [(r, t) for r, t in trials if t["outcome"] != "complete"]
     if bad:
         print(f"\nexamples ({min(len(bad), args.examples)} of {len(bad)}):")
@@ -139,13 +161,22 @@ def main(argv=None) -> int:
             loc = f"{r['file']}:{t.get('line', '?')}:{t.get('col', '?')}"
             extra = t.get("error") or t.get("context") or t.get("message") or ""
             print(f"  {loc}: {t['outcome']} (cut at {t['cut_line']}:{t['cut_col']}): {extra}")
-    out = C.write_results("incremental_completeness", args, {
-        "summary": {"files": len(used), "trials": n, "fed_chars": fed, "outcomes": outcomes,
-                    "rejection_rate": rejected / n if n else None,
-                    "not_complete_rate": outcomes.get("not-complete", 0) / n if n else None,
-                    "wall_seconds": wall},
-        "failures": [{"file": r["file"], **t} for r, t in bad],
-    })
+    out = C.write_results(
+        "incremental_completeness",
+        args,
+        {
+            "summary": {
+                "files": len(used),
+                "trials": n,
+                "fed_chars": fed,
+                "outcomes": outcomes,
+                "rejection_rate": rejected / n if n else None,
+                "not_complete_rate": outcomes.get("not-complete", 0) / n if n else None,
+                "wall_seconds": wall,
+            },
+            "failures": [{"file": r["file"], **t} for r, t in bad],
+        },
+    )
     print(f"\nresults: {out}")
     return 0
 

@@ -27,13 +27,21 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (RESULTS_DIR, base_parser, progress, read_utf8, select_files, table,  # noqa: E402
-                     timed, write_results)
+from _common import (
+    RESULTS_DIR,
+    base_parser,
+    progress,
+    read_utf8,
+    select_files,
+    table,
+    timed,
+    write_results,
+)
 
-import fimconstrain  # noqa: E402
-from fimconstrain.engine.grammar import load_builtin  # noqa: E402
-from fimconstrain.decoding.mask_store import MaskStore, unpack  # noqa: E402
-from fimconstrain.decoding.vocab import SPECIAL_TOKENS, split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
+import fimconstrain
+from fimconstrain.decoding.mask_store import MaskStore, unpack
+from fimconstrain.decoding.vocab import SPECIAL_TOKENS, split_utf8, stdlib_tokenizer, token_steps, vocabulary
+from fimconstrain.engine.grammar import load_builtin
 
 OPENERS, CLOSERS = {'"("', '"["', '"{"'}, {'")"', '"]"', '"}"'}
 NEWLINE_IN_BRACKETS = "_BNL"
@@ -147,7 +155,11 @@ class _RuleWriter:
 
 
 def _literal(node, tree_class) -> str | None:
-    if node.data == "value" and isinstance(node.children[0], tree_class) and node.children[0].data == "literal":
+    if (
+        node.data == "value"
+        and isinstance(node.children[0], tree_class)
+        and node.children[0].data == "literal"
+    ):
         return str(node.children[0].children[0])
     return None
 
@@ -158,30 +170,48 @@ def _literal(node, tree_class) -> str | None:
 class Compare:
     """Both engines over the same token sequences; per-step timings and mask differences."""
 
-    def __init__(self, tokenizer, store: MaskStore, llg_tokenizer, grammar: str, examples: int, judge_every: int):
+    def __init__(
+        self, tokenizer, store: MaskStore, llg_tokenizer, grammar: str, examples: int, judge_every: int
+    ):
         import llguidance
         import llguidance.numpy as llg_numpy
 
         self.tokenizer, self.store = tokenizer, store
         self.vocab = vocabulary(tokenizer)
         self.size = self.vocab.size
-        self.matcher = llguidance.LLMatcher(llg_tokenizer, grammar, log_level=0,
-                                            limits=llguidance.LLParserLimits(**LIMITS))
+        self.matcher = llguidance.LLMatcher(
+            llg_tokenizer, grammar, log_level=0, limits=llguidance.LLParserLimits(**LIMITS)
+        )
         self.fill = llg_numpy.fill_next_token_bitmask
         self.bitmask = llg_numpy.allocate_token_bitmask(1, llg_tokenizer.vocab_size)
         # Compared: tokens whose bytes are whole UTF-8 characters. llguidance works on bytes, the
         # checker on decoded text (a stray byte is U+FFFD to it), so byte fragments are not compared.
         self.compared = np.array([p is not None and _whole_utf8(p) for p in self.vocab.pieces])
         self.times = {"ours_wall": [], "ours_cpu": [], "llg_wall": [], "llg_cpu": []}
-        self.counts = dict.fromkeys([
-            "steps", "steps_differing", "steps_judged", "ours_only", "llg_only", "ours_only_judged",
-            "ours_only_judged_exact_ok", "llg_only_judged", "llg_only_judged_exact_ok",
-            "llg_rejected_true_token", "ours_missing_true_token", "mask_tokens_ours", "mask_tokens_llg"], 0)
+        self.counts = dict.fromkeys(
+            [
+                "steps",
+                "steps_differing",
+                "steps_judged",
+                "ours_only",
+                "llg_only",
+                "ours_only_judged",
+                "ours_only_judged_exact_ok",
+                "llg_only_judged",
+                "llg_only_judged_exact_ok",
+                "llg_rejected_true_token",
+                "ours_missing_true_token",
+                "mask_tokens_ours",
+                "mask_tokens_llg",
+            ],
+            0,
+        )
         self.judge_every = judge_every
         self.rng = np.random.default_rng(0)
         self.examples = {"ours_only": [], "llg_only": []}
-        self.frequent = {name: Counter() for name in
-                         ("ours_only", "llg_only", "ours_only_exact_ok", "llg_only_exact_ok")}
+        self.frequent = {
+            name: Counter() for name in ("ours_only", "llg_only", "ours_only_exact_ok", "llg_only_exact_ok")
+        }
         self.max_examples = examples
 
     def llg_mask(self) -> np.ndarray:
@@ -201,8 +231,14 @@ class Compare:
             w, c, llg_words = timed(self.llg_mask)
             self.times["llg_wall"].append(w)
             self.times["llg_cpu"].append(c)
-            self.compare(checker, held, unpack(words, self.size),
-                         unpack(llg_words.view(np.uint32), self.size), token, done)
+            self.compare(
+                checker,
+                held,
+                unpack(words, self.size),
+                unpack(llg_words.view(np.uint32), self.size),
+                token,
+                done,
+            )
             if not self.matcher.consume_token(token):
                 self.counts["llg_rejected_true_token"] += 1
                 return self.matcher.get_error().splitlines()[0][:200]
@@ -239,10 +275,16 @@ class Compare:
         texts = {self.vocab.pieces[t] for t in tokens}
         spread = self.counts["steps_judged"] % EXAMPLE_EVERY == 1  # examples from all over the files
         if spread and texts - {b"\x00"} and len(self.examples[name]) < self.max_examples:
-            text = lambda t: self.vocab.pieces[t].decode("utf-8")  # noqa: E731
-            self.examples[name].append({
-                "context": done[-50:], "judged": len(tokens), "exact_accepts": len(ok),
-                "sample": [text(t) for t in tokens[:8]], "sample_exact_ok": [text(t) for t in ok[:8]]})
+            text = lambda t: self.vocab.pieces[t].decode("utf-8")
+            self.examples[name].append(
+                {
+                    "context": done[-50:],
+                    "judged": len(tokens),
+                    "exact_accepts": len(ok),
+                    "sample": [text(t) for t in tokens[:8]],
+                    "sample_exact_ok": [text(t) for t in ok[:8]],
+                }
+            )
 
     def exact_ok(self, checker, token: int) -> bool:
         return checker.feed(self.vocab.pieces[token].decode("utf-8")) is not None
@@ -261,9 +303,13 @@ def main() -> None:
     p.add_argument("--vocab-size", type=int, default=49152)
     p.add_argument("--max-tokens", type=int, default=1500, help="decoding steps per file")
     p.add_argument("--examples", type=int, default=12, help="examples of differing masks to keep")
-    p.add_argument("--judge-every", type=int, default=5,
-                   help=f"judge differing tokens with the exact checker every N steps "
-                        f"(at most {JUDGED_PER_STEP} a side)")
+    p.add_argument(
+        "--judge-every",
+        type=int,
+        default=5,
+        help=f"judge differing tokens with the exact checker every N steps "
+        f"(at most {JUDGED_PER_STEP} a side)",
+    )
     args = p.parse_args()
     show = not args.no_progress
     try:
@@ -283,7 +329,7 @@ def main() -> None:
     if error:
         sys.exit(f"llguidance rejects the adapted grammar: {error}")
     cmp = Compare(tokenizer, store, llg_tokenizer, grammar, args.examples, args.judge_every)
-    root, files = select_files(args)
+    _root, files = select_files(args)
     stopped = {}
     for path in progress(files, desc="files", disable=not show):
         text = read_utf8(path)
@@ -294,36 +340,66 @@ def main() -> None:
     steps = {k: _stats(v) for k, v in cmp.times.items()}
     n = cmp.counts
     ratio = {k: steps[f"llg_{k}"]["mean_us"] / steps[f"ours_{k}"]["mean_us"] for k in ("wall", "cpu")}
-    print(table([[k, v["n"], v["mean_us"], v["p50_us"], v["p99_us"], v["max_us"]] for k, v in steps.items()],
-                ["mask per step", "steps", "mean us", "p50 us", "p99 us", "max us"]))
+    print(
+        table(
+            [[k, v["n"], v["mean_us"], v["p50_us"], v["p99_us"], v["max_us"]] for k, v in steps.items()],
+            ["mask per step", "steps", "mean us", "p50 us", "p99 us", "max us"],
+        )
+    )
     print(f"\nllguidance / ours, mean time per mask: {ratio['wall']:.1f}x (wall), {ratio['cpu']:.1f}x (CPU)")
     steps_n = max(1, n["steps"])
-    print(f"tokens per mask: ours {n['mask_tokens_ours'] / steps_n:.0f}, "
-          f"llguidance {n['mask_tokens_llg'] / steps_n:.0f}; "
-          f"masks differ at {n['steps_differing']} of {n['steps']} steps")
+    print(
+        f"tokens per mask: ours {n['mask_tokens_ours'] / steps_n:.0f}, "
+        f"llguidance {n['mask_tokens_llg'] / steps_n:.0f}; "
+        f"masks differ at {n['steps_differing']} of {n['steps']} steps"
+    )
     for name, who in (("ours_only", "ours"), ("llg_only", "llguidance")):
-        print(f"admitted by {who} only: {n[name] / steps_n:.1f} tokens per step; of {n[name + '_judged']} judged, "
-              f"the exact checker accepts {n[name + '_judged_exact_ok']}")
-    print(f"true next token rejected: llguidance {n['llg_rejected_true_token']}, ours {n['ours_missing_true_token']}")
-    frequent = {name: [(split_utf8(cmp.vocab.pieces[t])[0], k) for t, k in c.most_common(10)]
-                for name, c in cmp.frequent.items()}
+        print(
+            f"admitted by {who} only: {n[name] / steps_n:.1f} tokens per step; of {n[name + '_judged']} judged, "
+            f"the exact checker accepts {n[name + '_judged_exact_ok']}"
+        )
+    print(
+        f"true next token rejected: llguidance {n['llg_rejected_true_token']}, ours {n['ours_missing_true_token']}"
+    )
+    frequent = {
+        name: [(split_utf8(cmp.vocab.pieces[t])[0], k) for t, k in c.most_common(10)]
+        for name, c in cmp.frequent.items()
+    }
     for name, rows in frequent.items():
         print(f"  most often {name}: {rows[:6]}")
     for name, rows in cmp.examples.items():
         for row in rows[:6]:
-            print(f"  {name}: ...{row['context'][-30:]!r} -> {row['sample'][:4]} "
-                  f"(exact accepts {row['exact_accepts']} of {row['judged']} judged)")
+            print(
+                f"  {name}: ...{row['context'][-30:]!r} -> {row['sample'][:4]} "
+                f"(exact accepts {row['exact_accepts']} of {row['judged']} judged)"
+            )
     name = "llguidance_compare" + (f"_{args.vocab_size}" if args.vocab_size != 49152 else "")
-    out = write_results(name, args, {
-        "llguidance_version": llguidance.__version__, "limits": LIMITS, "steps": steps, "ratio_mean": ratio,
-        "counts": n, "examples": cmp.examples, "most_often": frequent, "llguidance_stopped": stopped})
+    out = write_results(
+        name,
+        args,
+        {
+            "llguidance_version": llguidance.__version__,
+            "limits": LIMITS,
+            "steps": steps,
+            "ratio_mean": ratio,
+            "counts": n,
+            "examples": cmp.examples,
+            "most_often": frequent,
+            "llguidance_stopped": stopped,
+        },
+    )
     print(f"wrote {out}")
 
 
 def _stats(us: list[float]) -> dict:
     a = np.array(us) if us else np.zeros(1)
-    return {"n": len(us), "mean_us": float(a.mean()), "p50_us": float(np.percentile(a, 50)),
-            "p99_us": float(np.percentile(a, 99)), "max_us": float(a.max())}
+    return {
+        "n": len(us),
+        "mean_us": float(a.mean()),
+        "p50_us": float(np.percentile(a, 50)),
+        "p99_us": float(np.percentile(a, 99)),
+        "max_us": float(a.max()),
+    }
 
 
 if __name__ == "__main__":

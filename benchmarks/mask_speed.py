@@ -21,18 +21,24 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results  # noqa: E402
+from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results
 
-import fimconstrain  # noqa: E402
-from fimconstrain.decoding.mask_store import Alphabet, MaskStore  # noqa: E402
-from fimconstrain.decoding.vocab import split_utf8, stdlib_tokenizer, token_steps, vocabulary  # noqa: E402
+import fimconstrain
+from fimconstrain.decoding.mask_store import Alphabet, MaskStore
+from fimconstrain.decoding.vocab import split_utf8, stdlib_tokenizer, token_steps, vocabulary
 
 
 def percentiles(us: list[float]) -> dict:
     """Mean and percentiles of per-step times in microseconds."""
     a = np.array(us)
-    return {"n": len(a), "mean_us": float(a.mean()), "p50_us": float(np.percentile(a, 50)),
-            "p90_us": float(np.percentile(a, 90)), "p99_us": float(np.percentile(a, 99)), "max_us": float(a.max())}
+    return {
+        "n": len(a),
+        "mean_us": float(a.mean()),
+        "p50_us": float(np.percentile(a, 50)),
+        "p90_us": float(np.percentile(a, 90)),
+        "p99_us": float(np.percentile(a, 99)),
+        "max_us": float(a.max()),
+    }
 
 
 def build_and_load(tokenizer, show: bool) -> tuple[MaskStore, dict]:
@@ -49,8 +55,13 @@ def build_and_load(tokenizer, show: bool) -> tuple[MaskStore, dict]:
             start = time.perf_counter()
             store = MaskStore.load(path, vocab=vocab)
             loads.append(time.perf_counter() - start)
-    info = {"build_s": build_s, "file_bytes": size, "load_s_min": min(loads), "load_s_mean": float(np.mean(loads)),
-            **store.stats()}
+    info = {
+        "build_s": build_s,
+        "file_bytes": size,
+        "load_s_min": min(loads),
+        "load_s_mean": float(np.mean(loads)),
+        **store.stats(),
+    }
     return store, info
 
 
@@ -101,11 +112,17 @@ def soundness(store: MaskStore, vocab, states: list, n: int, seed: int, show: bo
         loose = np.flatnonzero(mask & ~exact)
         if len(loose) and len(examples) < 8:
             tail = checker.branches[0][3]
-            examples.append({"lexeme": tail[-30:], "loose": len(loose),
-                             "tokens": [variants[t][0] for t in loose[:6]]})
-    return {"positions": len(picked), "missed_tokens": missed, "mean_masked": masked / max(1, len(picked)),
-            "mean_accepted": accepted / max(1, len(picked)),
-            "loose_fraction": (masked - accepted) / masked if masked else 0.0, "loose_examples": examples}
+            examples.append(
+                {"lexeme": tail[-30:], "loose": len(loose), "tokens": [variants[t][0] for t in loose[:6]]}
+            )
+    return {
+        "positions": len(picked),
+        "missed_tokens": missed,
+        "mean_masked": masked / max(1, len(picked)),
+        "mean_accepted": accepted / max(1, len(picked)),
+        "loose_fraction": (masked - accepted) / masked if masked else 0.0,
+        "loose_examples": examples,
+    }
 
 
 def main() -> None:
@@ -120,27 +137,63 @@ def main() -> None:
     tok_s = time.perf_counter() - start
     vocab = vocabulary(tokenizer)
     store, build = build_and_load(tokenizer, show)
-    root, files = select_files(args)
+    _root, files = select_files(args)
     texts = [t for t in (read_utf8(f) for f in files) if t]
     times, states, true_missed = walk(store, vocab, tokenizer, texts, args.max_tokens, show)
     steps = {name: percentiles(values) for name, values in times.items()}
     sound = soundness(store, vocab, states, args.sound_positions, args.seed, show)
-    print(table([[f"{vocab.size:,}", build["build_s"], build["file_bytes"] / 1e6, build["load_s_min"] * 1e3,
-                  build["states"], build["rows"]]],
-                ["vocabulary", "build s", "store MB", "load ms", "lexer states", "bitsets"]))
+    print(
+        table(
+            [
+                [
+                    f"{vocab.size:,}",
+                    build["build_s"],
+                    build["file_bytes"] / 1e6,
+                    build["load_s_min"] * 1e3,
+                    build["states"],
+                    build["rows"],
+                ]
+            ],
+            ["vocabulary", "build s", "store MB", "load ms", "lexer states", "bitsets"],
+        )
+    )
     print()
-    labels = {"wall": "mask, uint64 words (wall)", "cpu": "mask, uint64 words (CPU)",
-              "bool_wall": "mask as bool vector (wall)", "bool_cpu": "mask as bool vector (CPU)"}
-    print(table([[labels[k], v["n"], v["mean_us"], v["p50_us"], v["p99_us"], v["max_us"]] for k, v in steps.items()],
-                ["per decoding step", "steps", "mean us", "p50 us", "p99 us", "max us"]))
+    labels = {
+        "wall": "mask, uint64 words (wall)",
+        "cpu": "mask, uint64 words (CPU)",
+        "bool_wall": "mask as bool vector (wall)",
+        "bool_cpu": "mask as bool vector (CPU)",
+    }
+    print(
+        table(
+            [
+                [labels[k], v["n"], v["mean_us"], v["p50_us"], v["p99_us"], v["max_us"]]
+                for k, v in steps.items()
+            ],
+            ["per decoding step", "steps", "mean us", "p50 us", "p99 us", "max us"],
+        )
+    )
     print()
-    print(f"soundness: {sound['missed_tokens']} accepted tokens missing from the mask at {sound['positions']} "
-          f"positions (full vocabulary); true next token missing {true_missed} times in {len(states)} steps")
-    print(f"tightness: {sound['mean_masked']:.0f} tokens masked in, {sound['mean_accepted']:.0f} accepted "
-          f"by the exact checker per position; {100 * sound['loose_fraction']:.2f}% of masked-in tokens are rejected")
-    out = write_results(f"mask_speed_{vocab.size}" if vocab.size != 49152 else "mask_speed", args, {
-        "tokenizer": {"vocab_size": vocab.size, "seconds": tok_s}, "store": build, "files": len(texts),
-        "steps": steps, "true_token_missed": true_missed, "soundness": sound})
+    print(
+        f"soundness: {sound['missed_tokens']} accepted tokens missing from the mask at {sound['positions']} "
+        f"positions (full vocabulary); true next token missing {true_missed} times in {len(states)} steps"
+    )
+    print(
+        f"tightness: {sound['mean_masked']:.0f} tokens masked in, {sound['mean_accepted']:.0f} accepted "
+        f"by the exact checker per position; {100 * sound['loose_fraction']:.2f}% of masked-in tokens are rejected"
+    )
+    out = write_results(
+        f"mask_speed_{vocab.size}" if vocab.size != 49152 else "mask_speed",
+        args,
+        {
+            "tokenizer": {"vocab_size": vocab.size, "seconds": tok_s},
+            "store": build,
+            "files": len(texts),
+            "steps": steps,
+            "true_token_missed": true_missed,
+            "soundness": sound,
+        },
+    )
     print(f"wrote {out}")
 
 

@@ -66,7 +66,13 @@ def char_classes(src: str) -> list[str]:
 
     try:
         for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-            if tok.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER):
+            if tok.type in (
+                tokenize.INDENT,
+                tokenize.DEDENT,
+                tokenize.NEWLINE,
+                tokenize.NL,
+                tokenize.ENDMARKER,
+            ):
                 continue
             a, b = off(tok.start), off(tok.end)
             if tok.type == tokenize.STRING:
@@ -76,8 +82,11 @@ def char_classes(src: str) -> list[str]:
             elif tok.type == tokenize.NUMBER:
                 kind = "number"
             elif tok.type == tokenize.NAME:
-                kind = "keyword" if keyword.iskeyword(tok.string) else (
-                    "soft-keyword" if keyword.issoftkeyword(tok.string) else "name")
+                kind = (
+                    "keyword"
+                    if keyword.iskeyword(tok.string)
+                    else ("soft-keyword" if keyword.issoftkeyword(tok.string) else "name")
+                )
             elif tok.type == tokenize.OP:
                 kind = "bracket" if tok.string in "()[]{}" else "operator"
             else:
@@ -158,9 +167,9 @@ def run_file(task) -> dict:
                         r["context"] = C.context_line(src, dead if dead is not None else p)
                         break
                     base, base_pos = nxt, p
-                tail = m["new"] + src[p + (0 if m["kind"] == "insert" else 1):]
+                tail = m["new"] + src[p + (0 if m["kind"] == "insert" else 1) :]
                 mutant = src[:p] + tail
-                m_ok, msg, msg_line = C.ast_verdict(mutant)
+                m_ok, msg, _msg_line = C.ast_verdict(mutant)
                 m["ast_ok"] = m_ok
                 m["ast_msg"] = normalize_msg(msg) if not m_ok else None
                 m["where"] = classes[p] if p < len(src) else "eof"
@@ -177,12 +186,14 @@ def run_file(task) -> dict:
                 m["seconds"] = time.perf_counter() - t0
                 m["context"] = C.context_line(mutant, p)
                 if m_ok and m["ours"] != "complete":
-                    m["dead_line"], m["dead_col"] = C.line_col(mutant, p + (dead if dead is not None else len(tail)))
+                    m["dead_line"], m["dead_col"] = C.line_col(
+                        mutant, p + (dead if dead is not None else len(tail))
+                    )
                     m["dead_context"] = C.context_line(mutant, p + (dead if dead is not None else len(tail)))
                 r["mutants"].append(m)
     except C.Timeout:
         r["status"] = "timeout"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         r["status"] = "exception"
         r["error"] = C.describe_exc(e)
     r["seconds"] = time.perf_counter() - t_start
@@ -209,10 +220,21 @@ def main(argv=None) -> int:
     root, files = C.select_files(args)
     opts = {"mutants": args.mutants, "timeout": args.timeout, "chunk": args.chunk}
     tasks = [(f, args.seed * 1_000_003 + i) for i, f in enumerate(files)]
-    print(f"{len(files)} files (≤ {args.max_size:,} chars) under {root}, {args.mutants} mutants each", file=sys.stderr)
+    print(
+        f"{len(files)} files (≤ {args.max_size:,} chars) under {root}, {args.mutants} mutants each",
+        file=sys.stderr,
+    )
     t0 = time.perf_counter()
-    results = list(C.run_pool(run_file, tasks, workers=args.workers, desc="mutants", disable=args.no_progress,
-                              init=lambda: _init(opts, root)))
+    results = list(
+        C.run_pool(
+            run_file,
+            tasks,
+            workers=args.workers,
+            desc="mutants",
+            disable=args.no_progress,
+            init=lambda: _init(opts, root),
+        )
+    )
     wall = time.perf_counter() - t0
     results.sort(key=lambda r: r["file"])
 
@@ -226,27 +248,47 @@ def main(argv=None) -> int:
 
     print()
     rows = [
-        ["rejected by ast.parse", len(bad_mut), len(caught), len(missed), C.pct(len(caught), len(bad_mut)), "≥ 99%"],
-        ["accepted by ast.parse", len(good_mut), len(good_mut) - len(false_rej), len(false_rej),
-         C.pct(len(good_mut) - len(false_rej), len(good_mut)), "100%"],
+        [
+            "rejected by ast.parse",
+            len(bad_mut),
+            len(caught),
+            len(missed),
+            C.pct(len(caught), len(bad_mut)),
+            "≥ 99%",
+        ],
+        [
+            "accepted by ast.parse",
+            len(good_mut),
+            len(good_mut) - len(false_rej),
+            len(false_rej),
+            C.pct(len(good_mut) - len(false_rej), len(good_mut)),
+            "100%",
+        ],
     ]
     print(C.table(rows, ["mutants", "n", "agree", "disagree", "agree %", "target"], align="lrrrrr"))
     if early:
         ds = sorted(m["distance"] for m in early)
-        print(f"\ncaught while feeding: {len(early)} ({C.pct(len(early), len(caught))} of caught), at the end (not complete): "
-              f"{len(caught) - len(early)}; characters after the edit until rejection: median {ds[len(ds) // 2]}, "
-              f"90th percentile {ds[int(0.9 * (len(ds) - 1))]}, max {ds[-1]}")
+        print(
+            f"\ncaught while feeding: {len(early)} ({C.pct(len(early), len(caught))} of caught), at the end (not complete): "
+            f"{len(caught) - len(early)}; characters after the edit until rejection: median {ds[len(ds) // 2]}, "
+            f"90th percentile {ds[int(0.9 * (len(ds) - 1))]}, max {ds[-1]}"
+        )
 
     by_where_all = Counter(m["where"] for _, m in bad_mut)
     by_where_miss = Counter(m["where"] for _, m in missed)
     print("\ncatch rate by where the edit was (mutants rejected by ast.parse):")
-    rows = [[w, n, n - by_where_miss[w], by_where_miss[w], C.pct(n - by_where_miss[w], n)]
-            for w, n in by_where_all.most_common()]
+    rows = [
+        [w, n, n - by_where_miss[w], by_where_miss[w], C.pct(n - by_where_miss[w], n)]
+        for w, n in by_where_all.most_common()
+    ]
     print(C.table(rows, ["where", "n", "caught", "missed", "caught %"], align="lrrrr"))
     by_kind_all = Counter(m["kind"] for _, m in bad_mut)
     by_kind_miss = Counter(m["kind"] for _, m in missed)
     print("\ncatch rate by kind of edit:")
-    rows = [[k, n, n - by_kind_miss[k], by_kind_miss[k], C.pct(n - by_kind_miss[k], n)] for k, n in by_kind_all.most_common()]
+    rows = [
+        [k, n, n - by_kind_miss[k], by_kind_miss[k], C.pct(n - by_kind_miss[k], n)]
+        for k, n in by_kind_all.most_common()
+    ]
     print(C.table(rows, ["kind", "n", "caught", "missed", "caught %"], align="lrrrr"))
     if missed:
         print("\nmisses by ast.parse message:")
@@ -254,33 +296,54 @@ def main(argv=None) -> int:
         print(C.table(rows, ["SyntaxError message", "misses"], align="lr"))
         print(f"\nexamples of misses ({min(args.examples, len(missed))} of {len(missed)}):")
         for r, m in missed[: args.examples]:
-            print(f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r} in {m['where']}; "
-                  f"ast.parse: {m['ast_msg']}\n      {m['context']}")
+            print(
+                f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r} in {m['where']}; "
+                f"ast.parse: {m['ast_msg']}\n      {m['context']}"
+            )
     if false_rej:
         print(f"\nCOMPLETENESS FAILURES on valid mutants ({len(false_rej)}):")
         for r, m in false_rej[: args.examples]:
-            print(f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r}: ours {m['ours']} at "
-                  f"{m['dead_line']}:{m['dead_col']}: {m['dead_context']}")
+            print(
+                f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r}: ours {m['ours']} at "
+                f"{m['dead_line']}:{m['dead_col']}: {m['dead_context']}"
+            )
     odd = [r for r in results if r["status"] not in ("ok", "undecodable", "ast-rejects")]
     if odd:
         print(f"\nfiles with problems ({len(odd)}):")
         for r in odd:
-            detail = r.get("error") or (f"{r.get('line')}:{r.get('col')}: {r.get('context')}" if "context" in r else "")
+            detail = r.get("error") or (
+                f"{r.get('line')}:{r.get('col')}: {r.get('context')}" if "context" in r else ""
+            )
             print(f"  {r['file']}: {r['status']} {detail}")
     secs = sum(m["seconds"] for _, m in muts)
-    print(f"\nfiles {sum(1 for r in results if r['mutants'])}, mutants {len(muts)}, engine time on tails {secs:.1f} s, wall {wall:.1f} s")
-    out = C.write_results("mutation_soundness", args, {
-        "summary": {"mutants": len(muts), "ast_rejects": len(bad_mut), "caught": len(caught), "missed": len(missed),
-                    "catch_rate": len(caught) / len(bad_mut) if bad_mut else None,
-                    "ast_accepts": len(good_mut), "false_rejects": len(false_rej),
-                    "completeness": (len(good_mut) - len(false_rej)) / len(good_mut) if good_mut else None,
-                    "misses_by_where": dict(by_where_miss), "misses_by_kind": dict(by_kind_miss),
-                    "misses_by_message": dict(Counter(m["ast_msg"] for _, m in missed)),
-                    "file_problems": [{k: r.get(k) for k in ("file", "status", "error", "line", "col", "context")} for r in odd],
-                    "wall_seconds": wall},
-        "misses": [{"file": r["file"], **m} for r, m in missed],
-        "false_rejects": [{"file": r["file"], **m} for r, m in false_rej],
-    })
+    print(
+        f"\nfiles {sum(1 for r in results if r['mutants'])}, mutants {len(muts)}, engine time on tails {secs:.1f} s, wall {wall:.1f} s"
+    )
+    out = C.write_results(
+        "mutation_soundness",
+        args,
+        {
+            "summary": {
+                "mutants": len(muts),
+                "ast_rejects": len(bad_mut),
+                "caught": len(caught),
+                "missed": len(missed),
+                "catch_rate": len(caught) / len(bad_mut) if bad_mut else None,
+                "ast_accepts": len(good_mut),
+                "false_rejects": len(false_rej),
+                "completeness": (len(good_mut) - len(false_rej)) / len(good_mut) if good_mut else None,
+                "misses_by_where": dict(by_where_miss),
+                "misses_by_kind": dict(by_kind_miss),
+                "misses_by_message": dict(Counter(m["ast_msg"] for _, m in missed)),
+                "file_problems": [
+                    {k: r.get(k) for k in ("file", "status", "error", "line", "col", "context")} for r in odd
+                ],
+                "wall_seconds": wall,
+            },
+            "misses": [{"file": r["file"], **m} for r, m in missed],
+            "false_rejects": [{"file": r["file"], **m} for r, m in false_rej],
+        },
+    )
     print(f"\nresults: {out}")
     return 0
 

@@ -84,7 +84,7 @@ sys.stdout.write(out)
 """
 
 # main(sources) -> [[accepted, message], ...] with the interpreter's own ast.parse
-VERDICT_CODE = r'''
+VERDICT_CODE = r"""
 import ast, sys, warnings
 
 def main(sources):
@@ -103,15 +103,15 @@ def main(sources):
         except (RecursionError, MemoryError) as e:
             out.append([False, "%s in ast.parse" % type(e).__name__])
     return out
-'''
+"""
 
 
 @dataclass
 class Oracle:
-    version: str              # "3.12"
-    kind: str                 # "cpython" or "pyodide"
-    path: Path                # the python executable, or pyodide's package folder
-    node: str | None = None   # node executable (pyodide)
+    version: str  # "3.12"
+    kind: str  # "cpython" or "pyodide"
+    path: Path  # the python executable, or pyodide's package folder
+    node: str | None = None  # node executable (pyodide)
     _full: str | None = field(default=None, repr=False)
 
     def describe(self) -> str:
@@ -131,7 +131,9 @@ class Oracle:
         env.pop("PYTHONPATH", None)
         env.pop("PYTHONHOME", None)
         try:
-            proc = subprocess.run(self._command(), input=request, capture_output=True, timeout=timeout, env=env)
+            proc = subprocess.run(
+                self._command(), input=request, capture_output=True, timeout=timeout, env=env
+            )
         except subprocess.TimeoutExpired as e:
             raise OracleError(f"{self.describe()}: no answer within {timeout:g} s") from e
         if proc.returncode != 0:
@@ -141,7 +143,9 @@ class Oracle:
 
     def full_version(self) -> str:
         if self._full is None:
-            self._full = self.run("import sys\ndef main(p):\n    return '%d.%d.%d' % sys.version_info[:3]\n", None, 120)
+            self._full = self.run(
+                "import sys\ndef main(p):\n    return '%d.%d.%d' % sys.version_info[:3]\n", None, 120
+            )
         return self._full
 
     def max_batch_chars(self) -> int:
@@ -295,7 +299,9 @@ def _ask(oracle: Oracle, sources: list[str], timeout: float) -> list[list]:
         return _ask(oracle, sources[:mid], timeout) + _ask(oracle, sources[mid:], timeout)
 
 
-def details(version, sources: list[str], *, cache: bool = True, timeout: float = 600.0) -> list[tuple[bool, str | None]]:
+def details(
+    version, sources: list[str], *, cache: bool = True, timeout: float = 600.0
+) -> list[tuple[bool, str | None]]:
     """``(accepted, ast.parse's message or None)`` for every source, from ``version``'s interpreter."""
     oracle = find(version)
     store = _Cache(oracle) if cache else None
@@ -357,7 +363,9 @@ def stdlib_sources(version, *, tests: bool = True) -> list[tuple[str, bytes]]:
                 out.append((name, z.read(name)))
     else:
         for dirpath, dirnames, filenames in os.walk(loc):
-            dirnames[:] = sorted(d for d in dirnames if d not in skip and (tests or Path(dirpath) != loc or d != "test"))
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in skip and (tests or Path(dirpath) != loc or d != "test")
+            )
             for f in filenames:
                 if f.endswith(".py"):
                     p = Path(dirpath) / f
@@ -387,7 +395,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("version", nargs="?", help="3.8 .. 3.14")
     p.add_argument("files", nargs="*", type=Path, help="source files to judge")
-    p.add_argument("-c", dest="sources", action="append", default=[], help="a source text to judge (repeatable)")
+    p.add_argument(
+        "-c", dest="sources", action="append", default=[], help="a source text to judge (repeatable)"
+    )
     p.add_argument("--list", action="store_true", help="list the interpreters found")
     p.add_argument("--no-cache", action="store_true")
     args = p.parse_args(argv)

@@ -69,7 +69,12 @@ def ast_parse(text: str):
 
 def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=None, workers=False)
-    p.add_argument("--per-bucket", type=int, default=3, help="files per size bucket " + ", ".join(f"{a:,}-{b:,}" for a, b in BUCKETS))
+    p.add_argument(
+        "--per-bucket",
+        type=int,
+        default=3,
+        help="files per size bucket " + ", ".join(f"{a:,}-{b:,}" for a, b in BUCKETS),
+    )
     p.add_argument("--chunk", type=int, default=4, help="chunk size for (a)")
     p.add_argument("--char-cap", type=int, default=20_000, help="characters fed one at a time per file")
     p.add_argument("--repeat", type=int, default=1, help="best of N timings")
@@ -117,27 +122,46 @@ def main(argv=None) -> int:
             head = text[: args.char_cap]
             t_char = best(lambda: feed_chunks(fc, head, 1), args.repeat)
             t_prefix = best(lambda: build_prefix(fc, text), args.repeat)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             rec["error"] = C.describe_exc(e)
             records.append(rec)
             print(f"{rec['file']}: {rec['error']}", file=sys.stderr)
             continue
-        rec.update({
-            "feed_chunk_us_per_char": 1e6 * t_chunk / n,
-            "feed_char_us_per_char": 1e6 * t_char / len(head),
-            "prefix_ms_per_1k": 1e3 * t_prefix / (n / 1000),
-            "ast_ms_per_1k": 1e3 * t_ast / (n / 1000),
-        })
+        rec.update(
+            {
+                "feed_chunk_us_per_char": 1e6 * t_chunk / n,
+                "feed_char_us_per_char": 1e6 * t_char / len(head),
+                "prefix_ms_per_1k": 1e3 * t_prefix / (n / 1000),
+                "ast_ms_per_1k": 1e3 * t_ast / (n / 1000),
+            }
+        )
         rec["prefix_over_ast"] = t_prefix / t_ast
         # one fed chunk against re-parsing the whole file with ast.parse (the "checked unconstrained" baseline)
         rec["feed_chunk_over_ast_reparse"] = (t_chunk / max(1, -(-n // args.chunk))) / t_ast
         records.append(rec)
-        rows.append([rec["file"], n, rec["feed_chunk_us_per_char"], rec["feed_char_us_per_char"],
-                     rec["prefix_ms_per_1k"], rec["ast_ms_per_1k"], rec["prefix_over_ast"],
-                     rec["feed_chunk_over_ast_reparse"]])
+        rows.append(
+            [
+                rec["file"],
+                n,
+                rec["feed_chunk_us_per_char"],
+                rec["feed_char_us_per_char"],
+                rec["prefix_ms_per_1k"],
+                rec["ast_ms_per_1k"],
+                rec["prefix_over_ast"],
+                rec["feed_chunk_over_ast_reparse"],
+            ]
+        )
 
-    headers = ["file", "chars", f"feed/{args.chunk} µs/ch", "feed/1 µs/ch", "prefix ms/1k", "ast ms/1k",
-               "prefix÷ast", f"{args.chunk}-ch feed÷ast reparse"]
+    headers = [
+        "file",
+        "chars",
+        f"feed/{args.chunk} µs/ch",
+        "feed/1 µs/ch",
+        "prefix ms/1k",
+        "ast ms/1k",
+        "prefix÷ast",
+        f"{args.chunk}-ch feed÷ast reparse",
+    ]
     print()
     print(C.table(rows, headers, align="lrrrrrrr"))
     ok = [r for r in records if "error" not in r]
@@ -149,23 +173,63 @@ def main(argv=None) -> int:
 
         print()
         summary_rows = [
-            [f"feed, {args.chunk}-char chunks (µs per char)", wmean("feed_chunk_us_per_char"),
-             statistics.median(r["feed_chunk_us_per_char"] for r in ok), max(r["feed_chunk_us_per_char"] for r in ok), f"≤ {TARGET_FEED_US:g}"],
-            ["feed, 1 char at a time (µs per char)", wmean("feed_char_us_per_char"),
-             statistics.median(r["feed_char_us_per_char"] for r in ok), max(r["feed_char_us_per_char"] for r in ok), f"≤ {TARGET_FEED_US:g}"],
-            ["build from prefix (ms per 1,000 chars)", wmean("prefix_ms_per_1k"),
-             statistics.median(r["prefix_ms_per_1k"] for r in ok), max(r["prefix_ms_per_1k"] for r in ok), f"≤ {TARGET_PREFIX_MS:g}"],
-            ["ast.parse (ms per 1,000 chars)", wmean("ast_ms_per_1k"),
-             statistics.median(r["ast_ms_per_1k"] for r in ok), max(r["ast_ms_per_1k"] for r in ok), "baseline"],
-            ["build from prefix ÷ ast.parse", wmean("prefix_over_ast"),
-             statistics.median(r["prefix_over_ast"] for r in ok), max(r["prefix_over_ast"] for r in ok), "ratio"],
-            [f"one {args.chunk}-char feed ÷ ast.parse of whole file", wmean("feed_chunk_over_ast_reparse"),
-             statistics.median(r["feed_chunk_over_ast_reparse"] for r in ok), max(r["feed_chunk_over_ast_reparse"] for r in ok), "ratio"],
+            [
+                f"feed, {args.chunk}-char chunks (µs per char)",
+                wmean("feed_chunk_us_per_char"),
+                statistics.median(r["feed_chunk_us_per_char"] for r in ok),
+                max(r["feed_chunk_us_per_char"] for r in ok),
+                f"≤ {TARGET_FEED_US:g}",
+            ],
+            [
+                "feed, 1 char at a time (µs per char)",
+                wmean("feed_char_us_per_char"),
+                statistics.median(r["feed_char_us_per_char"] for r in ok),
+                max(r["feed_char_us_per_char"] for r in ok),
+                f"≤ {TARGET_FEED_US:g}",
+            ],
+            [
+                "build from prefix (ms per 1,000 chars)",
+                wmean("prefix_ms_per_1k"),
+                statistics.median(r["prefix_ms_per_1k"] for r in ok),
+                max(r["prefix_ms_per_1k"] for r in ok),
+                f"≤ {TARGET_PREFIX_MS:g}",
+            ],
+            [
+                "ast.parse (ms per 1,000 chars)",
+                wmean("ast_ms_per_1k"),
+                statistics.median(r["ast_ms_per_1k"] for r in ok),
+                max(r["ast_ms_per_1k"] for r in ok),
+                "baseline",
+            ],
+            [
+                "build from prefix ÷ ast.parse",
+                wmean("prefix_over_ast"),
+                statistics.median(r["prefix_over_ast"] for r in ok),
+                max(r["prefix_over_ast"] for r in ok),
+                "ratio",
+            ],
+            [
+                f"one {args.chunk}-char feed ÷ ast.parse of whole file",
+                wmean("feed_chunk_over_ast_reparse"),
+                statistics.median(r["feed_chunk_over_ast_reparse"] for r in ok),
+                max(r["feed_chunk_over_ast_reparse"] for r in ok),
+                "ratio",
+            ],
         ]
-        print(C.table(summary_rows, ["measure", "mean (char-weighted)", "median", "max", "target"], align="lrrrr"))
+        print(
+            C.table(
+                summary_rows, ["measure", "mean (char-weighted)", "median", "max", "target"], align="lrrrr"
+            )
+        )
         print(f"\n{len(ok)} files, {tot:,} chars; errors: {len(records) - len(ok)}")
-    out = C.write_results("prefix_speed", args, {"targets": {"feed_us_per_char": TARGET_FEED_US, "prefix_ms_per_1k": TARGET_PREFIX_MS},
-                                                 "files": records})
+    out = C.write_results(
+        "prefix_speed",
+        args,
+        {
+            "targets": {"feed_us_per_char": TARGET_FEED_US, "prefix_ms_per_1k": TARGET_PREFIX_MS},
+            "files": records,
+        },
+    )
     print(f"results: {out}")
     return 0
 

@@ -58,8 +58,13 @@ def cold_ms(prefix: str, suffix: str, repeat: int) -> float:
     """Best of ``repeat`` fresh-process builds, in ms."""
     best = float("inf")
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", _CHILD], input=prefix + "\0" + suffix,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            input=prefix + "\0" + suffix,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         best = min(best, float(done.stdout) * 1000)
     return best
 
@@ -69,7 +74,9 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 300, 1000, 3000], help="elements per line")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     p.add_argument("--repeat", type=int, default=3, help="best of N fresh processes")
-    p.add_argument("--out", type=Path, default=None, help="JSON result file (default: benchmarks/results/NAME.json)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="JSON result file (default: benchmarks/results/NAME.json)"
+    )
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     sizes = sorted(args.sizes)
@@ -84,14 +91,25 @@ def main(argv=None) -> int:
     for shape in shapes:
         for n in sizes:
             t = ms[shape, n]
-            rows.append([shape, n, f"{t:.1f}", f"{1000 * t / n:.1f}", f"{t / ms[shape, sizes[0]]:.2f}",
-                         f"{n / sizes[0]:.0f}", f"{t / ms['dict', n]:.2f}"])
+            rows.append(
+                [
+                    shape,
+                    n,
+                    f"{t:.1f}",
+                    f"{1000 * t / n:.1f}",
+                    f"{t / ms[shape, sizes[0]]:.2f}",
+                    f"{n / sizes[0]:.0f}",
+                    f"{t / ms['dict', n]:.2f}",
+                ]
+            )
     print(C.table(rows, ["shape", "elements", "ms", "µs/element", "growth", "linear growth", "vs dict"]))
     at_300 = {shape: ms[shape, 300] for shape in shapes if (shape, 300) in ms}
     if at_300:
         worst = max(at_300, key=at_300.get)
         verdict = "met" if at_300[worst] <= GOAL_MS_AT_300 else "MISSED"
-        print(f"\nworst at 300 elements: {worst} {at_300[worst]:.1f} ms (goal ≤ {GOAL_MS_AT_300:.0f} ms: {verdict})")
+        print(
+            f"\nworst at 300 elements: {worst} {at_300[worst]:.1f} ms (goal ≤ {GOAL_MS_AT_300:.0f} ms: {verdict})"
+        )
     C.write_results("refutation_speed", args, {"ms": {f"{s}/{n}": t for (s, n), t in ms.items()}})
     return 0
 

@@ -80,12 +80,14 @@ def check_file(task) -> dict:
                 r["dead_at"] = dead
                 r["line"], r["col"] = C.line_col(src, off)
                 r["context"] = C.context_line(src, off)
-                r["why"] = "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
+                r["why"] = (
+                    "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
+                )
     except C.Timeout:
         r["status"] = "timeout"
         r["seconds"] = time.perf_counter() - t0
         return r
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         r["status"] = "exception"
         r["error"] = C.describe_exc(e)
         r["seconds"] = time.perf_counter() - t0
@@ -138,10 +140,18 @@ def version_tasks(args) -> tuple[str, list[tuple]]:
 
 def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=None)
-    p.add_argument("--mode", choices=["feed", "prefix"], default="feed",
-                   help="feed: fim_checker('', '').feed(src); prefix: fim_checker(src, '')")
-    p.add_argument("--python-version", default=None, metavar="V",
-                   help="check version V's own standard library at V, verdicts from V's interpreter (3.8 .. 3.14)")
+    p.add_argument(
+        "--mode",
+        choices=["feed", "prefix"],
+        default="feed",
+        help="feed: fim_checker('', '').feed(src); prefix: fim_checker(src, '')",
+    )
+    p.add_argument(
+        "--python-version",
+        default=None,
+        metavar="V",
+        help="check version V's own standard library at V, verdicts from V's interpreter (3.8 .. 3.14)",
+    )
     args = p.parse_args(argv)
     version = None
     if args.python_version:
@@ -155,22 +165,49 @@ def main(argv=None) -> int:
         print(f"Python {version}: {oracles.find(version).describe()}", file=sys.stderr)
     else:
         root, files = C.select_files(args)
-    print(f"{len(files)} files under {root} (mode {args.mode}, {args.workers} workers, {args.timeout:g} s per file)", file=sys.stderr)
+    print(
+        f"{len(files)} files under {root} (mode {args.mode}, {args.workers} workers, {args.timeout:g} s per file)",
+        file=sys.stderr,
+    )
 
     t0 = time.perf_counter()
-    results = list(C.run_pool(check_file, files, workers=args.workers, desc="membership", disable=args.no_progress,
-                              init=lambda: _init(args.mode, args.timeout, root, version)))
+    results = list(
+        C.run_pool(
+            check_file,
+            files,
+            workers=args.workers,
+            desc="membership",
+            disable=args.no_progress,
+            init=lambda: _init(args.mode, args.timeout, root, version),
+        )
+    )
     wall = time.perf_counter() - t0
     results.sort(key=lambda r: r["file"])
 
     def count(status, ast_ok=None):
-        return sum(1 for r in results if r["status"] == status and (ast_ok is None or r.get("ast_ok") == ast_ok))
+        return sum(
+            1 for r in results if r["status"] == status and (ast_ok is None or r.get("ast_ok") == ast_ok)
+        )
 
     acc = [r for r in results if r.get("ast_ok") is True]
     rej = [r for r in results if r.get("ast_ok") is False]
     rows = [
-        ["ast.parse accepts", len(acc), count("accepted"), count("false-reject"), count("exception", True), count("timeout", True)],
-        ["ast.parse rejects", len(rej), count("rejected"), count("false-accept"), count("exception", False), count("timeout", False)],
+        [
+            "ast.parse accepts",
+            len(acc),
+            count("accepted"),
+            count("false-reject"),
+            count("exception", True),
+            count("timeout", True),
+        ],
+        [
+            "ast.parse rejects",
+            len(rej),
+            count("rejected"),
+            count("false-accept"),
+            count("exception", False),
+            count("timeout", False),
+        ],
     ]
     print()
     print(C.table(rows, ["files", "n", "agree", "disagree", "exception", "timeout"]))
@@ -180,9 +217,13 @@ def main(argv=None) -> int:
     print(f"\nundecodable (not UTF-8): {len(undec)}")
     for r in undec:
         print(f"  {r['file']}")
-    print(f"completeness: {count('accepted')}/{len(acc)} accepted ({C.pct(count('accepted'), len(acc))}); "
-          f"soundness on whole files: {count('rejected')}/{len(rej)} rejected")
-    print(f"engine time {secs:.1f} s for {chars:,} chars ({1e6 * secs / max(chars, 1):.1f} µs/char); wall {wall:.1f} s")
+    print(
+        f"completeness: {count('accepted')}/{len(acc)} accepted ({C.pct(count('accepted'), len(acc))}); "
+        f"soundness on whole files: {count('rejected')}/{len(rej)} rejected"
+    )
+    print(
+        f"engine time {secs:.1f} s for {chars:,} chars ({1e6 * secs / max(chars, 1):.1f} µs/char); wall {wall:.1f} s"
+    )
 
     bad = [r for r in results if r["status"] in ("false-reject", "false-accept", "exception", "timeout")]
     if bad:
@@ -197,20 +238,34 @@ def main(argv=None) -> int:
             else:
                 print(f"  {r['file']}: TIMEOUT after {r['seconds']:.0f} s ({r.get('chars', 0):,} chars)")
     name = "stdlib_membership" if version is None else f"stdlib_membership_{version}"
-    out = C.write_results(name, args, {
-        "python_version": version,
-        "oracle": oracles.find(version).describe() if version else f"running interpreter {sys.version.split()[0]}",
-        "summary": {
-            "files": len(results), "ast_accepts": len(acc), "ast_rejects": len(rej), "undecodable": len(undec),
-            "accepted": count("accepted"), "false_reject": count("false-reject"),
-            "rejected": count("rejected"), "false_accept": count("false-accept"),
-            "exceptions": count("exception"), "timeouts": count("timeout"),
-            "engine_seconds": secs, "wall_seconds": wall, "chars": chars,
+    out = C.write_results(
+        name,
+        args,
+        {
+            "python_version": version,
+            "oracle": oracles.find(version).describe()
+            if version
+            else f"running interpreter {sys.version.split()[0]}",
+            "summary": {
+                "files": len(results),
+                "ast_accepts": len(acc),
+                "ast_rejects": len(rej),
+                "undecodable": len(undec),
+                "accepted": count("accepted"),
+                "false_reject": count("false-reject"),
+                "rejected": count("rejected"),
+                "false_accept": count("false-accept"),
+                "exceptions": count("exception"),
+                "timeouts": count("timeout"),
+                "engine_seconds": secs,
+                "wall_seconds": wall,
+                "chars": chars,
+            },
+            "problems": bad,
+            "undecodable": [r["file"] for r in undec],
+            "files": results,
         },
-        "problems": bad,
-        "undecodable": [r["file"] for r in undec],
-        "files": results,
-    })
+    )
     print(f"\nresults: {out}")
     return 0
 

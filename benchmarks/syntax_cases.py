@@ -43,19 +43,43 @@ CACHE_DIR = HERE / "results" / "syntax_cases"
 
 # files (or packages) under Lib/test; those a version lacks are skipped
 TEST_FILES = [
-    "test_syntax.py", "test_grammar.py", "test_fstring.py", "test_type_params.py", "test_patma.py",
-    "test_exceptions.py", "test_named_expressions.py", "test_positional_only_arg.py",
-    "test_except_star.py", "test_unparse.py", "test_type_aliases.py", "test_tstring.py",
-    "test_string", "test_pep646_syntax.py", "test_future.py", "test_future_stmt",
-    "test_future3.py", "test_future4.py", "test_future5.py", "test_genexps.py",
-    "test_decorators.py", "test_with.py", "test_keywordonlyarg.py", "test_unpack_ex.py",
-    "test_listcomps.py", "test_setcomps.py", "test_dictcomps.py", "test_global.py",
-    "test_type_annotations.py", "test_string_literals.py", "test_ast", "test_ast.py",
+    "test_syntax.py",
+    "test_grammar.py",
+    "test_fstring.py",
+    "test_type_params.py",
+    "test_patma.py",
+    "test_exceptions.py",
+    "test_named_expressions.py",
+    "test_positional_only_arg.py",
+    "test_except_star.py",
+    "test_unparse.py",
+    "test_type_aliases.py",
+    "test_tstring.py",
+    "test_string",
+    "test_pep646_syntax.py",
+    "test_future.py",
+    "test_future_stmt",
+    "test_future3.py",
+    "test_future4.py",
+    "test_future5.py",
+    "test_genexps.py",
+    "test_decorators.py",
+    "test_with.py",
+    "test_keywordonlyarg.py",
+    "test_unpack_ex.py",
+    "test_listcomps.py",
+    "test_setcomps.py",
+    "test_dictcomps.py",
+    "test_global.py",
+    "test_type_annotations.py",
+    "test_string_literals.py",
+    "test_ast",
+    "test_ast.py",
 ]
 MAX_CASE_CHARS = 20_000
 
 # Runs inside the oracle interpreter (3.8+ syntax): payload {"files": {name: text}}.
-EXTRACT_CODE = r'''
+EXTRACT_CODE = r"""
 import ast, doctest, keyword, re, textwrap
 
 OPS = re.compile(r"[=()\[\]{}:+\-*/%<>@&|^~!.,;]")
@@ -120,7 +144,7 @@ def main(payload):
             if d != s:
                 found.append([name, "dedent", d])
     return found
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -163,8 +187,11 @@ def test_cases(version, *, refresh: bool = False) -> list[Case]:
     if tdir is None:
         raise oracles.OracleMissing(f"no Lib/test for Python {v}")
     files = _test_files(tdir)
-    digest = hashlib.sha256(json.dumps(sorted((k, len(t)) for k, t in files.items())).encode()
-                            + EXTRACT_CODE.encode() + str(tdir).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps(sorted((k, len(t)) for k, t in files.items())).encode()
+        + EXTRACT_CODE.encode()
+        + str(tdir).encode()
+    ).hexdigest()[:16]
     cache = CACHE_DIR / f"python{v}.json"
     if not refresh:
         try:
@@ -179,7 +206,10 @@ def test_cases(version, *, refresh: bool = False) -> list[Case]:
         print(f"syntax_cases: {v}: " + "; ".join(errors), file=sys.stderr)
     cases = _dedupe([Case(s, f"{source_version}:{n}:{kind}") for n, kind, s in found if kind != "error"])
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"digest": digest, "test_dir": str(tdir), "cases": [[c.src, c.origin] for c in cases]}), "utf-8")
+    cache.write_text(
+        json.dumps({"digest": digest, "test_dir": str(tdir), "cases": [[c.src, c.origin] for c in cases]}),
+        "utf-8",
+    )
     return cases
 
 
@@ -241,7 +271,11 @@ def main(argv=None) -> int:
         for c in cases:
             f = c.origin.split(":")[1]
             by_file[f] = by_file.get(f, 0) + 1
-        print(f"{v}: {len(cases)} test cases (" + ", ".join(f"{k} {n}" for k, n in sorted(by_file.items())) + ")")
+        print(
+            f"{v}: {len(cases)} test cases ("
+            + ", ".join(f"{k} {n}" for k, n in sorted(by_file.items()))
+            + ")"
+        )
         for c in cases[: args.show]:
             print(f"  [{c.origin}] {c.src!r:.200}")
     return 0

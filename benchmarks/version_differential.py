@@ -63,17 +63,23 @@ def check_batch(batch: list) -> list[dict]:
                 if oracle_ok and not ours:
                     try:
                         dead, _ = C.first_dead_offset(fc.fim_checker("", "", python_version=version), src)
-                    except Exception:  # noqa: BLE001
+                    except Exception:
                         dead = None
                     off = len(src) if dead is None else dead
                     r["dead_at"] = dead
                     r["line"], r["col"] = C.line_col(src, off)
                     r["context"] = C.context_line(src, off)
-                    r["why"] = "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
-            r["status"] = ("accepted" if ours else "false-reject") if oracle_ok else ("false-accept" if ours else "rejected")
+                    r["why"] = (
+                        "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
+                    )
+            r["status"] = (
+                ("accepted" if ours else "false-reject")
+                if oracle_ok
+                else ("false-accept" if ours else "rejected")
+            )
         except C.Timeout:
             r["status"] = "timeout"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             r["status"] = "exception"
             r["error"] = C.describe_exc(e)
         r["seconds"] = time.perf_counter() - t0
@@ -94,7 +100,14 @@ def family(origin: str) -> str:
     """'snippet:fstring-nested-4' → 'snippet:fstring'; '3.12:test_syntax.py:doctest' → 'test_syntax.py'."""
     if origin.startswith("snippet:"):
         name = origin.split(":", 1)[1]
-        for long in ("type-params", "type-param", "type-statement", "type-alias", "except-star", "except-unparenthesised"):
+        for long in (
+            "type-params",
+            "type-param",
+            "type-statement",
+            "type-alias",
+            "except-star",
+            "except-unparenthesised",
+        ):
             if name.startswith(long):
                 return "snippet:" + long
         return "snippet:" + name.split("-")[0]
@@ -123,17 +136,28 @@ def load(version: str, *, limit: int | None, seed: int, with_tests: bool, with_s
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("versions", nargs="*", default=list(oracles.VERSIONS), help="versions to check (default: all found)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "versions", nargs="*", default=list(oracles.VERSIONS), help="versions to check (default: all found)"
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (sampling)")
-    p.add_argument("--limit", type=int, default=None, help="sample N test cases per version (the snippets always all)")
+    p.add_argument(
+        "--limit", type=int, default=None, help="sample N test cases per version (the snippets always all)"
+    )
     p.add_argument("--snippets-only", action="store_true", help="only the hand-written corpus")
     p.add_argument("--tests-only", action="store_true", help="only the interpreters' test cases")
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument("--timeout", type=float, default=20.0, help="per-case time limit in seconds")
     p.add_argument("--batch", type=int, default=40, help="cases per worker task")
     p.add_argument("--show", type=int, default=10, help="print the first N disagreements per version")
-    p.add_argument("--out", type=Path, default=None, help="JSON result file (default: benchmarks/results/version_differential.json)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON result file (default: benchmarks/results/version_differential.json)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     args = p.parse_args(argv)
 
@@ -149,7 +173,13 @@ def main(argv=None) -> int:
 
     per_version, tasks = {}, []
     for v in versions:
-        cases = load(v, limit=args.limit, seed=args.seed, with_tests=not args.snippets_only, with_snippets=not args.tests_only)
+        cases = load(
+            v,
+            limit=args.limit,
+            seed=args.seed,
+            with_tests=not args.snippets_only,
+            with_snippets=not args.tests_only,
+        )
         t0 = time.perf_counter()
         verdicts = oracles.details(v, [c.src for c in cases])
         print(f"{v}: {len(cases)} cases, oracle {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -159,8 +189,15 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     records: dict[str, list] = {v: [None] * len(per_version[v][0]) for v in versions}
-    for batch in C.run_pool(check_batch, tasks, workers=args.workers, desc="differential", disable=args.no_progress,
-                            unit="batch", init=lambda: _init(args.timeout)):
+    for batch in C.run_pool(
+        check_batch,
+        tasks,
+        workers=args.workers,
+        desc="differential",
+        disable=args.no_progress,
+        unit="batch",
+        init=lambda: _init(args.timeout),
+    ):
         for r in batch:
             records[r["version"]][r["index"]] = r
     wall = time.perf_counter() - t0
@@ -174,25 +211,50 @@ def main(argv=None) -> int:
         good_acc = sum(1 for i in acc if recs[i]["status"] == "accepted")
         good_rej = sum(1 for i in rej if recs[i]["status"] == "rejected")
         errors = sum(1 for r in recs if r["status"] in ("exception", "timeout"))
-        rows.append([v, len(cases), len(acc), good_acc, C.pct(good_acc, len(acc)), len(rej), good_rej, C.pct(good_rej, len(rej)), errors])
+        rows.append(
+            [
+                v,
+                len(cases),
+                len(acc),
+                good_acc,
+                C.pct(good_acc, len(acc)),
+                len(rej),
+                good_rej,
+                C.pct(good_rej, len(rej)),
+                errors,
+            ]
+        )
         bad = []
         for i, r in enumerate(recs):
             if r["status"] in ("accepted", "rejected"):
                 continue
             ok, msg = verdicts[i]
-            bad.append({**r, "oracle": ok, "oracle_msg": msg, "origin": cases[i].origin, "family": family(cases[i].origin),
-                        "src": cases[i].src})
+            bad.append(
+                {
+                    **r,
+                    "oracle": ok,
+                    "oracle_msg": msg,
+                    "origin": cases[i].origin,
+                    "family": family(cases[i].origin),
+                    "src": cases[i].src,
+                }
+            )
         disagreements[v] = bad
         summary[v] = {
-            "interpreter": oracles.find(v).describe(), "cases": len(cases),
-            "oracle_accepts": len(acc), "engine_accepts_of_those": good_acc,
+            "interpreter": oracles.find(v).describe(),
+            "cases": len(cases),
+            "oracle_accepts": len(acc),
+            "engine_accepts_of_those": good_acc,
             "completeness": good_acc / len(acc) if acc else None,
-            "oracle_rejects": len(rej), "engine_rejects_of_those": good_rej,
+            "oracle_rejects": len(rej),
+            "engine_rejects_of_those": good_rej,
             "soundness": good_rej / len(rej) if rej else None,
             "exceptions_or_timeouts": errors,
             "false_reject_families": Counter(b["family"] for b in bad if b["oracle"]).most_common(),
             "false_accept_families": Counter(b["family"] for b in bad if not b["oracle"]).most_common(),
-            "false_accept_messages": Counter(oracle_message_kind(b["oracle_msg"]) for b in bad if not b["oracle"]).most_common(),
+            "false_accept_messages": Counter(
+                oracle_message_kind(b["oracle_msg"]) for b in bad if not b["oracle"]
+            ).most_common(),
         }
 
     for v in versions:
@@ -210,18 +272,44 @@ def main(argv=None) -> int:
                 head = f"{b['status'].upper()} (oracle {'accepts' if b['oracle'] else 'rejects'}) {b.get('error', '')}"
             print(f"  [{b['origin']}] {head}\n      {text!r}")
         s = summary[v]
-        print("  false rejects by family: " + ", ".join(f"{k} {n}" for k, n in s["false_reject_families"][:8]))
-        print("  false accepts by family: " + ", ".join(f"{k} {n}" for k, n in s["false_accept_families"][:8]))
+        print(
+            "  false rejects by family: " + ", ".join(f"{k} {n}" for k, n in s["false_reject_families"][:8])
+        )
+        print(
+            "  false accepts by family: " + ", ".join(f"{k} {n}" for k, n in s["false_accept_families"][:8])
+        )
     print()
-    print(C.table(rows, ["version", "cases", "oracle ok", "we accept", "completeness", "oracle rejects", "we reject",
-                         "soundness", "exc/timeout"], align="lrrrrrrrr"))
+    print(
+        C.table(
+            rows,
+            [
+                "version",
+                "cases",
+                "oracle ok",
+                "we accept",
+                "completeness",
+                "oracle rejects",
+                "we reject",
+                "soundness",
+                "exc/timeout",
+            ],
+            align="lrrrrrrrr",
+        )
+    )
     for v, why in missing.items():
         print(f"{v}: skipped ({why})")
     print(f"engine wall {wall:.1f} s ({args.workers} workers)")
-    out = C.write_results("version_differential", args, {
-        "targets": {"completeness": 0.999, "soundness": 0.995},
-        "summary": summary, "missing": missing, "wall_seconds": wall, "disagreements": disagreements,
-    })
+    out = C.write_results(
+        "version_differential",
+        args,
+        {
+            "targets": {"completeness": 0.999, "soundness": 0.995},
+            "summary": summary,
+            "missing": missing,
+            "wall_seconds": wall,
+            "disagreements": disagreements,
+        },
+    )
     print(f"results: {out}")
     return 0
 

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
         text = C.valid_source(path, record)
         if text is None or len(text) < 200 or not all(feed_chars(fc, text[:200], v) for v in versions):
             continue
-        head = text[:args.char_cap]
+        head = text[: args.char_cap]
         for version in versions:
             record[version] = {
                 "build_ms_per_1k": best_cpu(build, fc, text, version, repeat=args.repeat) / len(text),
@@ -67,8 +67,10 @@ def main(argv=None) -> int:
             totals[version]["feed_us"] += record[version]["feed_us_per_char"] * len(head)
             totals[version]["fed"] += len(head)
         records.append(record)
-        rows.append([record["file"], len(text)] + [record[v][k] for k in ("build_ms_per_1k", "feed_us_per_char")
-                                                   for v in versions])
+        rows.append(
+            [record["file"], len(text)]
+            + [record[v][k] for k in ("build_ms_per_1k", "feed_us_per_char") for v in versions]
+        )
 
     new, old = (totals[v] for v in versions)
     if not records:
@@ -76,15 +78,32 @@ def main(argv=None) -> int:
         return 1
     build_ratio = (new["build_us"] / new["chars"]) / (old["build_us"] / old["chars"])
     feed_ratio = (new["feed_us"] / new["fed"]) / (old["feed_us"] / old["fed"])
-    headers = ["file", "chars"] + [f"build ms/1k {v}" for v in versions] + [f"feed µs/char {v}" for v in versions]
+    headers = (
+        ["file", "chars"] + [f"build ms/1k {v}" for v in versions] + [f"feed µs/char {v}" for v in versions]
+    )
     print(C.table(rows, headers))
     print()
-    print(C.table([
-        ["build, ms per 1,000 chars", old["build_us"] / old["chars"], new["build_us"] / new["chars"], build_ratio],
-        ["feed, µs per char", old["feed_us"] / old["fed"], new["feed_us"] / new["fed"], feed_ratio],
-    ], ["all files", args.old, args.new, f"ratio (target ≤ {TARGET_RATIO:.2f})"]))
-    summary = {"files": len(records), "build_ratio": build_ratio, "feed_ratio": feed_ratio,
-               "target_ratio": TARGET_RATIO, "totals": totals}
+    print(
+        C.table(
+            [
+                [
+                    "build, ms per 1,000 chars",
+                    old["build_us"] / old["chars"],
+                    new["build_us"] / new["chars"],
+                    build_ratio,
+                ],
+                ["feed, µs per char", old["feed_us"] / old["fed"], new["feed_us"] / new["fed"], feed_ratio],
+            ],
+            ["all files", args.old, args.new, f"ratio (target ≤ {TARGET_RATIO:.2f})"],
+        )
+    )
+    summary = {
+        "files": len(records),
+        "build_ratio": build_ratio,
+        "feed_ratio": feed_ratio,
+        "target_ratio": TARGET_RATIO,
+        "totals": totals,
+    }
     out = C.write_results("version_speed", args, {"summary": summary, "files": records})
     print(f"\nwrote {out}")
     return 0 if max(build_ratio, feed_ratio) <= TARGET_RATIO else 1

@@ -9,8 +9,20 @@ The public contract::
 
 from .engine.checker import Checker, clear_caches, fim_checker
 from .engine.errors import FimConstrainError, GrammarError, InputError, UncompletableError
-from .engine.versions import NEWEST as NEWEST_PYTHON, SUPPORTED as SUPPORTED_PYTHONS, parse_python_version
+from .engine.versions import NEWEST as NEWEST_PYTHON
+from .engine.versions import SUPPORTED as SUPPORTED_PYTHONS
+from .engine.versions import parse_python_version
 
-__all__ = ["Checker", "clear_caches", "fim_checker", "FimConstrainError", "GrammarError", "InputError",
-           "NEWEST_PYTHON", "SUPPORTED_PYTHONS", "UncompletableError", "parse_python_version"]
+__all__ = [
+    "NEWEST_PYTHON",
+    "SUPPORTED_PYTHONS",
+    "Checker",
+    "FimConstrainError",
+    "GrammarError",
+    "InputError",
+    "UncompletableError",
+    "clear_caches",
+    "fim_checker",
+    "parse_python_version",
+]
 __version__ = "0.1.0"

@@ -104,7 +104,9 @@ def parse_cursor(spec: str, index: LineIndex) -> int:
     if re.fullmatch(r"\d+", spec):
         off = int(spec)
         if off > len(index.text):
-            raise _UsageError(f"--cursor offset {off} is past the end of the file ({len(index.text)} characters)")
+            raise _UsageError(
+                f"--cursor offset {off} is past the end of the file ({len(index.text)} characters)"
+            )
         return off
     raise _UsageError(f"--cursor expects a character offset N or LINE:COL, got {spec!r}")
 
@@ -140,7 +142,9 @@ def read_source(path: str) -> tuple[str, str]:
     nul = text.find("\0")
     if nul >= 0:
         pos = LineIndex(text).position(nul)
-        raise _UsageError(f"{name}:{pos.line}:{pos.col}: error: NUL character (Python source cannot contain null bytes)")
+        raise _UsageError(
+            f"{name}:{pos.line}:{pos.col}: error: NUL character (Python source cannot contain null bytes)"
+        )
     return name, text
 
 
@@ -166,8 +170,9 @@ class Verdict:
     complete: bool  # text is a complete valid program
 
 
-def check_text(text: str, language: str, start_checker=None, start: int = 0, feed_chunk: int = 0,
-               python_version=None) -> Verdict:
+def check_text(
+    text: str, language: str, start_checker=None, start: int = 0, feed_chunk: int = 0, python_version=None
+) -> Verdict:
     """Check ``text`` (from ``start``, continuing ``start_checker`` if given) as the syntax of
     ``python_version`` (default: the newest)."""
     fc = _engine()
@@ -179,8 +184,11 @@ def check_text(text: str, language: str, start_checker=None, start: int = 0, fee
             c = None
         if c is not None:
             return Verdict(None, bool(c.is_complete()))
-    checker = start_checker if start_checker is not None else fc.fim_checker(
-        "", "", language=language, python_version=python_version)
+    checker = (
+        start_checker
+        if start_checker is not None
+        else fc.fim_checker("", "", language=language, python_version=python_version)
+    )
     from fimconstrain.engine.rejection import first_rejection
 
     dead, checker = first_rejection(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
@@ -223,8 +231,10 @@ def _version_note(name: str, text: str, args) -> None:
 
     newer = _oldest_newer_accepting(text, args.language, args.python_version)
     if newer is not None:
-        print(f"{name}: note: valid as Python {format_version(newer)} and newer; checked as "
-              f"{format_version(args.python_version)} (--python-version)")
+        print(
+            f"{name}: note: valid as Python {format_version(newer)} and newer; checked as "
+            f"{format_version(args.python_version)} (--python-version)"
+        )
 
 
 def cmd_check(args) -> int:
@@ -258,7 +268,10 @@ def cmd_check(args) -> int:
         print(f"{name}: whole file: invalid")
         _version_note(name, text, args)
         return EXIT_INVALID
-    print(f"{where}: cursor: prefix ({cut} characters) can be completed" + (" (and is already complete)" if pv.complete else ""))
+    print(
+        f"{where}: cursor: prefix ({cut} characters) can be completed"
+        + (" (and is already complete)" if pv.complete else "")
+    )
 
     # 2. prefix + rest: continue from the prefix checker (feed is pure)
     try:
@@ -268,8 +281,14 @@ def cmd_check(args) -> int:
     if c is None:
         wv = check_text(text, args.language, python_version=version)
     else:
-        wv = check_text(text, args.language, start_checker=c, start=cut, feed_chunk=args.feed_chunk,
-                        python_version=version)
+        wv = check_text(
+            text,
+            args.language,
+            start_checker=c,
+            start=cut,
+            feed_chunk=args.feed_chunk,
+            python_version=version,
+        )
     if wv.complete:
         print(f"{name}: whole file: ok: valid program")
     elif wv.dead_at is not None:
@@ -326,8 +345,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: subcommands with their own argument parsers, imported on use (they load torch and models)
 DELEGATED = {
-    "complete": ("fimconstrain.decoding.complete_file", "main_complete", "fill in the code at a cursor with a FIM model"),
-    "dataset": ("fimconstrain.evaluation.datasets", "main_build", "build Stack-Boundary / Stack-RandSpan datasets"),
+    "complete": (
+        "fimconstrain.decoding.complete_file",
+        "main_complete",
+        "fill in the code at a cursor with a FIM model",
+    ),
+    "dataset": (
+        "fimconstrain.evaluation.datasets",
+        "main_build",
+        "build Stack-Boundary / Stack-RandSpan datasets",
+    ),
     "eval": ("fimconstrain.evaluation.runs", "main_eval", "run decoding experiments on datasets (resumable)"),
     "report": ("fimconstrain.evaluation.runs", "main_report", "print Tables I and II and draw the plots"),
 }
@@ -353,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # noqa: BLE001 - map package errors and bugs to exit codes
+    except Exception as e:
         try:
             from fimconstrain.engine.errors import FimConstrainError, InputError
         except Exception:  # pragma: no cover
@@ -365,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fimconstrain: {type(e).__name__}: {e}", file=sys.stderr)
             return EXIT_USAGE
         traceback.print_exc()
-        print(f"fimconstrain: internal error ({type(e).__name__}); please report it with the input file", file=sys.stderr)
+        print(
+            f"fimconstrain: internal error ({type(e).__name__}); please report it with the input file",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -11,16 +11,22 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    ap = argparse.ArgumentParser(prog="fimconstrain-lsp",
-                                 description="Inline completions over LSP from a FIM model, constrained so that "
-                                             "the file stays valid Python.")
+    ap = argparse.ArgumentParser(
+        prog="fimconstrain-lsp",
+        description="Inline completions over LSP from a FIM model, constrained so that "
+        "the file stays valid Python.",
+    )
     ap.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
     ap.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
     ap.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
     ap.add_argument("--log-file", help="also write the server's log here")
-    ap.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                    help="level of the stderr / --log-file log (the client always gets INFO and above)")
+    ap.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="level of the stderr / --log-file log (the client always gets INFO and above)",
+    )
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return ap
 

@@ -45,8 +45,11 @@ class Settings:
         return (self.model, self.fim_format, self.device, self.threads, self.trust_remote_code)
 
     def to_dict(self) -> dict[str, Any]:
-        return {_camel(f.name): (list(v) if isinstance(v, tuple) else v)
-                for f in fields(self) for v in [getattr(self, f.name)]}
+        return {
+            _camel(f.name): (list(v) if isinstance(v, tuple) else v)
+            for f in fields(self)
+            for v in [getattr(self, f.name)]
+        }
 
 
 def _camel(name: str) -> str:
@@ -59,8 +62,13 @@ def _snake(name: str) -> str:
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
-_ALIASES = {"format": "fim_format", "max_new_tokens": "max_tokens", "deadline": "deadline_ms",
-            "model_path": "model", "max_file_size": "max_file_chars"}
+_ALIASES = {
+    "format": "fim_format",
+    "max_new_tokens": "max_tokens",
+    "deadline": "deadline_ms",
+    "model_path": "model",
+    "max_file_size": "max_file_chars",
+}
 
 
 def _optional_str(value: Any) -> str | None:
@@ -80,6 +88,7 @@ def _int(lo: int, hi: int, optional: bool = False):
         if not lo <= int(value) <= hi:
             raise ValueError(f"expected {lo}..{hi}")
         return int(value)
+
     return check
 
 
@@ -88,6 +97,7 @@ def _choice(options: tuple[str, ...]):
         if not isinstance(value, str) or value.lower() not in options:
             raise ValueError(f"expected one of {', '.join(options)}")
         return value.lower()
+
     return check
 
 
@@ -102,6 +112,7 @@ def _float(lo: float, hi: float):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
             raise ValueError(f"expected a number in {lo}..{hi}")
         return float(value)
+
     return check
 
 
@@ -126,11 +137,21 @@ def _device(value: Any) -> str:
 
 
 _CHECKS = {
-    "model": _optional_str, "fim_format": _optional_str, "device": _device, "threads": _int(1, 256, True),
-    "trust_remote_code": _bool, "mode": _choice(MODES), "max_tokens": _int(1, 4096),
-    "deadline_ms": _int(50, 600_000), "multiline": _choice(MULTILINE), "invoked_items": _int(1, 10),
-    "temperature": _float(0.0, 5.0), "top_k": _int(1, 100_000), "max_file_chars": _int(1, 50_000_000),
-    "languages": _languages, "python_version": _python_version,
+    "model": _optional_str,
+    "fim_format": _optional_str,
+    "device": _device,
+    "threads": _int(1, 256, True),
+    "trust_remote_code": _bool,
+    "mode": _choice(MODES),
+    "max_tokens": _int(1, 4096),
+    "deadline_ms": _int(50, 600_000),
+    "multiline": _choice(MULTILINE),
+    "invoked_items": _int(1, 10),
+    "temperature": _float(0.0, 5.0),
+    "top_k": _int(1, 100_000),
+    "max_file_chars": _int(1, 50_000_000),
+    "languages": _languages,
+    "python_version": _python_version,
 }
 assert set(_CHECKS) == set(_FIELDS)
 

@@ -41,8 +41,9 @@ def _line_end(text: str, starts: list[int], line: int) -> int:
     return end
 
 
-def offset_at(text: str, line: int, character: int, encoding: str = UTF16,
-              starts: list[int] | None = None) -> int:
+def offset_at(
+    text: str, line: int, character: int, encoding: str = UTF16, starts: list[int] | None = None
+) -> int:
     """The string offset of an LSP position (clamped to the line and the file)."""
     starts = starts if starts is not None else line_starts(text)
     if line < 0:
@@ -72,7 +73,7 @@ def position_at(text: str, offset: int, encoding: str = UTF16) -> tuple[int, int
             lo = mid
         else:
             hi = mid - 1
-    chunk = text[starts[lo]:offset]
+    chunk = text[starts[lo] : offset]
     if encoding == UTF32:
         return lo, len(chunk)
     return lo, sum(_units(ch, encoding) for ch in chunk)

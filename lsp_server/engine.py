@@ -29,8 +29,14 @@ WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
 class Job:
     """One completion request: its stop flags and deadline, and the tokens of the generation in progress."""
 
-    def __init__(self, uri: str, deadline: float, single_line: bool, python_version=None,
-                 verify_text: str | None = None):
+    def __init__(
+        self,
+        uri: str,
+        deadline: float,
+        single_line: bool,
+        python_version=None,
+        verify_text: str | None = None,
+    ):
         self.uri = uri
         self.deadline = deadline  # time.monotonic() value
         self.single_line = single_line
@@ -141,24 +147,48 @@ class Engine:
         from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
         if settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
-            raise RuntimeError(f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
-                               f"set fimconstrain.model to a model directory")
+            raise RuntimeError(
+                f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
+                f"set fimconstrain.model to a model directory"
+            )
         if settings.threads:
             torch.set_num_threads(settings.threads)
-        model = load_model(settings.model, fim_format=settings.fim_format, device=settings.device,
-                           trust_remote_code=settings.trust_remote_code)
+        model = load_model(
+            settings.model,
+            fim_format=settings.fim_format,
+            device=settings.device,
+            trust_remote_code=settings.trust_remote_code,
+        )
         watched = WatchedModel(model.model)
         decoder = FimDecoder(watched, model.tokenizer, model.fim_format)
         loaded = Loaded(model.name, decoder, watched, model.fim_format.name, 0.0)
         # warm up: grammar tables, the prompt path, a few decode steps
-        self._generate(loaded, Job("warmup", time.monotonic() + 60, False), WARMUP_PREFIX, WARMUP_SUFFIX,
-                       max_tokens=4, temperature=0.0, seed=None, top_k=8)
+        self._generate(
+            loaded,
+            Job("warmup", time.monotonic() + 60, False),
+            WARMUP_PREFIX,
+            WARMUP_SUFFIX,
+            max_tokens=4,
+            temperature=0.0,
+            seed=None,
+            top_k=8,
+        )
         loaded.load_seconds = time.perf_counter() - start
         self.loaded = loaded
         return loaded
 
-    def _generate(self, loaded: Loaded, job: Job, prefix: str, suffix: str, max_tokens: int,
-                  temperature: float, seed: int | None, top_k: int, python_version=None) -> str:
+    def _generate(
+        self,
+        loaded: Loaded,
+        job: Job,
+        prefix: str,
+        suffix: str,
+        max_tokens: int,
+        temperature: float,
+        seed: int | None,
+        top_k: int,
+        python_version=None,
+    ) -> str:
         """The raw middle (possibly cut short by the job); the model is left unwatched afterwards."""
         decoder = loaded.decoder
         job.begin(decoder.codec)
@@ -166,10 +196,18 @@ class Engine:
         # (budget, deadline, cut to one line), and shorter cuts when that fails
         loaded.watched.job = job
         try:
-            result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=max_tokens,
-                                      temperature=temperature, top_k=top_k, seed=seed,
-                                      finish_in_budget=False, should_stop=job.should_stop,
-                                      python_version=python_version)
+            result = decoder.generate(
+                prefix,
+                suffix,
+                mode="constrained",
+                max_new_tokens=max_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                seed=seed,
+                finish_in_budget=False,
+                should_stop=job.should_stop,
+                python_version=python_version,
+            )
             return result.middle
         finally:
             loaded.watched.job = None
@@ -206,9 +244,17 @@ class Engine:
         for i in range(items):
             if job.cancelled or (i and job.expired()):
                 break
-            raw = self._generate(loaded, job, prefix, constrain_suffix, settings.max_tokens,
-                                 0.0 if i == 0 else settings.temperature, None if i == 0 else i, settings.top_k,
-                                 python_version=version)
+            raw = self._generate(
+                loaded,
+                job,
+                prefix,
+                constrain_suffix,
+                settings.max_tokens,
+                0.0 if i == 0 else settings.temperature,
+                None if i == 0 else i,
+                settings.top_k,
+                python_version=version,
+            )
             if job.cancelled:
                 break
             middle = finish_middle(checker, raw, job.single_line, constrain_suffix)

@@ -63,9 +63,15 @@ async def measure(model: str | None, path: Path, requests: int, options: dict) -
 
     async def complete(offset: int, version_text: str) -> tuple[float, int, int]:
         start = time.perf_counter()
-        result = await client.text_document_inline_completion_async(types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=_position(version_text, offset),
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+        result = await client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=_position(version_text, offset),
+                context=types.InlineCompletionContext(
+                    trigger_kind=types.InlineCompletionTriggerKind.Automatic
+                ),
+            )
+        )
         items = list(result.items) if result else []
         return time.perf_counter() - start, len(items), sum(len(i.insert_text) for i in items)
 
@@ -76,12 +82,20 @@ async def measure(model: str | None, path: Path, requests: int, options: dict) -
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
     await client.start_io(sys.executable, "-m", "lsp_server", env=env)
-    await client.initialize_async(types.InitializeParams(
-        capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=False)),
-        initialization_options=init))
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(
+                window=types.WindowClientCapabilities(work_done_progress=False)
+            ),
+            initialization_options=init,
+        )
+    )
     client.initialized(types.InitializedParams())
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
     cursors = _cursors(text, requests + 1)
     _, n_first, _ = await complete(cursors[0], text)
     first = time.perf_counter() - started
@@ -93,10 +107,16 @@ async def measure(model: str | None, path: Path, requests: int, options: dict) -
     offset = cursors[len(cursors) // 2]
     before, _, _ = await complete(offset, text)
     edited = text[:offset] + " " + text[offset:]
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=_position(text, offset), end=_position(text, offset)), text=" ")]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=_position(text, offset), end=_position(text, offset)), text=" "
+                )
+            ],
+        )
+    )
     after, _, _ = await complete(offset + 1, edited)
     await client.shutdown_async(None)
     client.exit(None)
@@ -104,8 +124,11 @@ async def measure(model: str | None, path: Path, requests: int, options: dict) -
     times = [t["seconds"] for t in typical]
     return {
         "model": model or "shipped",
-        "file": str(path), "file_chars": len(text), "options": init,
-        "first_completion_after_start_s": round(first, 3), "first_items": n_first,
+        "file": str(path),
+        "file_chars": len(text),
+        "options": init,
+        "first_completion_after_start_s": round(first, 3),
+        "first_items": n_first,
         "typical_median_s": round(statistics.median(times), 4) if times else None,
         "typical_max_s": round(max(times), 4) if times else None,
         "typical": typical,

@@ -20,7 +20,14 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from fimconstrain.engine.versions import NEWEST, OLDEST, SUPPORTED, PythonVersion, format_version, parse_python_version
+from fimconstrain.engine.versions import (
+    NEWEST,
+    OLDEST,
+    SUPPORTED,
+    PythonVersion,
+    format_version,
+    parse_python_version,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,8 +52,10 @@ def normalize_setting(value) -> str:
             return format_version(parse_python_version(value))
         except Exception:
             pass
-    raise ValueError(f"expected \"auto\" or a Python version from {format_version(OLDEST)} to "
-                     f"{format_version(NEWEST)} as a string, such as \"3.12\"")
+    raise ValueError(
+        f'expected "auto" or a Python version from {format_version(OLDEST)} to '
+        f'{format_version(NEWEST)} as a string, such as "3.12"'
+    )
 
 
 # ---------------------------------------------------------------- requires-python
@@ -124,7 +133,11 @@ def requires_python(pyproject: Path) -> str | None:
     project = data.get("project")
     if isinstance(project, dict) and isinstance(project.get("requires-python"), str):
         return project["requires-python"]
-    poetry = data.get("tool", {}).get("poetry", {}).get("dependencies", {}) if isinstance(data.get("tool"), dict) else {}
+    poetry = (
+        data.get("tool", {}).get("poetry", {}).get("dependencies", {})
+        if isinstance(data.get("tool"), dict)
+        else {}
+    )
     python = poetry.get("python") if isinstance(poetry, dict) else None
     return python if isinstance(python, str) else None
 

@@ -64,8 +64,11 @@ def _major_change(change) -> bool:
     rng, text = getattr(change, "range", None), getattr(change, "text", "")
     if rng is None:
         return True  # the whole document
-    return (len(text) >= MAJOR_CHANGE_CHARS or text.count("\n") >= MAJOR_CHANGE_LINES
-            or abs(rng.end.line - rng.start.line) >= MAJOR_CHANGE_LINES)
+    return (
+        len(text) >= MAJOR_CHANGE_CHARS
+        or text.count("\n") >= MAJOR_CHANGE_LINES
+        or abs(rng.end.line - rng.start.line) >= MAJOR_CHANGE_LINES
+    )
 
 
 class _BadRequest:
@@ -85,7 +88,8 @@ class FimProtocol(LanguageServerProtocol):
         offered = list(general.position_encodings or []) if general else []
         if types.PositionEncodingKind.Utf8 in offered or "utf-8" in offered:
             general.position_encodings = [types.PositionEncodingKind.Utf8] + [
-                e for e in offered if encoding_name(e) != UTF8]
+                e for e in offered if encoding_name(e) != UTF8
+            ]
         return (yield from super().lsp_initialize(params))
 
     @lsp_method(types.EXIT)
@@ -118,11 +122,18 @@ class FimProtocol(LanguageServerProtocol):
 
     def handle_message(self, message):
         if isinstance(message, _BadRequest):
-            log.warning("malformed %s request (id %s): its params do not match the protocol",
-                        message.method, message.id)
-            self._send_response(message.id, error=types.ResponseError(
-                code=JsonRpcInvalidParams.CODE,
-                message=f"invalid params for {message.method}: they do not match the LSP schema"))
+            log.warning(
+                "malformed %s request (id %s): its params do not match the protocol",
+                message.method,
+                message.id,
+            )
+            self._send_response(
+                message.id,
+                error=types.ResponseError(
+                    code=JsonRpcInvalidParams.CODE,
+                    message=f"invalid params for {message.method}: they do not match the LSP schema",
+                ),
+            )
             return
         super().handle_message(message)
 
@@ -130,8 +141,12 @@ class FimProtocol(LanguageServerProtocol):
 class _ClientLog(logging.Handler):
     """Forwards the server's log records to the client as window/logMessage (from any thread)."""
 
-    LEVELS = ((logging.ERROR, types.MessageType.Error), (logging.WARNING, types.MessageType.Warning),
-              (logging.INFO, types.MessageType.Info), (0, types.MessageType.Log))
+    LEVELS = (
+        (logging.ERROR, types.MessageType.Error),
+        (logging.WARNING, types.MessageType.Warning),
+        (logging.INFO, types.MessageType.Info),
+        (0, types.MessageType.Log),
+    )
 
     def __init__(self, server: FimServer):
         super().__init__(logging.DEBUG)
@@ -150,8 +165,12 @@ class FimServer(LanguageServer):
     """State of one editor session: settings, documents, the engine and the requests in flight."""
 
     def __init__(self):
-        super().__init__("fimconstrain-lsp", __version__, protocol_cls=FimProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "fimconstrain-lsp",
+            __version__,
+            protocol_cls=FimProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
         self.settings = Settings()
         self.documents = Documents()
         self.engine = Engine()
@@ -201,12 +220,19 @@ class FimServer(LanguageServer):
             return
         self.state = (state, message, self.status_python)
         loaded = self.engine.loaded
-        self.in_loop(self.protocol.notify, STATUS,
-                     {"state": state, "message": message, "model": loaded.name if loaded else None,
-                      "pythonVersion": self.status_python})
+        self.in_loop(
+            self.protocol.notify,
+            STATUS,
+            {
+                "state": state,
+                "message": message,
+                "model": loaded.name if loaded else None,
+                "pythonVersion": self.status_python,
+            },
+        )
 
     def idle_status(self) -> None:
-        if self.running or self.load_task is not None and not self.load_task.done():
+        if self.running or (self.load_task is not None and not self.load_task.done()):
             return
         if self.engine.error:
             self.set_status("error", self.engine.error)
@@ -214,7 +240,9 @@ class FimServer(LanguageServer):
             self.set_status("idle", "completions are off (mode: off)")
         elif self.engine.loaded:
             note = f"; {self.version_note}" if self.version_note else ""
-            self.set_status("idle", f"ready: {self.engine.loaded.name} ({self.engine.loaded.fim_format}){note}")
+            self.set_status(
+                "idle", f"ready: {self.engine.loaded.name} ({self.engine.loaded.fim_format}){note}"
+            )
         else:
             self.set_status("idle", "no model loaded")
 
@@ -246,8 +274,11 @@ class FimServer(LanguageServer):
     def want_model(self, key_changed: bool) -> bool:
         if self.settings.mode == "off":
             return False
-        return key_changed or (self.engine.loaded is None and self.engine.error is None
-                               and (self.load_task is None or self.load_task.done()))
+        return key_changed or (
+            self.engine.loaded is None
+            and self.engine.error is None
+            and (self.load_task is None or self.load_task.done())
+        )
 
     def start_load(self) -> None:
         self.loading += 1
@@ -267,12 +298,18 @@ class FimServer(LanguageServer):
             if generation == self.loading:
                 self.engine.error = message
                 log.error("%s", message)
-                self.in_loop(self.window_show_message,
-                             types.ShowMessageParams(type=types.MessageType.Error, message=f"fimconstrain: {message}"))
+                self.in_loop(
+                    self.window_show_message,
+                    types.ShowMessageParams(type=types.MessageType.Error, message=f"fimconstrain: {message}"),
+                )
         else:
             if generation == self.loading:
-                log.info("model %s loaded (format %s) in %.1f s", loaded.name, loaded.fim_format,
-                         time.perf_counter() - start)
+                log.info(
+                    "model %s loaded (format %s) in %.1f s",
+                    loaded.name,
+                    loaded.fim_format,
+                    time.perf_counter() - start,
+                )
                 self.model_ready.set()
         finally:
             if progress:
@@ -290,8 +327,9 @@ class FimServer(LanguageServer):
         except Exception as error:
             log.debug("no work-done progress: %r", error)
             return False
-        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, message=message,
-                                                                         cancellable=False))
+        self.work_done_progress.begin(
+            token, types.WorkDoneProgressBegin(title=title, message=message, cancellable=False)
+        )
         return True
 
     async def pull_settings(self) -> bool:
@@ -300,8 +338,12 @@ class FimServer(LanguageServer):
         if not (caps and caps.workspace and caps.workspace.configuration):
             return False
         try:
-            values = await asyncio.wait_for(self.workspace_configuration_async(types.ConfigurationParams(
-                items=[types.ConfigurationItem(section=SECTION)])), CONFIG_PULL_SECONDS)
+            values = await asyncio.wait_for(
+                self.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+                ),
+                CONFIG_PULL_SECONDS,
+            )
         except Exception as error:
             log.debug("workspace/configuration failed: %r", error)
             return False
@@ -332,12 +374,20 @@ class FimServer(LanguageServer):
             entry.verified = True
             if used != entry.version:
                 entry.version = used
-                log.warning("%s does not parse as Python %s (%s) but does as %s: completing it as Python %s",
-                            _name(uri), entry.choice.label, entry.choice.source, format_version(used),
-                            format_version(used))
+                log.warning(
+                    "%s does not parse as Python %s (%s) but does as %s: completing it as Python %s",
+                    _name(uri),
+                    entry.choice.label,
+                    entry.choice.source,
+                    format_version(used),
+                    format_version(used),
+                )
         self.status_python = format_version(used)
-        self.version_note = (f"{_name(uri)}: Python {format_version(used)} (it does not parse as "
-                             f"{entry.choice.label})") if used != entry.choice.version else None
+        self.version_note = (
+            (f"{_name(uri)}: Python {format_version(used)} (it does not parse as {entry.choice.label})")
+            if used != entry.choice.version
+            else None
+        )
 
     def document_changed(self, uri: str, changes: list) -> None:
         entry = self.doc_versions.get(uri)
@@ -358,12 +408,19 @@ class FimServer(LanguageServer):
             self.warn_once(uri, f"inlineCompletion for a document that is not open: {uri}")
             return empty
         if doc.language_id not in settings.languages:
-            self.warn_once(uri, f"not completing {uri}: languageId {doc.language_id!r} is not one of "
-                                f"{', '.join(settings.languages)}", logging.INFO)
+            self.warn_once(
+                uri,
+                f"not completing {uri}: languageId {doc.language_id!r} is not one of "
+                f"{', '.join(settings.languages)}",
+                logging.INFO,
+            )
             return empty
         if len(doc.text) > settings.max_file_chars:
-            self.warn_once(uri, f"not completing {uri}: {len(doc.text)} characters is over maxFileChars "
-                                f"({settings.max_file_chars})")
+            self.warn_once(
+                uri,
+                f"not completing {uri}: {len(doc.text)} characters is over maxFileChars "
+                f"({settings.max_file_chars})",
+            )
             return empty
         self.warned.discard(uri)
         text, enc = doc.text, self.encoding
@@ -375,8 +432,9 @@ class FimServer(LanguageServer):
         if selected is not None:
             # the item must extend the selected completion and replace the same range:
             # complete the document as it will be once that completion is accepted
-            a, b = sorted(offset_at(text, p.line, p.character, enc)
-                          for p in (selected.range.start, selected.range.end))
+            a, b = sorted(
+                offset_at(text, p.line, p.character, enc) for p in (selected.range.start, selected.range.end)
+            )
             lead, replace = selected.text, selected.range
             prefix, suffix = text[:a] + lead, text[b:]
         else:
@@ -385,8 +443,13 @@ class FimServer(LanguageServer):
         items = settings.invoked_items if kind == types.InlineCompletionTriggerKind.Invoked else 1
 
         version = self.document_version(uri)
-        job = Job(uri, time.monotonic() + settings.deadline_ms / 1000, single, python_version=version.version,
-                  verify_text=None if version.verified else text)
+        job = Job(
+            uri,
+            time.monotonic() + settings.deadline_ms / 1000,
+            single,
+            python_version=version.version,
+            verify_text=None if version.verified else text,
+        )
         previous = self.jobs.get(uri)
         if previous is not None:
             previous.cancel("superseded")
@@ -404,8 +467,9 @@ class FimServer(LanguageServer):
             if self.jobs.get(uri) is job:
                 del self.jobs[uri]
             self.idle_status()
-        return types.InlineCompletionList(items=[
-            types.InlineCompletionItem(insert_text=lead + middle, range=replace) for middle in middles])
+        return types.InlineCompletionList(
+            items=[types.InlineCompletionItem(insert_text=lead + middle, range=replace) for middle in middles]
+        )
 
     async def _run(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
         if self.engine.loaded is None:
@@ -422,7 +486,9 @@ class FimServer(LanguageServer):
         work = self.worker.submit(self.engine.complete, job, prefix, suffix, settings, items)
         work.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
         future = asyncio.wrap_future(work)
-        done, _ = await asyncio.wait({future}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS)
+        done, _ = await asyncio.wait(
+            {future}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS
+        )
         if not done:
             job.cancel("deadline")
             future.add_done_callback(_consume)
@@ -449,8 +515,14 @@ def _summary(job: Job, done, seconds: float) -> None:
     error = done.exception()
     count = "failed" if error else f"{len(done.result())} item(s)"
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
-    log.info("completion %s: %s, %d tokens, %.2f s%s", job.uri.rsplit("/", 1)[-1], count, job.generated,
-             seconds, stop)
+    log.info(
+        "completion %s: %s, %d tokens, %.2f s%s",
+        job.uri.rsplit("/", 1)[-1],
+        count,
+        job.generated,
+        seconds,
+        stop,
+    )
 
 
 def _consume(future) -> None:
@@ -501,8 +573,9 @@ def create_server() -> FimServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FimServer, params: types.DidChangeTextDocumentParams):
-        if not ls.documents.change(params.text_document.uri, params.text_document.version,
-                                   list(params.content_changes)):
+        if not ls.documents.change(
+            params.text_document.uri, params.text_document.version, list(params.content_changes)
+        ):
             log.warning("didChange for a document that is not open: %s", params.text_document.uri)
         else:
             ls.document_changed(params.text_document.uri, list(params.content_changes))

@@ -66,8 +66,9 @@ def _complete(checker, text: str) -> bool:
     return after is not None and after.is_complete()
 
 
-def finish_middle(checker, middle: str, single_line: bool = False, suffix: str = "", tries: int = 8,
-                  seconds: float = 0.15) -> str | None:
+def finish_middle(
+    checker, middle: str, single_line: bool = False, suffix: str = "", tries: int = 8, seconds: float = 0.15
+) -> str | None:
     """A middle built from ``middle`` that ``checker`` (made for prefix and suffix) reports complete, or None.
 
     ``middle`` is cut to one line when ``single_line``; a middle that is not complete
@@ -143,7 +144,7 @@ def drop_repetition(checker, middle: str, suffix: str) -> str:
         cuts.append(len(middle) - len(rest_of_line))
     body = suffix.lstrip("\r\n")
     for m in re.finditer(r"\r\n|\r|\n", middle):
-        tail = middle[m.start():].lstrip("\r\n")
+        tail = middle[m.start() :].lstrip("\r\n")
         if len(tail.strip()) < 2 or not body.startswith(tail):
             continue
         end = len(tail)

@@ -36,8 +36,8 @@ from tqdm import tqdm
 from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fimconstrain.decoding.fim_formats import split_budget  # noqa: E402
-from fimconstrain.decoding.vocab import train_byte_level_bpe  # noqa: E402
+from fimconstrain.decoding.fim_formats import split_budget
+from fimconstrain.decoding.vocab import train_byte_level_bpe
 
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
 SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]
@@ -81,15 +81,28 @@ def load_corpus(root: Path) -> Corpus:
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE (GPT-2 style pre-tokenization, no added prefix space) with the FIM special tokens."""
     tok = train_byte_level_bpe(texts, vocab_size, special_tokens=SPECIAL_TOKENS)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
-                                   pad_token=PAD, model_max_length=1 << 30)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOT,
+        eos_token=EOT,
+        unk_token=EOT,
+        pad_token=PAD,
+        model_max_length=1 << 30,
+    )
 
 
 class ExampleSampler:
     """Draws training examples: FIM (PSM or SPM, random middle span) or left-to-right windows of a file."""
 
-    def __init__(self, texts: list[str], tokenizer: PreTrainedTokenizerFast, context: int, fim_rate: float,
-                 seed: int, spm_rate: float = 0.0):
+    def __init__(
+        self,
+        texts: list[str],
+        tokenizer: PreTrainedTokenizerFast,
+        context: int,
+        fim_rate: float,
+        seed: int,
+        spm_rate: float = 0.0,
+    ):
         self.texts = texts
         self.tok = tokenizer
         self.context = context
@@ -106,20 +119,22 @@ class ExampleSampler:
 
     def batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(input_ids, attention_mask, labels), padded on the right; padding is ignored by the loss."""
-        rows = [self.fim_example() if self.rng.random() < self.fim_rate else self.plain_example()
-                for _ in range(size)]
+        rows = [
+            self.fim_example() if self.rng.random() < self.fim_rate else self.plain_example()
+            for _ in range(size)
+        ]
         width = max(len(r) for r in rows)
         ids = torch.full((size, width), self.ids[PAD], dtype=torch.long)
         mask = torch.zeros((size, width), dtype=torch.long)
         for i, row in enumerate(rows):
-            ids[i, :len(row)] = torch.tensor(row)
-            mask[i, :len(row)] = 1
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
         return ids, mask, ids.masked_fill(mask == 0, -100)
 
     def plain_example(self) -> list[int]:
         """A window of ``context`` tokens from the concatenated token stream."""
         start = self.rng.randrange(0, len(self.stream) - self.context)
-        return self.stream[start:start + self.context].tolist()
+        return self.stream[start : start + self.context].tolist()
 
     def fim_example(self) -> list[int]:
         """``<fim-prefix> P <fim-suffix> S <fim-middle> M <|endoftext|>`` (PSM) or, with probability
@@ -133,13 +148,13 @@ class ExampleSampler:
             middle_ids = middle.ids[:MAX_MIDDLE_TOKENS]
         else:
             middle_ids = middle.ids
-        pre = self.tok.backend_tokenizer.encode(text[max(0, start - TEXT_WINDOW_CHARS):start]).ids
-        suf = self.tok.backend_tokenizer.encode(text[end:end + TEXT_WINDOW_CHARS]).ids
+        pre = self.tok.backend_tokenizer.encode(text[max(0, start - TEXT_WINDOW_CHARS) : start]).ids
+        suf = self.tok.backend_tokenizer.encode(text[end : end + TEXT_WINDOW_CHARS]).ids
         # The decoder leaves room for max_new_tokens after the prompt, so the middle (and its end
         # token) must not always sit at the end of the context, or the model learns to stop only there.
         room = len(middle_ids) + self.rng.randrange(0, MAX_GENERATION_ROOM)
         keep_pre, keep_suf = split_budget(len(pre), len(suf), self.context - 4 - room)
-        pre, suf = pre[len(pre) - keep_pre:], suf[:keep_suf]
+        pre, suf = pre[len(pre) - keep_pre :], suf[:keep_suf]
         if self.rng.random() < self.spm_rate:
             return [self.ids[PRE], self.ids[SUF]] + suf + [self.ids[MID]] + pre + middle_ids + [self.ids[EOT]]
         return [self.ids[PRE]] + pre + [self.ids[SUF]] + suf + [self.ids[MID]] + middle_ids + [self.ids[EOT]]
@@ -181,9 +196,14 @@ class ExampleStream(torch.utils.data.IterableDataset):
 
 def batches(sampler: ExampleSampler, batch_size: int, seed: int, workers: int, pin: bool):
     """An iterator of training batches, drawn by ``workers`` processes (0: in this one)."""
-    loader = torch.utils.data.DataLoader(ExampleStream(sampler, batch_size, seed), batch_size=None,
-                                         num_workers=workers, persistent_workers=workers > 0,
-                                         prefetch_factor=8 if workers else None, pin_memory=pin)
+    loader = torch.utils.data.DataLoader(
+        ExampleStream(sampler, batch_size, seed),
+        batch_size=None,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        prefetch_factor=8 if workers else None,
+        pin_memory=pin,
+    )
     return iter(loader)
 
 
@@ -227,11 +247,13 @@ def save(model, tokenizer, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-EXAMPLES = ("{fim:.0%} FIM, {spm:.0%} of them in SPM order and the rest in PSM: a middle of up to {mid} tokens that starts at any character, a line start or "
-            "after a line's indentation and ends at any character, before or after a line break (a third each); "
-            "the prefix is cut from the left and the suffix from the right to fit the context less a random 0-255 tokens of "
-            "generation room, as the decoder does. "
-            "The rest are left-to-right windows. Loss on every token.")
+EXAMPLES = (
+    "{fim:.0%} FIM, {spm:.0%} of them in SPM order and the rest in PSM: a middle of up to {mid} tokens that starts at any character, a line start or "
+    "after a line's indentation and ends at any character, before or after a line break (a third each); "
+    "the prefix is cut from the left and the suffix from the right to fit the context less a random 0-255 tokens of "
+    "generation room, as the decoder does. "
+    "The rest are left-to-right windows. Loss on every token."
+)
 
 
 def run_summary(run: dict) -> str:
@@ -239,14 +261,20 @@ def run_summary(run: dict) -> str:
     curve = run["curve"][:: max(1, len(run["curve"]) // 8)]
     losses = ", ".join(f"{p['minutes']:.0f} min: {p['loss']:.2f}" for p in curve)
     hardware = run.get("device") or f"{run['threads']} CPU thread(s)"
-    kept = (f"  Weights kept from minute {run['best_minutes']:.0f} (lowest held-out FIM loss, "
-            f"{run['best_heldout_loss']:.3f}).\n" if "best_minutes" in run else "")
+    kept = (
+        f"  Weights kept from minute {run['best_minutes']:.0f} (lowest held-out FIM loss, "
+        f"{run['best_heldout_loss']:.3f}).\n"
+        if "best_minutes" in run
+        else ""
+    )
     command = f"  Command: `{run['command']}`\n" if "command" in run else ""
-    return (f"- {run['steps']} steps, {run['tokens'] / 1e6:.1f} M tokens in {run['minutes']:.1f} minutes on "
-            f"{hardware} ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
-            f"betas 0.9/0.95, weight decay 0.1, warm-up then cosine to 10%, batch {run['batch_size']} sequences, "
-            f"seed {run['seed']}.\n  Examples: {run['examples']}\n"
-            f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{kept}{command}").rstrip()
+    return (
+        f"- {run['steps']} steps, {run['tokens'] / 1e6:.1f} M tokens in {run['minutes']:.1f} minutes on "
+        f"{hardware} ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
+        f"betas 0.9/0.95, weight decay 0.1, warm-up then cosine to 10%, batch {run['batch_size']} sequences, "
+        f"seed {run['seed']}.\n  Examples: {run['examples']}\n"
+        f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{kept}{command}"
+    ).rstrip()
 
 
 def write_card(out: Path, facts: dict) -> None:
@@ -255,8 +283,9 @@ def write_card(out: Path, facts: dict) -> None:
     ev, cfg, runs = facts["heldout"], facts["config"], facts["runs"]
     total_minutes = sum(r["minutes"] for r in runs)
     total_tokens = sum(r["tokens"] for r in runs)
-    orders = ("PSM and SPM order: `--order spm` works too" if any(r.get("spm_rate") for r in runs)
-              else "PSM order")
+    orders = (
+        "PSM and SPM order: `--order spm` works too" if any(r.get("spm_rate") for r in runs) else "PSM order"
+    )
     (out / "README.md").write_text(f"""# fimconstrain default model
 
 A small fill-in-the-middle code model that ships with fimconstrain so that
@@ -265,22 +294,22 @@ a demonstration model: its own output is often invalid Python, which is what
 the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
 ...) with `--model` for useful completions.
 
-- Architecture: GPTBigCode (SantaCoder's: multi-query attention, learned positions), {cfg['n_layer']} layers,
-  d={cfg['n_embd']}, {cfg['n_head']} heads, context {cfg['n_positions']} tokens,
-  {facts['parameters'] / 1e6:.2f} M parameters, stored in float16 ({facts['size_mb']:.1f} MB).
-- Tokenizer: byte-level BPE, {facts['vocab_size']} tokens, trained on the training files; special tokens
+- Architecture: GPTBigCode (SantaCoder's: multi-query attention, learned positions), {cfg["n_layer"]} layers,
+  d={cfg["n_embd"]}, {cfg["n_head"]} heads, context {cfg["n_positions"]} tokens,
+  {facts["parameters"] / 1e6:.2f} M parameters, stored in float16 ({facts["size_mb"]:.1f} MB).
+- Tokenizer: byte-level BPE, {facts["vocab_size"]} tokens, trained on the training files; special tokens
   `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format, {orders}).
-- Data: the `.py` files of the CPython {facts['python']} standard library, its tests included ({facts['train_files']}
-  training files, {facts['train_chars'] / 1e6:.1f} M characters); `site-packages` left out, and files that are not
-  UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts['heldout_files']}:
+- Data: the `.py` files of the CPython {facts["python"]} standard library, its tests included ({facts["train_files"]}
+  training files, {facts["train_chars"] / 1e6:.1f} M characters); `site-packages` left out, and files that are not
+  UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts["heldout_files"]}:
   those whose path relative to the standard library has a sha256 that is 0 mod 20) is held out; `training.json`
   lists them.  Evaluation sets must come from those files or from code outside the standard library.
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all, each run
   continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
 - Held-out loss (64 FIM examples in PSM order and 64 left-to-right examples of the held-out files):
-  FIM {ev['fim_loss']:.3f} (perplexity {ev['fim_perplexity']:.1f}),
-  left-to-right {ev['plain_loss']:.3f} (perplexity {ev['plain_perplexity']:.1f}).
+  FIM {ev["fim_loss"]:.3f} (perplexity {ev["fim_perplexity"]:.1f}),
+  left-to-right {ev["plain_loss"]:.3f} (perplexity {ev["plain_perplexity"]:.1f}).
 
 Retrain with the command above (on a GPU; on a CPU, give it hours and a smaller `--batch-size`),
 or continue training the shipped model with `--init fimconstrain/default_model --out /tmp/model`;
@@ -291,11 +320,21 @@ the result differs with the Python version whose standard library it reads (`--s
 def new_model(args, tokenizer) -> GPTBigCodeForCausalLM:
     """A freshly initialised GPTBigCode with multi-query attention, sized by the command line."""
     eot = tokenizer.convert_tokens_to_ids(EOT)
-    config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=args.context, n_embd=args.dim,
-                              n_layer=args.layers, n_head=args.heads, multi_query=True,
-                              activation_function="gelu_pytorch_tanh", resid_pdrop=args.dropout,
-                              embd_pdrop=args.dropout, attn_pdrop=args.dropout, bos_token_id=eot, eos_token_id=eot,
-                              pad_token_id=tokenizer.convert_tokens_to_ids(PAD))
+    config = GPTBigCodeConfig(
+        vocab_size=len(tokenizer),
+        n_positions=args.context,
+        n_embd=args.dim,
+        n_layer=args.layers,
+        n_head=args.heads,
+        multi_query=True,
+        activation_function="gelu_pytorch_tanh",
+        resid_pdrop=args.dropout,
+        embd_pdrop=args.dropout,
+        attn_pdrop=args.dropout,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
+    )
     return GPTBigCodeForCausalLM(config)
 
 
@@ -309,7 +348,9 @@ def training_device(choice: str) -> torch.device:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=7.0, help="training time budget")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "fimconstrain" / "default_model")
+    ap.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "fimconstrain" / "default_model"
+    )
     ap.add_argument("--stdlib", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--layers", type=int, default=6)
@@ -322,16 +363,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--spm-rate", type=float, default=0.5, help="share of the FIM examples in SPM order")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="auto", help="auto (GPU if available), cpu or cuda")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="processes that draw examples (default: 0 on the CPU, 12 on a GPU)")
-    ap.add_argument("--dropout", type=float, default=0.1, help="dropout on residuals, embeddings and attention")
-    ap.add_argument("--eval-minutes", type=float, default=0.5,
-                    help="evaluate on held-out files this often and keep the best weights")
-    ap.add_argument("--python-version", default=platform.python_version(),
-                    help="the Python whose standard library --stdlib is (for the model card)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes that draw examples (default: 0 on the CPU, 12 on a GPU)",
+    )
+    ap.add_argument(
+        "--dropout", type=float, default=0.1, help="dropout on residuals, embeddings and attention"
+    )
+    ap.add_argument(
+        "--eval-minutes",
+        type=float,
+        default=0.5,
+        help="evaluate on held-out files this often and keep the best weights",
+    )
+    ap.add_argument(
+        "--python-version",
+        default=platform.python_version(),
+        help="the Python whose standard library --stdlib is (for the model card)",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--init", type=Path, default=None,
-                    help="continue training this saved model (and keep its tokenizer) instead of starting afresh")
+    ap.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="continue training this saved model (and keep its tokenizer) instead of starting afresh",
+    )
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0, help="save this often while training")
     args = ap.parse_args(argv)
     device = training_device(args.device)
@@ -362,8 +420,11 @@ def main(argv: list[str] | None = None) -> None:
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+    )
 
     budget = args.minutes * 60
     start = last_save = last_eval = time.monotonic()
@@ -395,7 +456,9 @@ def main(argv: list[str] | None = None) -> None:
             heldout_curve.append({"step": steps, "minutes": elapsed / 60, "fim_loss": round(fim_loss, 4)})
             tqdm.write(f"minute {elapsed / 60:.1f}: held-out FIM loss {fim_loss:.3f}")
             if best is None or fim_loss < best[0]:
-                weights = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+                weights = {
+                    name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()
+                }
                 best = (fim_loss, elapsed / 60, weights)
             last_eval = time.monotonic()
         if time.monotonic() - last_save > args.checkpoint_minutes * 60:
@@ -416,21 +479,48 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(args.out)
     save(model, tokenizer, args.out)
     size_mb = sum(p.stat().st_size for p in args.out.iterdir()) / 1e6
-    run = {"steps": steps, "tokens": tokens, "minutes": minutes, "minutes_budget": args.minutes,
-           "threads": args.threads, "tokens_per_s": tokens / (minutes * 60), "lr": args.lr,
-           "batch_size": args.batch_size, "seed": args.seed, "final_train_loss": ema, "curve": curve,
-           "examples": EXAMPLES.format(fim=args.fim_rate, spm=args.spm_rate, mid=MAX_MIDDLE_TOKENS),
-           "torch": torch.__version__,
-           "command": " ".join(["python", "scripts/train_default_model.py", *(argv if argv is not None else sys.argv[1:])]),
-           "device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-           "dropout": args.dropout, "fim_rate": args.fim_rate, "spm_rate": args.spm_rate, "heldout_curve": heldout_curve, "best_minutes": best[1],
-           "best_heldout_loss": best[0]}
-    write_card(args.out, {
-        "python": args.python_version, "stdlib": str(corpus.root), "train_files": len(corpus.train),
-        "train_chars": sum(map(len, train_texts)), "heldout_files": len(corpus.heldout),
-        "heldout_paths": sorted(corpus.heldout), "vocab_size": len(tokenizer), "config": config.to_dict(),
-        "parameters": n_params, "size_mb": size_mb, "heldout": ev, "runs": (previous or {}).get("runs", []) + [run],
-    })
+    run = {
+        "steps": steps,
+        "tokens": tokens,
+        "minutes": minutes,
+        "minutes_budget": args.minutes,
+        "threads": args.threads,
+        "tokens_per_s": tokens / (minutes * 60),
+        "lr": args.lr,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "final_train_loss": ema,
+        "curve": curve,
+        "examples": EXAMPLES.format(fim=args.fim_rate, spm=args.spm_rate, mid=MAX_MIDDLE_TOKENS),
+        "torch": torch.__version__,
+        "command": " ".join(
+            ["python", "scripts/train_default_model.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "dropout": args.dropout,
+        "fim_rate": args.fim_rate,
+        "spm_rate": args.spm_rate,
+        "heldout_curve": heldout_curve,
+        "best_minutes": best[1],
+        "best_heldout_loss": best[0],
+    }
+    write_card(
+        args.out,
+        {
+            "python": args.python_version,
+            "stdlib": str(corpus.root),
+            "train_files": len(corpus.train),
+            "train_chars": sum(map(len, train_texts)),
+            "heldout_files": len(corpus.heldout),
+            "heldout_paths": sorted(corpus.heldout),
+            "vocab_size": len(tokenizer),
+            "config": config.to_dict(),
+            "parameters": n_params,
+            "size_mb": size_mb,
+            "heldout": ev,
+            "runs": (previous or {}).get("runs", []) + [run],
+        },
+    )
     print(f"saved to {args.out} ({size_mb:.1f} MB)", flush=True)
 
 

@@ -32,7 +32,9 @@ RUNNING_VERSION = "%d.%d" % min(max(sys.version_info[:2], (3, 8)), (3, 14))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a long test (tens of seconds); runs by default and in CI")
-    config.addinivalue_line("markers", "time_limit(seconds): fail the test if it runs longer than this (default 600 s)")
+    config.addinivalue_line(
+        "markers", "time_limit(seconds): fail the test if it runs longer than this (default 600 s)"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -91,8 +93,12 @@ class _EngineAtRunningVersion:
         return getattr(self._module, name)
 
     def fim_checker(self, prefix, suffix="", language="python", python_version=None):
-        return self._module.fim_checker(prefix, suffix, language,
-                                        python_version=RUNNING_VERSION if python_version is None else python_version)
+        return self._module.fim_checker(
+            prefix,
+            suffix,
+            language,
+            python_version=RUNNING_VERSION if python_version is None else python_version,
+        )
 
 
 _ENGINE = None
@@ -176,7 +182,9 @@ def feed_random_chunks(checker, text: str, rng: random.Random, lo: int = 1, hi: 
 def stdlib_py_files() -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(STDLIB):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__")
+        )
         out.extend(Path(dirpath) / f for f in filenames if f.endswith(".py"))
     return sorted(out)
 
@@ -188,7 +196,9 @@ def read_utf8(path: Path) -> str | None:
         return None
 
 
-def sample_stdlib(n: int, max_bytes: int, seed: int, *, min_bytes: int = 0, valid_only: bool = True) -> list[Path]:
+def sample_stdlib(
+    n: int, max_bytes: int, seed: int, *, min_bytes: int = 0, valid_only: bool = True
+) -> list[Path]:
     """A deterministic sample of decodable standard-library files in a size range."""
     files = [f for f in stdlib_py_files() if min_bytes <= f.stat().st_size <= max_bytes]
     rng = random.Random(seed)
@@ -208,7 +218,14 @@ def sample_stdlib(n: int, max_bytes: int, seed: int, *, min_bytes: int = 0, vali
 def engine():
     """The helpers above as one object, for tests that prefer a fixture."""
     return SimpleNamespace(
-        fc=fc(), ast_ok=ast_ok, ast_message=ast_message, feed_ok=feed_ok, prefix_ok=prefix_ok,
-        chars_ok=chars_ok, first_dead=first_dead, where=where, feed_random_chunks=feed_random_chunks,
+        fc=fc(),
+        ast_ok=ast_ok,
+        ast_message=ast_message,
+        feed_ok=feed_ok,
+        prefix_ok=prefix_ok,
+        chars_ok=chars_ok,
+        first_dead=first_dead,
+        where=where,
+        feed_random_chunks=feed_random_chunks,
         Uncompletable=uncompletable(),
     )

@@ -8,14 +8,16 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES, REPO
 
 
 def run(*args, stdin: bytes | None = None, cwd=None):
     proc = subprocess.run(
         [sys.executable, "-m", "fimconstrain", *map(str, args)],
-        input=stdin, capture_output=True, cwd=cwd or REPO, timeout=300,
+        input=stdin,
+        capture_output=True,
+        cwd=cwd or REPO,
+        timeout=300,
     )
     return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
 
@@ -53,7 +55,7 @@ def test_unfinished_example_is_incomplete_but_completable():
 def test_tmp_broken_file(tmp_path):
     f = tmp_path / "broken.py"
     f.write_text("def f(x):\n    y = x\n    return y)\n", encoding="utf-8")
-    rc, out, err = run("check", f)
+    rc, out, _err = run("check", f)
     assert rc == 1
     assert re.search(r"broken\.py:3:13: error", out), out
     assert "    return y)" in out
@@ -62,7 +64,7 @@ def test_tmp_broken_file(tmp_path):
 def test_tmp_broken_file_with_tab_caret(tmp_path):
     f = tmp_path / "tabs.py"
     f.write_text("if x:\n\ty = = 1\n", encoding="utf-8")
-    rc, out, err = run("check", f)
+    rc, out, _err = run("check", f)
     assert rc == 1
     assert re.search(r"tabs\.py:2:6: error", out), out
     src_line, caret_line = out.splitlines()[1:3]
@@ -73,7 +75,7 @@ def test_tmp_broken_file_with_tab_caret(tmp_path):
 def test_crlf_positions(tmp_path):
     f = tmp_path / "crlf.py"
     f.write_bytes(b"x = 1\r\ny = (2,\r\n     3]]\r\n")
-    rc, out, err = run("check", f)
+    rc, out, _err = run("check", f)
     assert rc == 1
     assert re.search(r"crlf\.py:3:7: error", out), out
 
@@ -122,14 +124,17 @@ def test_feed_chunk_mode_agrees():
     assert rc == 0, out + err
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"x = '\xff'\n", "not valid UTF-8"),
-    (b"x = 1\n\x00\n", "NUL"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"x = '\xff'\n", "not valid UTF-8"),
+        (b"x = 1\n\x00\n", "NUL"),
+    ],
+)
 def test_bad_input_exit_2(tmp_path, content, needle):
     f = tmp_path / "bad.py"
     f.write_bytes(content)
-    rc, out, err = run("check", f)
+    rc, _out, err = run("check", f)
     assert rc == 2
     assert needle in err
     assert "Traceback" not in err
@@ -142,15 +147,18 @@ def test_bom_is_allowed(tmp_path):
     assert rc == 0, out + err
 
 
-@pytest.mark.parametrize("args", [
-    ["check"],
-    [],
-    ["check", "missing-file.py"],
-    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "abc"],
-    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "9999:1"],
-    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "1:999"],
-    ["check", str(EXAMPLES / "inventory.py"), "--cursor", "99999999"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check"],
+        [],
+        ["check", "missing-file.py"],
+        ["check", str(EXAMPLES / "inventory.py"), "--cursor", "abc"],
+        ["check", str(EXAMPLES / "inventory.py"), "--cursor", "9999:1"],
+        ["check", str(EXAMPLES / "inventory.py"), "--cursor", "1:999"],
+        ["check", str(EXAMPLES / "inventory.py"), "--cursor", "99999999"],
+    ],
+)
 def test_usage_errors_exit_2(args):
     rc, out, err = run(*args)
     assert rc == 2, out + err
@@ -164,8 +172,10 @@ def test_help():
     assert rc == 0 and "--cursor" in out
 
 
-@pytest.mark.skipif(shutil.which("fimconstrain") is None and not (REPO / ".venv/bin/fimconstrain").exists(),
-                    reason="console script not installed")
+@pytest.mark.skipif(
+    shutil.which("fimconstrain") is None and not (REPO / ".venv/bin/fimconstrain").exists(),
+    reason="console script not installed",
+)
 def test_console_script():
     exe = shutil.which("fimconstrain") or str(REPO / ".venv/bin/fimconstrain")
     proc = subprocess.run([exe, "check", str(EXAMPLES / "inventory.py")], capture_output=True, timeout=300)
@@ -175,7 +185,7 @@ def test_console_script():
 def test_readme_console_examples_match():
     """The `$ ...` examples in README.md print what the README says they print."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme[readme.index("```console") + len("```console"):]
+    block = readme[readme.index("```console") + len("```console") :]
     block = block[: block.index("```")]
     examples = re.split(r"^\$ ", block, flags=re.M)[1:]
     assert len(examples) >= 3
@@ -183,7 +193,7 @@ def test_readme_console_examples_match():
         cmd, _, expected = example.partition("\n")
         argv = cmd.split()
         assert argv[0].endswith("fimconstrain"), cmd
-        rc, out, err = run(*argv[1:])
+        _rc, out, err = run(*argv[1:])
         assert out.rstrip("\n") == expected.rstrip("\n"), f"{cmd}\n{out}{err}"
 
 

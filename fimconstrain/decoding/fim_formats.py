@@ -45,8 +45,10 @@ class FimFormat:
         for role, spellings in self.markers.items():
             found = [vocab[s] for s in spellings if s in vocab]
             if not found:
-                raise FimFormatError(f"tokenizer has no {role} token for FIM format {self.name!r} "
-                                     f"(looked for {', '.join(spellings)})")
+                raise FimFormatError(
+                    f"tokenizer has no {role} token for FIM format {self.name!r} "
+                    f"(looked for {', '.join(spellings)})"
+                )
             ids[role] = found[0]
         return ids
 
@@ -59,24 +61,60 @@ class FimFormat:
         return ids
 
 
-FORMATS: dict[str, FimFormat] = {f.name: f for f in [
-    FimFormat("santacoder", {"PRE": ("<fim-prefix>",), "SUF": ("<fim-suffix>",), "MID": ("<fim-middle>",)},
-              ("<|endoftext|>",), {"psm": PSM, "spm": SPM}),
-    FimFormat("starcoder", {"PRE": ("<fim_prefix>",), "SUF": ("<fim_suffix>",), "MID": ("<fim_middle>",)},
-              ("<|endoftext|>", "<file_sep>"), {"psm": PSM, "spm": SPM}),
-    FimFormat("codellama", {"PRE": ("▁<PRE>", "<PRE>"), "SUF": ("▁<SUF>", "<SUF>"), "MID": ("▁<MID>", "<MID>")},
-              ("▁<EOT>", "<EOT>", "</s>"), {"psm": PSM, "spm": SPM}, bos=True, suffix_without_space=True),
-    FimFormat("deepseek", {"PRE": ("<｜fim▁begin｜>",), "SUF": ("<｜fim▁hole｜>",), "MID": ("<｜fim▁end｜>",)},
-              ("<｜end▁of▁sentence｜>", "<|EOT|>"), {"psm": PSM}, bos=True),
-    FimFormat("qwen", {"PRE": ("<|fim_prefix|>",), "SUF": ("<|fim_suffix|>",), "MID": ("<|fim_middle|>",)},
-              ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>", "<|im_end|>"),
-              {"psm": PSM, "spm": SPM}),
-    FimFormat("codestral", {"PRE": ("[PREFIX]",), "SUF": ("[SUFFIX]",)},
-              ("</s>",), {"psm": SUFFIX_FIRST, "spm": SUFFIX_FIRST}, bos=True),
-]}
+FORMATS: dict[str, FimFormat] = {
+    f.name: f
+    for f in [
+        FimFormat(
+            "santacoder",
+            {"PRE": ("<fim-prefix>",), "SUF": ("<fim-suffix>",), "MID": ("<fim-middle>",)},
+            ("<|endoftext|>",),
+            {"psm": PSM, "spm": SPM},
+        ),
+        FimFormat(
+            "starcoder",
+            {"PRE": ("<fim_prefix>",), "SUF": ("<fim_suffix>",), "MID": ("<fim_middle>",)},
+            ("<|endoftext|>", "<file_sep>"),
+            {"psm": PSM, "spm": SPM},
+        ),
+        FimFormat(
+            "codellama",
+            {"PRE": ("▁<PRE>", "<PRE>"), "SUF": ("▁<SUF>", "<SUF>"), "MID": ("▁<MID>", "<MID>")},
+            ("▁<EOT>", "<EOT>", "</s>"),
+            {"psm": PSM, "spm": SPM},
+            bos=True,
+            suffix_without_space=True,
+        ),
+        FimFormat(
+            "deepseek",
+            {"PRE": ("<｜fim▁begin｜>",), "SUF": ("<｜fim▁hole｜>",), "MID": ("<｜fim▁end｜>",)},
+            ("<｜end▁of▁sentence｜>", "<|EOT|>"),
+            {"psm": PSM},
+            bos=True,
+        ),
+        FimFormat(
+            "qwen",
+            {"PRE": ("<|fim_prefix|>",), "SUF": ("<|fim_suffix|>",), "MID": ("<|fim_middle|>",)},
+            ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>", "<|im_end|>"),
+            {"psm": PSM, "spm": SPM},
+        ),
+        FimFormat(
+            "codestral",
+            {"PRE": ("[PREFIX]",), "SUF": ("[SUFFIX]",)},
+            ("</s>",),
+            {"psm": SUFFIX_FIRST, "spm": SUFFIX_FIRST},
+            bos=True,
+        ),
+    ]
+}
 
-ALIASES = {"starcoder2": "starcoder", "code_llama": "codellama", "deepseek-coder": "deepseek",
-           "qwen2.5-coder": "qwen", "qwen-coder": "qwen", "mistral": "codestral"}
+ALIASES = {
+    "starcoder2": "starcoder",
+    "code_llama": "codellama",
+    "deepseek-coder": "deepseek",
+    "qwen2.5-coder": "qwen",
+    "qwen-coder": "qwen",
+    "mistral": "codestral",
+}
 
 
 def get_format(name: str) -> FimFormat:
@@ -94,8 +132,10 @@ def detect_format(tokenizer) -> FimFormat:
     for fmt in FORMATS.values():
         if all(any(s in vocab for s in spellings) for spellings in fmt.markers.values()):
             return fmt
-    raise FimFormatError("no known FIM marker tokens in this tokenizer's vocabulary; "
-                         "it is not a FIM model, or pass the format by name")
+    raise FimFormatError(
+        "no known FIM marker tokens in this tokenizer's vocabulary; "
+        "it is not a FIM model, or pass the format by name"
+    )
 
 
 def resolve_format(tokenizer, name: str | None = None) -> FimFormat:
@@ -148,7 +188,7 @@ class TextCodec:
         if not self.dummy_prefix:
             return self._decode(list(ids))
         anchored = self._decode(self._sentinel_ids + list(ids))
-        return anchored[anchored.index(_SENTINEL) + 1:] if _SENTINEL in anchored else anchored
+        return anchored[anchored.index(_SENTINEL) + 1 :] if _SENTINEL in anchored else anchored
 
     def unfinished_char(self, ids: list[int]) -> bytes:
         """The bytes of a UTF-8 character that the text of ``ids`` ends inside of (b"" if none or unknown).
@@ -164,7 +204,9 @@ class TextCodec:
                 try:
                     tail[start:].decode("utf-8")
                 except UnicodeDecodeError as error:
-                    return tail[start:] if error.reason == "unexpected end of data" and error.start == 0 else b""
+                    return (
+                        tail[start:] if error.reason == "unexpected end of data" and error.start == 0 else b""
+                    )
                 return b""
         return b""
 
@@ -197,7 +239,7 @@ _UNICODE_TO_BYTE = _byte_level_alphabet()
 
 
 def _byte_scheme(backend) -> str | None:
-    """"byte-level" (GPT-2 style BPE), "byte-fallback" (SentencePiece ``<0xNN>``), or None, from the decoder."""
+    """ "byte-level" (GPT-2 style BPE), "byte-fallback" (SentencePiece ``<0xNN>``), or None, from the decoder."""
     if backend is None or backend.decoder is None:
         return None
     spec = json.dumps(json.loads(backend.to_str()).get("decoder"))
@@ -206,14 +248,22 @@ def _byte_scheme(backend) -> str | None:
     return "byte-fallback" if '"ByteFallback"' in spec else None
 
 
-def build_prompt(fmt: FimFormat, codec: TextCodec, prefix: str, suffix: str,
-                 max_tokens: int | None = None, order: str = "psm") -> list[int]:
+def build_prompt(
+    fmt: FimFormat,
+    codec: TextCodec,
+    prefix: str,
+    suffix: str,
+    max_tokens: int | None = None,
+    order: str = "psm",
+) -> list[int]:
     """Prompt ids for filling between ``prefix`` and ``suffix``; the texts are cut to fit ``max_tokens``.
 
     The prefix loses tokens from its start and the suffix from its end (see :func:`split_budget`).
     """
     if order not in fmt.layouts:
-        raise FimFormatError(f"FIM format {fmt.name!r} has no {order!r} order; it has {', '.join(fmt.layouts)}")
+        raise FimFormatError(
+            f"FIM format {fmt.name!r} has no {order!r} order; it has {', '.join(fmt.layouts)}"
+        )
     tok = codec.tokenizer
     layout = fmt.layouts[order]
     marker_ids = fmt.marker_ids(tok)
@@ -223,7 +273,7 @@ def build_prompt(fmt: FimFormat, codec: TextCodec, prefix: str, suffix: str,
     if max_tokens is not None:
         n_markers = len(head) + sum(1 for item in layout if item in marker_ids)
         keep_pre, keep_suf = split_budget(len(pre), len(suf), max_tokens - n_markers)
-        pre, suf = pre[len(pre) - keep_pre:], suf[:keep_suf]
+        pre, suf = pre[len(pre) - keep_pre :], suf[:keep_suf]
     texts = {"prefix": pre, "suffix": suf}
     ids = list(head)
     for item in layout:

@@ -24,10 +24,10 @@ import torch
 from transformers import LogitsProcessor
 
 from ..engine.checker import Checker, fim_checker
+from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
 from .models import context_window
-from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 
 #: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
 MODES = ("unconstrained", "checked", "constrained", "prefix")
@@ -118,7 +118,7 @@ class ConstraintState:
     def _seen(self, ids: tuple[int, ...]) -> str:
         """The decoding of ``ids`` (a tail of the middle) without the held-back characters."""
         text = self.codec.decode(list(ids))
-        return text[:len(text) - self.held] if self.held else text
+        return text[: len(text) - self.held] if self.held else text
 
     def _difference(self, token: int) -> str | None:
         """Text that ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
@@ -127,9 +127,9 @@ class ConstraintState:
             self._window_text = self._seen(window)
         text = self.codec.decode(list(window) + [token])
         if text.startswith(self._window_text):
-            return text[len(self._window_text):]
+            return text[len(self._window_text) :]
         base, text = self._seen(self.ids), self.codec.decode(list(self.ids) + [token])
-        return text[len(base):] if text.startswith(base) else None
+        return text[len(base) :] if text.startswith(base) else None
 
     def _advance(self, token: int) -> ConstraintState | None:
         new = self._difference(token)
@@ -196,8 +196,9 @@ def _completions(unfinished: bytes) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found.values()))
 
 
-def passing_candidates(state: ConstraintState, ranked: Iterable[int], stop_ids: set[int],
-                       banned_ids: set[int]) -> Iterator[tuple[int, ConstraintState]]:
+def passing_candidates(
+    state: ConstraintState, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]
+) -> Iterator[tuple[int, ConstraintState]]:
     """The tokens of ``ranked``, in order, that pass.
 
     A stop token passes when the file is complete; any other when it keeps the file completable.
@@ -222,8 +223,9 @@ def ranked_tokens(keys: torch.Tensor, first: int) -> Iterator[int]:
         yield from torch.argsort(keys, descending=True)[first:finite].tolist()
 
 
-def ranking_keys(logits: torch.Tensor, temperature: float, top_p: float,
-                 generator: torch.Generator | None) -> torch.Tensor:
+def ranking_keys(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> torch.Tensor:
     """Keys whose descending order is the walk order: logits (greedy) or perturbed by Gumbel noise (sampling).
 
     With ``top_p < 1`` the nucleus comes first, then the other tokens in their own Gumbel order.
@@ -304,7 +306,11 @@ class FimDecoder:
             from .mask_store import MaskStore
 
             store = self._mask_stores[version] = MaskStore.load_or_build(
-                self.tokenizer, progress=False, vocab_size=self.model.config.vocab_size, python_version=version)
+                self.tokenizer,
+                progress=False,
+                vocab_size=self.model.config.vocab_size,
+                python_version=version,
+            )
         return store
 
     def version_for(self, python_version: VersionLike | None = None) -> PythonVersion:
@@ -315,11 +321,24 @@ class FimDecoder:
         """Whether ``token`` ends the middle: a stop token, or (unconstrained) any other FIM marker."""
         return token in self.stop_ids or token in self.banned_ids
 
-    def generate(self, prefix: str, suffix: str, mode: str = "constrained", max_new_tokens: int = 128,
-                 temperature: float = 0.0, top_p: float = 1.0, top_k: int = 64, seed: int | None = None,
-                 finisher: Finisher | None = None, finish_in_budget: bool = True, best_stop: bool = True,
-                 prefilter: bool = False, should_stop: Callable[[], bool] | None = None,
-                 progress: bool = False, python_version: VersionLike | None = None) -> FimResult:
+    def generate(
+        self,
+        prefix: str,
+        suffix: str,
+        mode: str = "constrained",
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 64,
+        seed: int | None = None,
+        finisher: Finisher | None = None,
+        finish_in_budget: bool = True,
+        best_stop: bool = True,
+        prefilter: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+        progress: bool = False,
+        python_version: VersionLike | None = None,
+    ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
         In constrained mode, when the budget runs out (or no candidate passes) on an incomplete
@@ -338,12 +357,16 @@ class FimDecoder:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         version = self.version_for(python_version)
         max_new_tokens = max(1, min(max_new_tokens, self.window // 2))
-        prompt = build_prompt(self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order)
+        prompt = build_prompt(
+            self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order
+        )
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         run = _Run(self, prefix, suffix, mode, len(prompt), version)
         if mode in ("constrained", "prefix"):
             run.start_constraint(suffix if mode == "constrained" else "", version)
-        store = self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
+        store = (
+            self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
+        )
         stepper = _CachedStepper(self.model)
         logits = stepper.logits(prompt)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
@@ -381,8 +404,15 @@ class FimDecoder:
 class _Run:
     """The mutable state of one generation: tokens chosen, constraint state, timings."""
 
-    def __init__(self, decoder: FimDecoder, prefix: str, suffix: str, mode: str, prompt_tokens: int,
-                 version: PythonVersion):
+    def __init__(
+        self,
+        decoder: FimDecoder,
+        prefix: str,
+        suffix: str,
+        mode: str,
+        prompt_tokens: int,
+        version: PythonVersion,
+    ):
         self.decoder = decoder
         self.version = version
         self.prefix, self.suffix, self.mode = prefix, suffix, mode
@@ -391,7 +421,9 @@ class _Run:
         self.extra = ""  # text a finisher appended
         self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
         self.states: list[ConstraintState] = []
-        self.stop_points: list[tuple[float, int, ConstraintState]] = []  # (weighted EOS probability, tokens, state)
+        self.stop_points: list[
+            tuple[float, int, ConstraintState]
+        ] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
     def start_constraint(self, suffix: str, python_version: PythonVersion | None = None) -> None:
@@ -439,8 +471,9 @@ class _Run:
             self.extra, self.result.stopped = split, "split"
             self.result.checker_seconds += time.perf_counter() - start
             return next(iter(dec.stop_ids))
-        for token, nxt in passing_candidates(self.state, _counting(ranked_tokens(keys, top_k), self),
-                                             dec.stop_ids, dec.banned_ids):
+        for token, nxt in passing_candidates(
+            self.state, _counting(ranked_tokens(keys, top_k), self), dec.stop_ids, dec.banned_ids
+        ):
             choice = token
             if token not in dec.stop_ids:
                 self.ids.append(token)
@@ -485,7 +518,11 @@ class _Run:
     def finish_points(self, lines: int = 2) -> list[int]:
         """Token counts to finish from: all of the middle, the end of its last line, none of
         it (a middle gone astray often went early), the ends of the ``lines - 1`` lines before."""
-        ends = [n for n in range(len(self.ids) - 1, 0, -1) if self.decoder.codec.decode(self.ids[:n]).endswith("\n")]
+        ends = [
+            n
+            for n in range(len(self.ids) - 1, 0, -1)
+            if self.decoder.codec.decode(self.ids[:n]).endswith("\n")
+        ]
         return list(dict.fromkeys([len(self.ids), *ends[:1], 0, *ends[1:lines]]))
 
     def finish_from(self, finisher: Finisher, budget: int, cut: int, attempts: int = 4):
@@ -516,7 +553,9 @@ class _Run:
         if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()
             res.raw_middle = res.middle
-            res.middle = longest_valid_prefix(self.prefix, self.decoder.codec, self.ids, self.suffix, self.version)
+            res.middle = longest_valid_prefix(
+                self.prefix, self.decoder.codec, self.ids, self.suffix, self.version
+            )
             res.checker_seconds += time.perf_counter() - start
         res.valid = parses(self.prefix + res.middle + self.suffix, self.version)
         return res
@@ -535,8 +574,9 @@ def shortest_finish(state: ConstraintState, tokens_left: int) -> str | None:
     return None if checker is None else checker.shortest_finish(seconds=2.0)
 
 
-def longest_valid_prefix(prefix: str, codec: TextCodec, ids: list[int], suffix: str,
-                         python_version: PythonVersion | None = None) -> str:
+def longest_valid_prefix(
+    prefix: str, codec: TextCodec, ids: list[int], suffix: str, python_version: PythonVersion | None = None
+) -> str:
     """The longest token-boundary prefix of the middle that makes the file parse (paper 004 §VII-B), else all of it."""
     for n in range(len(ids), -1, -1):
         middle = codec.decode(ids[:n])
@@ -568,8 +608,16 @@ class FimLogitsProcessor(LogitsProcessor):
     ``python_version``: the syntax the constraint accepts (default: the newest).
     """
 
-    def __init__(self, tokenizer, prefix: str, suffix: str, prompt_length: int, k: int = 1,
-                 fim_format: FimFormat | None = None, python_version: VersionLike | None = None):
+    def __init__(
+        self,
+        tokenizer,
+        prefix: str,
+        suffix: str,
+        prompt_length: int,
+        k: int = 1,
+        fim_format: FimFormat | None = None,
+        python_version: VersionLike | None = None,
+    ):
         fmt = fim_format or resolve_format(tokenizer)
         self.codec = TextCodec(tokenizer)
         self.stop_ids = fmt.stop_ids(tokenizer)
@@ -594,10 +642,20 @@ class FimLogitsProcessor(LogitsProcessor):
         start = time.perf_counter()
         masked = torch.full_like(scores, float("-inf"))
         for row in range(scores.shape[0]):
-            state = self.state_for(input_ids[row, self.prompt_length:].tolist())
-            allowed = [] if state is None else [
-                token for token, _ in _take(passing_candidates(state, ranked_tokens(scores[row], self.k),
-                                                               self.stop_ids, self.banned_ids), self.k)]
+            state = self.state_for(input_ids[row, self.prompt_length :].tolist())
+            allowed = (
+                []
+                if state is None
+                else [
+                    token
+                    for token, _ in _take(
+                        passing_candidates(
+                            state, ranked_tokens(scores[row], self.k), self.stop_ids, self.banned_ids
+                        ),
+                        self.k,
+                    )
+                ]
+            )
             allowed = allowed or sorted(self.stop_ids)
             masked[row, allowed] = scores[row, allowed]
         self.seconds += time.perf_counter() - start

@@ -119,7 +119,7 @@ class _Automaton:
             sid = queue.popleft()
             row = []
             root, path = self.paths[local[sid]]
-            for cid, ch in enumerate(reps):
+            for _cid, ch in enumerate(reps):
                 nxt = dfa.trans[sid].get(ch)
                 if nxt is None:
                     nxt = dfa.step(sid, ch)
@@ -187,7 +187,7 @@ class _Variants:
         width = int(self.lengths.max()) if len(self.codes) else 0
         self.matrix = np.zeros((len(self.codes), width), dtype=np.int16)
         for i, c in enumerate(self.codes):
-            self.matrix[i, :len(c)] = c
+            self.matrix[i, : len(c)] = c
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -216,7 +216,7 @@ class _Builder:
     def row(self, token_bits: np.ndarray) -> int:
         """Index of the (deduplicated) bitset of a bool vector over tokens; 0 is the empty set."""
         padded = np.zeros(self.words * 64, dtype=bool)
-        padded[:len(token_bits)] = token_bits
+        padded[: len(token_bits)] = token_bits
         words = np.packbits(padded, bitorder="little").view("<u8")
         key = words.tobytes()
         idx = self._row_ids.get(key)
@@ -284,7 +284,7 @@ class _Builder:
                         ok = True
                 u[i] = out
                 lexable[i] = ok
-            row = flat[base[v]:base[v + 1]]
+            row = flat[base[v] : base[v + 1]]
             for i in range(n):
                 uid = interned.get(u[i])
                 if uid is None:
@@ -338,12 +338,16 @@ class _Builder:
             states = np.arange(lo, min(lo + chunk, auto.size))
             end, last, at = self.walk(states)
             for k, q in enumerate(states):
-                self._state_rows(int(q), end[k], last[k], at[k], base, uflat, live_b, tm_b, u_b, zero, cont, ext)
+                self._state_rows(
+                    int(q), end[k], last[k], at[k], base, uflat, live_b, tm_b, u_b, zero, cont, ext
+                )
                 bar.update(1)
         bar.close()
         special = {
             "newline_first": self.row(self._token_set(var.newline_first)),
-            "text_tokens": self.row(self.tokens_of(np.ones(len(var), dtype=bool)) | self._token_set(var.empty)),
+            "text_tokens": self.row(
+                self.tokens_of(np.ones(len(var), dtype=bool)) | self._token_set(var.empty)
+            ),
             "always": self.row(self._token_set(var.empty) | self._mode_openers()),
         }
         return {
@@ -412,8 +416,9 @@ class _Builder:
 def _bar(items, enabled: bool, desc: str, unit: str):
     from tqdm import tqdm
 
-    return tqdm(items, desc=f"mask store: {desc}", unit=unit, disable=not enabled, leave=False,
-                mininterval=0.5)
+    return tqdm(
+        items, desc=f"mask store: {desc}", unit=unit, disable=not enabled, leave=False, mininterval=0.5
+    )
 
 
 def _ids(mask: int) -> list[int]:
@@ -460,7 +465,7 @@ def default_cache_dir() -> Path:
 class _Entry:
     """What the store holds for one lexer state, as the hot path reads it."""
 
-    __slots__ = ("cont", "token_mask", "zero", "ext", "newline_groups", "newline_ext")
+    __slots__ = ("cont", "ext", "newline_ext", "newline_groups", "token_mask", "zero")
 
     def __init__(self, zero: int):
         self.cont: list[tuple[int, int]] = []  # (terminal bit, row)
@@ -507,8 +512,14 @@ class MaskStore:
     # -- construction
 
     @classmethod
-    def build(cls, tokenizer, language: str = "python", progress: bool = True,
-              vocab_size: int | None = None, python_version: VersionLike | None = None) -> MaskStore:
+    def build(
+        cls,
+        tokenizer,
+        language: str = "python",
+        progress: bool = True,
+        vocab_size: int | None = None,
+        python_version: VersionLike | None = None,
+    ) -> MaskStore:
         """Build the store for ``tokenizer`` (a tokenizers/transformers tokenizer or a
         :class:`~fimconstrain.decoding.vocab.Vocabulary`) and a language's grammar at a target Python
         version (``"3.12"`` or ``(3, 12)``; default: the newest). Its masks are for checkers
@@ -519,8 +530,12 @@ class MaskStore:
         vocab = tokenizer if isinstance(tokenizer, Vocabulary) else vocabulary(tokenizer, vocab_size)
         built = _Builder(layer, vocab, progress).build()
         meta = {
-            "version": STORE_VERSION, "language": language, "python_version": tag, "grammar": grammar_key(layer),
-            "vocab": vocab.fingerprint(), "vocab_size": vocab.size,
+            "version": STORE_VERSION,
+            "language": language,
+            "python_version": tag,
+            "grammar": grammar_key(layer),
+            "vocab": vocab.fingerprint(),
+            "vocab_size": vocab.size,
             "terminals": [t.name for t in layer.grammar.terminals],
             "build_seconds": time.perf_counter() - started,
             **{k: built[k] for k in ("paths", "nl_keys", "newline_first", "text_tokens", "always")},
@@ -529,9 +544,15 @@ class MaskStore:
         return cls(layer, vocab.size, data, meta)
 
     @classmethod
-    def load_or_build(cls, tokenizer, language: str = "python", cache_dir: Path | str | None = None,
-                      progress: bool = True, vocab_size: int | None = None,
-                      python_version: VersionLike | None = None) -> MaskStore:
+    def load_or_build(
+        cls,
+        tokenizer,
+        language: str = "python",
+        cache_dir: Path | str | None = None,
+        progress: bool = True,
+        vocab_size: int | None = None,
+        python_version: VersionLike | None = None,
+    ) -> MaskStore:
         """The cached store for (grammar, Python version, tokenizer), built and saved on a miss."""
         vocab = tokenizer if isinstance(tokenizer, Vocabulary) else vocabulary(tokenizer, vocab_size)
         tag = store_version_tag(language, python_version)
@@ -546,8 +567,12 @@ class MaskStore:
         return store
 
     @staticmethod
-    def cache_path(vocab: Vocabulary, language: str = "python", cache_dir: Path | str | None = None,
-                   python_version: VersionLike | None = None) -> Path:
+    def cache_path(
+        vocab: Vocabulary,
+        language: str = "python",
+        cache_dir: Path | str | None = None,
+        python_version: VersionLike | None = None,
+    ) -> Path:
         """``<cache>/<language>-<version>-<grammar hash>-<vocabulary fingerprint>.npz`` (no
         version part for a language without versions)."""
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -566,8 +591,13 @@ class MaskStore:
         return path
 
     @classmethod
-    def load(cls, path: Path | str, language: str | None = None, vocab: Vocabulary | None = None,
-             python_version: VersionLike | None = None) -> MaskStore:
+    def load(
+        cls,
+        path: Path | str,
+        language: str | None = None,
+        vocab: Vocabulary | None = None,
+        python_version: VersionLike | None = None,
+    ) -> MaskStore:
         """Read a saved store; ValueError if it was built for another grammar, store format,
         Python version (when ``python_version`` is given; else the one it was built for is
         used) or (when ``vocab`` is given) vocabulary."""
@@ -623,8 +653,9 @@ class MaskStore:
         those ``checker.feed`` accepts. ``held``: the decoder holds back part of a character
         (every text token is allowed then). Stop tokens are never in it (ask ``is_complete``)."""
         if checker.layer is not self.layer:
-            raise ValueError(f"mask store for {self._describe(self.layer)}, "
-                             f"checker for {self._describe(checker.layer)}")
+            raise ValueError(
+                f"mask store for {self._describe(self.layer)}, checker for {self._describe(checker.layer)}"
+            )
         if held:
             return self.all_text
         out = None
@@ -651,8 +682,9 @@ class MaskStore:
     def prefilter(self, checker, candidate_ids: Iterable[int], held: int = 0) -> list[int]:
         """The candidates that may pass the exact check, in their order (cheap superset filter);
         ids outside the vocabulary's text tokens (stop tokens, padding) are dropped."""
-        ids = np.asarray(candidate_ids if isinstance(candidate_ids, np.ndarray) else list(candidate_ids),
-                         dtype=np.int64).reshape(-1)
+        ids = np.asarray(
+            candidate_ids if isinstance(candidate_ids, np.ndarray) else list(candidate_ids), dtype=np.int64
+        ).reshape(-1)
         ids = ids[(ids >= 0) & (ids < self.vocab_size)]
         words = self.mask(checker, held)
         keep = (words[ids >> 6] >> (ids & 63).astype(np.uint64)) & np.uint64(1)
@@ -672,9 +704,12 @@ class MaskStore:
         ext_next = tuple(self._next(parser, layout, t1) if allowed >> t1 & 1 else 0 for t1 in e.ext)
         nl_next = ()
         if e.newline_groups and allowed & self.layer.newline_mask:
-            nl_next = tuple(self._after_newline(parser, layout, text + key) if key is not None
-                            else self._next(parser, layout, self.layer.newline)
-                            for key, _ in e.newline_groups)
+            nl_next = tuple(
+                self._after_newline(parser, layout, text + key)
+                if key is not None
+                else self._next(parser, layout, self.layer.newline)
+                for key, _ in e.newline_groups
+            )
         key = (q, allowed, after, ext_next, nl_next)
         hit = self._mask_memo.get(key)
         if hit is None:
@@ -701,7 +736,9 @@ class MaskStore:
         for nxt, group_rows in by_next.items():
             then = [row for bit, row in e.newline_ext if bit & nxt]
             if then:
-                out |= np.bitwise_or.reduce(rows[group_rows], axis=0) & np.bitwise_or.reduce(rows[then], axis=0)
+                out |= np.bitwise_or.reduce(rows[group_rows], axis=0) & np.bitwise_or.reduce(
+                    rows[then], axis=0
+                )
         out.setflags(write=False)
         return out
 
@@ -756,11 +793,17 @@ class MaskStore:
     def stats(self) -> dict:
         """Sizes, for reports."""
         d = self._data
-        return {"states": len(self._entries) - 1, "rows": int(self.rows.shape[0]),
-                "bytes": int(sum(a.nbytes for a in d.values())),
-                "cont": int(len(d["cont"])), "ext": int(len(d["ext"])),
-                "zero": int((d["zero"] > 0).sum()), "fresh": int((d["fresh"] > 0).sum()),
-                "vocab_size": self.vocab_size, "build_seconds": self.meta.get("build_seconds")}
+        return {
+            "states": len(self._entries) - 1,
+            "rows": int(self.rows.shape[0]),
+            "bytes": int(sum(a.nbytes for a in d.values())),
+            "cont": len(d["cont"]),
+            "ext": len(d["ext"]),
+            "zero": int((d["zero"] > 0).sum()),
+            "fresh": int((d["fresh"] > 0).sum()),
+            "vocab_size": self.vocab_size,
+            "build_seconds": self.meta.get("build_seconds"),
+        }
 
 
 def next_terminals(layer: PlainLayer, parser, layout, terminal: int) -> int:
@@ -809,7 +852,7 @@ def unpack(words: np.ndarray, size: int) -> np.ndarray:
 def pack(bits: np.ndarray) -> np.ndarray:
     """A bool vector as ``uint64`` words (the store's layout)."""
     padded = np.zeros(-(-len(bits) // 64) * 64, dtype=bool)
-    padded[:len(bits)] = bits
+    padded[: len(bits)] = bits
     return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
 
 
@@ -840,8 +883,9 @@ def prefix_logits(store: MaskStore, checker, logits, stop_ids: Iterable[int] = (
     return mask_logits(logits, store.allowed(checker, held), ends)
 
 
-def prefiltered(store: MaskStore, checker, ranked: Iterable[int], passthrough: Iterable[int] = (),
-                held: int = 0) -> Iterator[int]:
+def prefiltered(
+    store: MaskStore, checker, ranked: Iterable[int], passthrough: Iterable[int] = (), held: int = 0
+) -> Iterator[int]:
     """``ranked`` token ids (best first) without those the store rules out; ids in
     ``passthrough`` (stop tokens) are always kept. Feed the result to the exact check (FIM)."""
     words = store.mask(checker, held)

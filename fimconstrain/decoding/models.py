@@ -49,17 +49,26 @@ def context_window(model, tokenizer) -> int:
 def _not_found(name: str, error: Exception) -> ModelNotFoundError:
     """The error for a model that is not on this machine, with what to do about it."""
     if Path(name).expanduser().is_absolute() or name.startswith((".", "~")):
-        return ModelNotFoundError(f"model directory {name!r} is missing or incomplete "
-                                  f"(needs config.json, weights and tokenizer files): {error}")
+        return ModelNotFoundError(
+            f"model directory {name!r} is missing or incomplete "
+            f"(needs config.json, weights and tokenizer files): {error}"
+        )
     return ModelNotFoundError(
         f"model {name!r} is not in the local Hugging Face cache, and fimconstrain never downloads at run time. "
         f"Download it yourself first, e.g. `hf download {name}` (or `huggingface-cli download {name}`) on a "
         f"machine with network access, or pass the path of a directory that holds it. ({type(error).__name__}: "
-        f"{str(error).splitlines()[0] if str(error) else ''})")
+        f"{str(error).splitlines()[0] if str(error) else ''})"
+    )
 
 
-def load_model(name: str | Path | None = None, *, fim_format: str | None = None, trust_remote_code: bool = False,
-               dtype=None, device: str = "cpu") -> LoadedModel:
+def load_model(
+    name: str | Path | None = None,
+    *,
+    fim_format: str | None = None,
+    trust_remote_code: bool = False,
+    dtype=None,
+    device: str = "cpu",
+) -> LoadedModel:
     """Load ``name`` (directory or hub id already in the cache; default: the shipped model) for FIM decoding.
 
     ``dtype`` defaults to float32 on the CPU and to the checkpoint's own type elsewhere;
@@ -74,14 +83,18 @@ def load_model(name: str | Path | None = None, *, fim_format: str | None = None,
     if dtype is None:
         dtype = torch.float32 if device == "cpu" else "auto"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True,
-                                                  trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=True,
-                                                     trust_remote_code=trust_remote_code, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(
+            source, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+        model = AutoModelForCausalLM.from_pretrained(
+            source, local_files_only=True, trust_remote_code=trust_remote_code, dtype=dtype
+        )
     except (OSError, ValueError) as error:
         if trust_remote_code is False and "trust_remote_code" in str(error):
-            raise FimConstrainError(f"model {name!r} needs its own code; pass trust_remote_code=True "
-                                    f"(--trust-remote-code) if you trust it") from error
+            raise FimConstrainError(
+                f"model {name!r} needs its own code; pass trust_remote_code=True "
+                f"(--trust-remote-code) if you trust it"
+            ) from error
         raise _not_found(name, error) from error
     model.to(device).eval()
     return LoadedModel(model, tokenizer, resolve_format(tokenizer, fim_format), name)

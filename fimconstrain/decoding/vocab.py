@@ -47,7 +47,7 @@ def split_utf8(data: bytes) -> tuple[str, bytes]:
     """Decode ``data`` (invalid bytes become U+FFFD, as decoders do) except a trailing
     unfinished character, which is returned as bytes."""
     tail = _unfinished_tail(data)
-    body = data[:len(data) - len(tail)] if tail else data
+    body = data[: len(data) - len(tail)] if tail else data
     return body.decode("utf-8", errors="replace"), tail
 
 
@@ -97,8 +97,13 @@ def from_strings(tokens: Sequence[str | None]) -> Vocabulary:
 SPECIAL_TOKENS = ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
 
 
-def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, path: Path | str | None = None,
-                         special_tokens: list[str] = SPECIAL_TOKENS, min_frequency: int = 2):
+def train_byte_level_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    path: Path | str | None = None,
+    special_tokens: list[str] = SPECIAL_TOKENS,
+    min_frequency: int = 2,
+):
     """A byte-level BPE ``tokenizers.Tokenizer`` (GPT-2 pre-tokenisation without an added prefix
     space; StarCoder's FIM tokens unless told otherwise) trained on ``texts``; cached at
     ``path`` (a tokenizer.json) when given."""
@@ -109,8 +114,13 @@ def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, path: Path | str
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special_tokens,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +137,9 @@ def stdlib_texts(limit: int | None = None) -> list[str]:
     root = Path(sysconfig.get_paths()["stdlib"])
     texts = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__")
+        )
         for name in sorted(filenames):
             if name.endswith(".py"):
                 try:

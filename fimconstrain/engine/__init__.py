@@ -7,8 +7,32 @@ The public face is :func:`fim_checker` and :class:`Checker`; the rest is for the
 from .checker import Checker, clear_caches, fim_checker, get_layer
 from .errors import FimConstrainError, GrammarError, InputError, UncompletableError
 from .rejection import first_error_offset, first_rejection
-from .versions import NEWEST, OLDEST, SUPPORTED, PythonVersion, VersionLike, format_version, parse_python_version
+from .versions import (
+    NEWEST,
+    OLDEST,
+    SUPPORTED,
+    PythonVersion,
+    VersionLike,
+    format_version,
+    parse_python_version,
+)
 
-__all__ = ["Checker", "FimConstrainError", "GrammarError", "InputError", "NEWEST", "OLDEST", "PythonVersion",
-           "SUPPORTED", "UncompletableError", "VersionLike", "clear_caches", "fim_checker", "first_error_offset",
-           "first_rejection", "format_version", "get_layer", "parse_python_version"]
+__all__ = [
+    "NEWEST",
+    "OLDEST",
+    "SUPPORTED",
+    "Checker",
+    "FimConstrainError",
+    "GrammarError",
+    "InputError",
+    "PythonVersion",
+    "UncompletableError",
+    "VersionLike",
+    "clear_caches",
+    "fim_checker",
+    "first_error_offset",
+    "first_rejection",
+    "format_version",
+    "get_layer",
+    "parse_python_version",
+]

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from . import lexer
-from .prefix_cache import LRU, PrefixCache
-from .rejection import first_error_offset
-from .right_quotient import SuffixPlan, plan_suffix
 from .errors import GrammarError, InputError, UncompletableError
 from .grammar import load_builtin
 from .layers import PlainLayer, PythonLayer
+from .prefix_cache import LRU, PrefixCache
+from .rejection import first_error_offset
+from .right_quotient import SuffixPlan, plan_suffix
 from .versions import PythonVersion, VersionLike, parse_python_version
 
 #: language name -> (grammar file, start rule, layer class, whether it has versions)
@@ -26,7 +26,7 @@ def get_layer(language: str, python_version: VersionLike | None = None) -> Plain
     return _layer(language, parse_python_version(python_version))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _layer(language: str, version: PythonVersion) -> PlainLayer:
     try:
         grammar_name, start, layer_class, versioned = LANGUAGES[language]
@@ -46,7 +46,13 @@ def _clean(text: str, ending: str) -> tuple[str, str]:
     raw = text
     if ending == "\r" and text.startswith("\n"):
         text = text[1:]
-    ending = "\r\n" if raw.endswith("\r\n") or (ending == "\r" and raw == "\n") else "\r" if raw.endswith("\r") else ""
+    ending = (
+        "\r\n"
+        if raw.endswith("\r\n") or (ending == "\r" and raw == "\n")
+        else "\r"
+        if raw.endswith("\r")
+        else ""
+    )
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, ending
@@ -74,7 +80,7 @@ class Checker:
     candidate continuations (top-k checking forks for free).
     """
 
-    __slots__ = ("_layer", "_branches", "_ending", "_plan")
+    __slots__ = ("_branches", "_ending", "_layer", "_plan")
 
     def __init__(self, layer, branches, ending: str = "", plan: SuffixPlan | None = None):
         self._layer = layer
@@ -226,8 +232,9 @@ def _context(language: str, python_version: VersionLike | None = None) -> _Conte
     return context
 
 
-def fim_checker(prefix: str, suffix: str = "", language: str = "python",
-                python_version: VersionLike | None = None) -> Checker:
+def fim_checker(
+    prefix: str, suffix: str = "", language: str = "python", python_version: VersionLike | None = None
+) -> Checker:
     """A checker for middles between ``prefix`` and ``suffix``, for the syntax of
     ``python_version`` (``"3.12"`` or ``(3, 12)``; 3.8 to 3.14, default the newest, so that
     valid code of any version is accepted).
@@ -248,12 +255,15 @@ def fim_checker(prefix: str, suffix: str = "", language: str = "python",
     for name, text, base in (("prefix", prefix, 0), ("suffix", suffix, len(prefix))):
         bad = _invalid_character_at(text)
         if bad is not None:
-            raise UncompletableError(f"the {name} contains {text[bad]!r}, which no program may contain",
-                                     offset=base + bad)
+            raise UncompletableError(
+                f"the {name} contains {text[bad]!r}, which no program may contain", offset=base + bad
+            )
     checker = context.prefixes.checker_for(context.start, prefix)
     if checker is None:
-        raise UncompletableError("the prefix cannot be completed to a valid program",
-                                 offset=first_error_offset(context.start, prefix))
+        raise UncompletableError(
+            "the prefix cannot be completed to a valid program",
+            offset=first_error_offset(context.start, prefix),
+        )
     plan = context.plan(suffix)
     if plan is not None:
         broken = plan.unjoinable()

@@ -57,7 +57,7 @@ class Prediction:
 class EarleySet:
     """One immutable recognizer state: kernel items indexed by the symbol they wait for."""
 
-    __slots__ = ("waiting", "prediction", "accepting", "_expected", "__weakref__")
+    __slots__ = ("__weakref__", "_expected", "accepting", "prediction", "waiting")
 
     def __init__(self, waiting: dict[int, list], prediction: Prediction, accepting: bool):
         #: symbol -> [(item after the symbol, origin set)] for kernel items expecting it
@@ -70,8 +70,9 @@ class EarleySet:
     def signature(self) -> tuple:
         """Equal for sets with the same kernel items over the same origin sets, which
         therefore accept the same continuations (origins compared by identity)."""
-        return self.accepting, frozenset((d, id(origin)) for items in self.waiting.values()
-                                         for d, origin in items)
+        return self.accepting, frozenset(
+            (d, id(origin)) for items in self.waiting.values() for d, origin in items
+        )
 
 
 class Recognizer:

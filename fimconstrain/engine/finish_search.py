@@ -15,7 +15,7 @@ import itertools
 import re
 import time
 from collections import Counter
-from functools import cached_property, lru_cache
+from functools import cache, cached_property
 
 from .grammar import Grammar
 from .refutation import lex
@@ -39,8 +39,11 @@ class Planner:
         self.spelling: dict[int, str] = {}
         cost: dict[int, float] = {}
         for i, terminal in enumerate(g.terminals):
-            text = terminal.literal if terminal.literal is not None else \
-                dfa.shortest_completion(layer.every_terminal_start, 1 << i)
+            text = (
+                terminal.literal
+                if terminal.literal is not None
+                else dfa.shortest_completion(layer.every_terminal_start, 1 << i)
+            )
             if text is not None and not terminal.ignored:
                 self.spelling[i] = text
                 cost[i] = len(text) + 1
@@ -50,13 +53,18 @@ class Planner:
             cost[sym] = _LAYOUT_COST.get(name, 1)
         self.rule_of: dict[int, int] = {}
         self._openers: dict[tuple[int, bool], list[tuple[int, ...]]] = {}
-        self.layout_terminals = {g.symbol_id[name] for name in g.declared} | set(layer.terminal_ids(layer.newline_mask))
+        self.layout_terminals = {g.symbol_id[name] for name in g.declared} | set(
+            layer.terminal_ids(layer.newline_mask)
+        )
         self._states_after: dict[tuple[int, ...], object] = {(): layer.recognizer.initial}
         literal = {i: t.literal for i, t in enumerate(g.terminals)}
         self.bracket_terminal = {text: i for i, text in literal.items() if text in ("(", "[", "{")}
         self.bracket_or_operator = {i for i, text in literal.items() if text in _NOISE}
-        self.connector_terminals = [i for i, t in enumerate(g.terminals)
-                                    if (t.literal or t.name) in _CONNECTOR_SYMBOLS and i in self.spelling]
+        self.connector_terminals = [
+            i
+            for i, t in enumerate(g.terminals)
+            if (t.literal or t.name) in _CONNECTOR_SYMBOLS and i in self.spelling
+        ]
         self._fix_nonterminals(cost)
         self.cost = cost
         inf = float("inf")
@@ -146,8 +154,13 @@ class Planner:
         found = self._openers.get(key)
         if found is None:
             first_after, cost, layout = self.first_after, self.cost, self.layout_terminals
-            found = {ctx for d, ctxs in self.left_contexts.items() if first_after[d] & first_mask
-                     for ctx in ctxs if (bool(ctx) and ctx[-1] in layout) == ends_line}
+            found = {
+                ctx
+                for d, ctxs in self.left_contexts.items()
+                if first_after[d] & first_mask
+                for ctx in ctxs
+                if (bool(ctx) and ctx[-1] in layout) == ends_line
+            }
             found = self._openers[key] = sorted(found, key=lambda ctx: (sum(cost[t] for t in ctx), ctx))
         return found
 
@@ -155,8 +168,9 @@ class Planner:
         """Whether a left context starts on its first line and uses no bracket, operator or
         separator: the contexts that differ in what may follow a bracket opened after them
         (``def A``, ``if``, ``A =``, ``try: A\\nexcept``)."""
-        return not (terminals and terminals[0] in self.layout_terminals) and \
-            not any(t in self.bracket_or_operator for t in terminals)
+        return not (terminals and terminals[0] in self.layout_terminals) and not any(
+            t in self.bracket_or_operator for t in terminals
+        )
 
     def state_after(self, terminals: tuple[int, ...]):
         """The recognizer's state after ``terminals`` from the start of a file (memoised), or None."""
@@ -187,7 +201,9 @@ class Planner:
                 continue
             seen.add(key)
             for d_next, parent_origin in origin.waiting.get(lhs, ()):
-                heapq.heappush(frontier, (c + rest[d_next], count, parent_origin, item_lhs[d_next], (d_next, path)))
+                heapq.heappush(
+                    frontier, (c + rest[d_next], count, parent_origin, item_lhs[d_next], (d_next, path))
+                )
                 count += 1
             for d_next in origin.prediction.advance.get(lhs, ()):
                 heapq.heappush(frontier, (c + rest[d_next], count, origin, item_lhs[d_next], (d_next, path)))
@@ -232,7 +248,7 @@ def _unwind(path) -> list[int]:
     return items
 
 
-@lru_cache(maxsize=None)
+@cache
 def planner_for(layer) -> Planner:
     return Planner(layer)
 
@@ -244,7 +260,7 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
     dfa = layer.dfa
     allowed = layer.allowed(parser, layout)
     newline_mask = layer.newline_mask
-    last_line = lexeme[lexeme.rfind("\n") + 1:]
+    last_line = lexeme[lexeme.rfind("\n") + 1 :]
     in_newline = layer.token_mask(state) & newline_mask
     if in_newline and ("#" in last_line or ("\n" in lexeme and not last_line.strip())):
         # a comment ends at the end of its line; a line's indentation may be padded to any
@@ -468,7 +484,7 @@ def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, .
         at = head.find(quote)
         if not string or at < 0 or (len(quote) == 1 and "\n" in head[:at]):
             continue
-        after = [string] + _line_terminals(layer, head[at + len(quote):], limit=7)
+        after = [string] + _line_terminals(layer, head[at + len(quote) :], limit=7)
         starts.append((tuple(prefix + quote for prefix in ("", "b", "r", "f", "rb", "fr")), after))
     return starts
 
@@ -535,9 +551,8 @@ def _open_brackets(planner: Planner, terminals: tuple[int, ...]) -> str | None:
         literal = planner.grammar.terminals[sym].literal if sym < len(planner.grammar.terminals) else None
         if literal in ("(", "[", "{"):
             stack.append(literal)
-        elif literal in _CLOSES:
-            if not stack or stack.pop() != _CLOSES[literal]:
-                return None
+        elif literal in _CLOSES and (not stack or stack.pop() != _CLOSES[literal]):
+            return None
     return "".join(reversed(stack))
 
 
@@ -558,8 +573,9 @@ def _before_unopened_closer(layer, terminals: list[int], owned: int) -> list[int
     return out
 
 
-def _wrapped_openers(planner: Planner, openers: list[tuple[int, ...]], terminals: list[int],
-                     closers: list[str]):
+def _wrapped_openers(
+    planner: Planner, openers: list[tuple[int, ...]], terminals: list[int], closers: list[str]
+):
     """``(wrapper, opener, number of its own brackets)``, lazily, for each opener whose own
     open brackets are the first ones the head closes, and after which the grammar (layout
     aside) reads ``terminals`` as far as those brackets reach; the wrapper opens the rest."""
@@ -575,7 +591,7 @@ def _wrapped_openers(planner: Planner, openers: list[tuple[int, ...]], terminals
                 break
             state = scan(state, ids(mask))
         if state is not None:
-            yield "".join(_WRAPPERS[c] for c in reversed(closers[len(own):])), opener, len(own)
+            yield "".join(_WRAPPERS[c] for c in reversed(closers[len(own) :])), opener, len(own)
 
 
 #: brackets and operators: left contexts with these differ only in ways a nested opener ignores
@@ -692,8 +708,9 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
         # them out
         for ends_line in (False, True):
             taken = Counter()
-            for wrapper, opener, owned in _wrapped_openers(planner, planner.openers(first, ends_line),
-                                                           terminals, closers):
+            for wrapper, opener, owned in _wrapped_openers(
+                planner, planner.openers(first, ends_line), terminals, closers
+            ):
                 kind = owned > 0
                 if taken[kind] < limit:
                     taken[kind] += 1
@@ -702,7 +719,9 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
                     break
         if closers:  # every bracket opened by the opener itself, nested (``def A(A: A[A``)
             nested = _nested_openers(planner, closers, first)
-            for _, opener, _ in itertools.islice(_wrapped_openers(planner, nested, terminals, closers), 2 * limit):
+            for _, opener, _ in itertools.islice(
+                _wrapped_openers(planner, nested, terminals, closers), 2 * limit
+            ):
                 openers += [("", opener, end) for end in ends]
     candidates = []
     for text, base in bases:
@@ -713,8 +732,11 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
         # a block header); deeper ones each under an ``if`` of its own (the levels a head that
         # starts indented dedents to must be open)
         deeper = max(columns) + len(_INDENT_UNIT)
-        starts = ([("", 0), (" ", 0)] + [("\n" + " " * col, col) for col in sorted(columns)]
-                  + [("\n" + " " * deeper, deeper)])
+        starts = (
+            [("", 0), (" ", 0)]
+            + [("\n" + " " * col, col) for col in sorted(columns)]
+            + [("\n" + " " * deeper, deeper)]
+        )
         ladder, col = "\n", max(columns)
         while col == max(columns) or col + len(_INDENT_UNIT) < head_column:
             ladder += " " * col + "if A:\n"

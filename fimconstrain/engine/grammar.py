@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from lark.exceptions import GrammarError as LarkGrammarError
-from lark.load_grammar import load_grammar
 from lark.lexer import PatternStr
+from lark.load_grammar import load_grammar
 
 from .errors import GrammarError
 
@@ -41,8 +41,13 @@ class Grammar:
     (``-1`` at the end) and ``d + 1`` is the same rule with the dot moved one step right.
     """
 
-    def __init__(self, terminals: list[Terminal], declared: list[str],
-                 rules: list[tuple[str, tuple[str, ...]]], start: str):
+    def __init__(
+        self,
+        terminals: list[Terminal],
+        declared: list[str],
+        rules: list[tuple[str, tuple[str, ...]]],
+        start: str,
+    ):
         self.terminals = terminals
         self.declared = declared
         names = [t.name for t in terminals] + declared
@@ -148,8 +153,7 @@ def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
     ]
     lexed = {t.name for t in terminals}
     rules = [(r.origin.name, tuple(s.name for s in r.expansion)) for r in rule_defs]
-    declared = sorted({s.name for r in rule_defs for s in r.expansion
-                       if s.is_term and s.name not in lexed})
+    declared = sorted({s.name for r in rule_defs for s in r.expansion if s.is_term and s.name not in lexed})
     return Grammar(terminals, declared, rules, start)
 
 
@@ -179,7 +183,7 @@ def apply_version_gates(text: str, version: tuple[int, int] | None) -> str:
     return "\n".join(lines)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_builtin(name: str, start: str, version: tuple[int, int] | None = None) -> Grammar:
     """Load one of the grammars shipped in ``fimconstrain.grammars`` at a target ``version``
     (its version gates applied; cached per process)."""

@@ -186,8 +186,9 @@ class PythonLayer(PlainLayer):
         self.continuation_mask = dfa.accept[dfa.run("\\\n")] & self.ignore_mask
         hard = set(keyword.kwlist)
         self.hard_keyword_mask = _mask(i for i, t in enumerate(grammar.terminals) if t.literal in hard)
-        self.bracket_delta = {1 << i: _OPENERS[t.literal] for i, t in enumerate(grammar.terminals)
-                              if t.literal in _OPENERS}
+        self.bracket_delta = {
+            1 << i: _OPENERS[t.literal] for i, t in enumerate(grammar.terminals) if t.literal in _OPENERS
+        }
         # Files start at the beginning of a line: lex as if a newline came first, so leading
         # blank lines, comments and indentation are one NEWLINE lexeme like any other.
         self.initial_lexeme = dfa.restrict(dfa.run("\n"), self.newline_mask)
@@ -208,12 +209,21 @@ class PythonLayer(PlainLayer):
             return _mask(names[n] if n in names else literal[n] for n in wanted if n in names or n in literal)
 
         kinds = {"'": "S", '"': "D", "'''": "TS", '"""': "TD"}
-        in_fstrings = bits("FCONVERSION", "FSPEC_START", *(f"{p}{k}" for k in kinds.values()
-                                                           for p in ("FTEXT_", "RFTEXT_", "FQUOTES_", "FEND_", "FSPEC_")))
+        in_fstrings = bits(
+            "FCONVERSION",
+            "FSPEC_START",
+            *(
+                f"{p}{k}"
+                for k in kinds.values()
+                for p in ("FTEXT_", "RFTEXT_", "FQUOTES_", "FEND_", "FSPEC_")
+            ),
+        )
         ordinary = (1 << len(grammar.terminals)) - 1 & ~in_fstrings
         full = self.every_terminal_start
         dfa.start = dfa.restrict(full, ordinary)
-        self.field_start = dfa.restrict(full, ordinary & ~bits(":", ":=") | bits("FSPEC_START", "FCONVERSION"))
+        self.field_start = dfa.restrict(
+            full, ordinary & ~bits(":", ":=") | bits("FSPEC_START", "FCONVERSION")
+        )
         self.text_starts = {}
         self.spec_starts = {}
         for quote, kind in kinds.items():
@@ -259,8 +269,13 @@ class PythonLayer(PlainLayer):
 
     def at_statement_boundary(self, branch: tuple) -> bool:
         _, layout, lexeme_state, text, guards = branch
-        return (not guards and not layout[1] and not layout[3] and text.endswith("\n")
-                and self.token_mask(lexeme_state) == self.newline_mask)
+        return (
+            not guards
+            and not layout[1]
+            and not layout[3]
+            and text.endswith("\n")
+            and self.token_mask(lexeme_state) == self.newline_mask
+        )
 
     def open_layouts(self, indents: list[str], depth: int) -> list:
         """Layouts a text may start from in the middle of a line when what came before is
@@ -275,7 +290,11 @@ class PythonLayer(PlainLayer):
         for top in sorted(columns - {(0, 0)}):
             below = []
             for col, alt in sorted(columns):
-                if 0 < col < top[0] and alt < top[1] and (not below or (col > below[-1][0] and alt > below[-1][1])):
+                if (
+                    0 < col < top[0]
+                    and alt < top[1]
+                    and (not below or (col > below[-1][0] and alt > below[-1][1]))
+                ):
                     below.append((col, alt))
             layouts.add((tuple(below) + (top,), depth, True, ()))
             if any(col != alt for col, alt in columns):  # tabs may make some columns below clash
@@ -347,7 +366,7 @@ class PythonLayer(PlainLayer):
             return fstrings
         if mask & self.string_start_mask:
             quote = text.lstrip("fFrRtT")
-            return fstrings + ((_TEXT, quote, "r" in text[:-len(quote)].lower()),)
+            return fstrings + ((_TEXT, quote, "r" in text[: -len(quote)].lower()),)
         kind, quote, extra = fstrings[-1]
         if mask & self.string_end_mask:
             return fstrings[:-1]
@@ -378,7 +397,7 @@ class PythonLayer(PlainLayer):
         for frame in frames:
             if frame[0] == _TEXT and (frame[1] in text if len(frame[1]) == 3 else frame[1][0] in text):
                 return False
-        if kind == _TEXT or kind == _SPEC:
+        if kind in (_TEXT, _SPEC):
             return True
         if "\\" in text or (len(fstrings[-1][1]) == 1 and "\n" in text):
             return False

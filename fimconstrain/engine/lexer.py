@@ -100,8 +100,7 @@ def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
 def complete(layer: Layer, branches: list[tuple]) -> bool:
     """Whether some branch, ended here, is a complete program."""
     end_of_input = layer.end_of_input
-    return any(end_of_input(parser, layout, state, lexeme)
-               for parser, layout, state, lexeme, _ in branches)
+    return any(end_of_input(parser, layout, state, lexeme) for parser, layout, state, lexeme, _ in branches)
 
 
 def branch_key(branch: tuple) -> tuple:

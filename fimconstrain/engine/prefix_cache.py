@@ -78,7 +78,7 @@ class PrefixCache:
         next_mark = at + self.spacing
         pos = prefix.find("\n", next_mark - 1)
         while checker is not None and 0 <= pos < len(prefix) - 1:
-            checker = checker.feed(prefix[at:pos + 1])
+            checker = checker.feed(prefix[at : pos + 1])
             at = pos + 1
             if checker is not None:
                 checkpoints.append((at, checker))
@@ -86,7 +86,7 @@ class PrefixCache:
         if checker is not None:
             checker = checker.feed(prefix[at:])
         self._documents.insert(0, (prefix, checkpoints))
-        del self._documents[self.size:]
+        del self._documents[self.size :]
         return checker
 
     def clear(self) -> None:

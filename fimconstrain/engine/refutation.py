@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import re
-from functools import lru_cache
+from functools import cache
 
 from . import lexer
 from .earley import EarleySet, Recognizer
@@ -124,19 +124,23 @@ class InfixRecognizer:
         branches = []
         for depth in (unclosed, unclosed + 1):
             indents = self._measured_lines(piece, depth)
-            branches += [(self.full_universal, layout, layer.dfa.start, "", ())
-                         for layout in layer.open_layouts(indents, depth)]
+            branches += [
+                (self.full_universal, layout, layer.dfa.start, "", ())
+                for layout in layer.open_layouts(indents, depth)
+            ]
             if start == 0 and piece.startswith("\n"):  # the middle may end in a backslash: a continuation
                 after_backslash = layer.dfa.run("\\", layer.dfa.start)
                 if after_backslash != DEAD:
                     continued = self._measured_lines("\\" + piece, depth)
-                    branches += [(self.full_universal, layout, after_backslash, "\\", ())
-                                 for layout in layer.open_layouts(continued, depth)]
+                    branches += [
+                        (self.full_universal, layout, after_backslash, "\\", ())
+                        for layout in layer.open_layouts(continued, depth)
+                    ]
         at = 0
         while at < len(piece):
-            after = lexer.advance(layer, branches, piece[at:at + 64])
+            after = lexer.advance(layer, branches, piece[at : at + 64])
             if not after:
-                for i, ch in enumerate(piece[at:at + 64]):  # where, to the character
+                for i, ch in enumerate(piece[at : at + 64]):  # where, to the character
                     branches = lexer.advance(layer, branches, ch)
                     if not branches:
                         return start + at + i
@@ -203,8 +207,10 @@ class ForgetfulRecognizer:
 
     def _forget_origins(self, state: EarleySet) -> EarleySet:
         universal = self._universal
-        waiting = {sym: list(dict.fromkeys((d, universal if origin is not None else None) for d, origin in items))
-                   for sym, items in state.waiting.items()}
+        waiting = {
+            sym: list(dict.fromkeys((d, universal if origin is not None else None) for d, origin in items))
+            for sym, items in state.waiting.items()
+        }
         forgotten = EarleySet(waiting, state.prediction, state.accepting)
         return self._interned.setdefault(forgotten.signature(), forgotten)
 
@@ -221,7 +227,7 @@ def _universal(recognizer: Recognizer) -> EarleySet:
     return universal
 
 
-@lru_cache(maxsize=None)
+@cache
 def infix_recognizer(layer) -> InfixRecognizer:
     return InfixRecognizer(layer)
 
@@ -256,7 +262,7 @@ def first_symbol_starts(layer, head: str, most: int = MAX_READINGS) -> list[int]
 _WORD = re.compile(r"(?:[\w.]|(?<=[eE])[+-])*")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _literal_tails(layer) -> tuple[str, ...]:
     """Proper ends of the grammar's punctuation literals (``*`` of ``**``, ``=`` of ``//=``)."""
     tails = set()
@@ -283,7 +289,9 @@ def refuted_at(layer, suffix: str, head_end: int, ends_file: bool) -> int | None
         dead = recognizer.dies_at(suffix, start, end, must_end)
         if dead is None:
             layout_end = min(end, start + LAYOUT_WINDOW_CHARS)
-            dead = recognizer.layout_dies_at(suffix, start, layout_end, must_end and layout_end == len(suffix))
+            dead = recognizer.layout_dies_at(
+                suffix, start, layout_end, must_end and layout_end == len(suffix)
+            )
         if dead is None:
             return None
         first = dead if first is None else first

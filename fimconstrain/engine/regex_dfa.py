@@ -11,7 +11,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 try:  # Python >= 3.11
-    from re import _constants as _sre, _parser as _sre_parse
+    from re import _constants as _sre
+    from re import _parser as _sre_parse
 except ImportError:  # Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
@@ -71,7 +72,7 @@ def _first_member(test: CharTest, hints: Iterable[str]) -> str | None:
 class _CharSet:
     """An NFA transition label: a single literal ``char`` (fast dict dispatch) or a ``test`` predicate."""
 
-    __slots__ = ("char", "test", "pick")
+    __slots__ = ("char", "pick", "test")
 
     def __init__(self, char: str | None, test: CharTest, pick: str | None):
         self.char = char
@@ -109,7 +110,7 @@ def _build_charset(op: object, av, flags: int, source: str) -> _CharSet:
         member, hints, negate = chr(av).__eq__, [chr(av)], op == _sre.NOT_LITERAL
     if icase:
         exact = member
-        member = lambda ch: any(exact(v) for v in _case_variants(ch, ascii_only))  # noqa: E731
+        member = lambda ch: any(exact(v) for v in _case_variants(ch, ascii_only))
     test = (lambda ch: not member(ch)) if negate else member
     return _CharSet(None, test, _first_member(test, hints))
 
@@ -130,7 +131,9 @@ def _class_member(items: Sequence, ascii_only: bool, source: str) -> tuple[CharT
         elif op == _sre.CATEGORY:
             cats.append(_category_test(av, ascii_only))
         else:
-            raise GrammarError(f"terminal pattern {source!r}: unsupported construct {op} in a character class")
+            raise GrammarError(
+                f"terminal pattern {source!r}: unsupported construct {op} in a character class"
+            )
     frozen = frozenset(lits)
     hints = [*frozen, *(lo for lo, _ in ranges)]
     if not ranges and not cats:

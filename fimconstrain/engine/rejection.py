@@ -9,7 +9,7 @@ def first_rejection(checker, text: str, start: int = 0, chunk: int = 256) -> tup
     goes character by character only inside the chunk that fails."""
     pos = start
     while pos < len(text):
-        piece = text[pos:pos + chunk]
+        piece = text[pos : pos + chunk]
         after = checker.feed(piece)
         if after is not None:
             checker, pos = after, pos + len(piece)

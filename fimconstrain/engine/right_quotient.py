@@ -13,6 +13,7 @@ are followed through the tail for real. A suffix that no middle can join is refu
 from __future__ import annotations
 
 import re
+
 from .prefix_cache import LRU
 from .refutation import lex, refuted_at
 from .rejection import first_error_offset
@@ -28,8 +29,7 @@ _LINE_FIRST_CHAR = re.compile(r"\n[ \t\f]*(?=\S)")
 def top_level_starts(text: str, start: int = 0) -> list[int]:
     """Offsets of lines at column 0 that may begin a new top-level statement (a superset:
     the text is not lexed, so some may lie inside strings; callers verify)."""
-    return [m.end() for m in _TOP_LEVEL_LINE.finditer(text, start)
-            if not _CONTINUATIONS.match(text, m.end())]
+    return [m.end() for m in _TOP_LEVEL_LINE.finditer(text, start) if not _CONTINUATIONS.match(text, m.end())]
 
 
 _UNKNOWN = object()
@@ -88,11 +88,15 @@ class SuffixPlan:
         if error is None:
             return None
         if error >= end and ends_file:
-            return error, ("no middle can join this prefix and suffix: no program can end with "
-                           "this suffix, whatever comes before it (it leaves something open)")
+            return error, (
+                "no middle can join this prefix and suffix: no program can end with "
+                "this suffix, whatever comes before it (it leaves something open)"
+            )
         line = suffix.count("\n", 0, error) + 1
-        return error, (f"no middle can join this prefix and suffix: line {line} of the suffix "
-                       f"cannot occur in any program, whatever comes before it")
+        return error, (
+            f"no middle can join this prefix and suffix: line {line} of the suffix "
+            f"cannot occur in any program, whatever comes before it"
+        )
 
     def _tail_refuted(self) -> tuple[int, str] | None:
         if not self.split or self.tail_valid or not _isolated(self._start.layer, self.tail):
@@ -107,7 +111,8 @@ class SuffixPlan:
         return len(self.head) + error, (
             f"no middle can join this prefix and suffix: the suffix from line "
             f"{self.head.count(chr(10)) + 1} on must be valid on its own (it starts a top-level "
-            f"statement), and it is not (first error at {where})")
+            f"statement), and it is not (first error at {where})"
+        )
 
 
 def _isolated(layer, tail: str) -> bool:
@@ -151,4 +156,4 @@ def plan_suffix(start, suffix: str) -> SuffixPlan:
     starts = top_level_starts(suffix)
     if not starts:
         return SuffixPlan(suffix, start=start)
-    return SuffixPlan(suffix[:starts[0]], suffix[starts[0]:], start)
+    return SuffixPlan(suffix[: starts[0]], suffix[starts[0] :], start)

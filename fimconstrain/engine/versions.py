@@ -32,14 +32,19 @@ def parse_python_version(value: VersionLike | None) -> PythonVersion:
         match = _VERSION.fullmatch(value)
         if match:
             version = (int(match.group(1)), int(match.group(2)))
-    elif (isinstance(value, tuple) and len(value) == 2
-          and all(isinstance(part, int) and not isinstance(part, bool) for part in value)):
+    elif (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(part, int) and not isinstance(part, bool) for part in value)
+    ):
         version = (value[0], value[1])
     if version is None:
         raise InputError(f"python_version must look like '3.12' or (3, 12), not {value!r}")
     if version not in SUPPORTED:
-        raise InputError(f"python_version {format_version(version)} is not supported; "
-                         f"supported: {format_version(OLDEST)} to {format_version(NEWEST)}")
+        raise InputError(
+            f"python_version {format_version(version)} is not supported; "
+            f"supported: {format_version(OLDEST)} to {format_version(NEWEST)}"
+        )
     return version
 
 
@@ -55,14 +60,22 @@ def python_version_arg(value: str):
     except InputError:
         raise argparse.ArgumentTypeError(
             f"expected a Python version from {format_version(OLDEST)} to {format_version(NEWEST)} "
-            f"such as {format_version(NEWEST)}, not {value!r}") from None
+            f"such as {format_version(NEWEST)}, not {value!r}"
+        ) from None
 
 
-def add_python_version_option(parser: argparse.ArgumentParser, default: str | None = None,
-                              default_note: str = "the newest, so that valid code of any version is accepted") -> None:
+def add_python_version_option(
+    parser: argparse.ArgumentParser,
+    default: str | None = None,
+    default_note: str = "the newest, so that valid code of any version is accepted",
+) -> None:
     """``--python-version X.Y`` (default: ``default``, else the newest supported version)."""
     parser.add_argument(
-        "--python-version", type=python_version_arg, default=default or format_version(NEWEST), metavar="X.Y",
+        "--python-version",
+        type=python_version_arg,
+        default=default or format_version(NEWEST),
+        metavar="X.Y",
         help=f"target Python version, {format_version(OLDEST)} to {format_version(NEWEST)}: the syntax "
-             f"that version's ast.parse accepts is valid, newer syntax is not "
-             f"(default: %(default)s, {default_note})")
+        f"that version's ast.parse accepts is valid, newer syntax is not "
+        f"(default: %(default)s, {default_note})",
+    )

@@ -29,8 +29,16 @@ from pathlib import Path
 KINDS = ("boundary", "randspan")
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".venv", "node_modules"}
 #: tokenize types that are not symbols of the program (layout, comments, markers)
-NON_SYMBOLS = {tokenize.ENCODING, tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
-               tokenize.ENDMARKER, tokenize.COMMENT, tokenize.ERRORTOKEN}
+NON_SYMBOLS = {
+    tokenize.ENCODING,
+    tokenize.NEWLINE,
+    tokenize.NL,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENDMARKER,
+    tokenize.COMMENT,
+    tokenize.ERRORTOKEN,
+}
 RANDSPAN_MAX_CHARS = 100  # §VII-A: delete up to 100 characters,
 RANDSPAN_MAX_FRACTION = 0.2  # 20% of the file,
 RANDSPAN_START_FRACTION = 0.9  # from a random point up to 90% of the way through
@@ -153,8 +161,11 @@ def training_exclusions(model_dir: Path | None) -> Exclusion:
         facts = json.loads(card.read_text(encoding="utf-8"))
     stdlib = Path(facts.get("stdlib") or sysconfig.get_paths()["stdlib"])
     heldout = set(facts.get("heldout_paths", ()))
-    excl = Exclusion(source=f"{card} (standard library at {stdlib}, {len(heldout)} held-out files allowed)"
-                     if facts else f"no training.json: the whole standard library at {stdlib}")
+    excl = Exclusion(
+        source=f"{card} (standard library at {stdlib}, {len(heldout)} held-out files allowed)"
+        if facts
+        else f"no training.json: the whole standard library at {stdlib}"
+    )
     for path in python_files(stdlib) if stdlib.is_dir() else []:
         rel = path.relative_to(stdlib)
         if {"site-packages", "dist-packages"} & set(rel.parts) or rel.as_posix() in heldout:
@@ -222,9 +233,9 @@ def file_cuts(text: str, kind: str, rng: random.Random, count: int) -> list[tupl
             return []
         if not any(len(s) > 1 for s in levels.values()):
             return []
-        draw = lambda: boundary_cut(levels, rng)  # noqa: E731
+        draw = lambda: boundary_cut(levels, rng)
     elif kind == "randspan":
-        draw = lambda: randspan_cut(len(text), rng)  # noqa: E731
+        draw = lambda: randspan_cut(len(text), rng)
     else:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     cuts: list[tuple[int, int]] = []
@@ -260,9 +271,18 @@ def examples_of_file(text: str, data: bytes, rel: str, opts: BuildOptions) -> li
     sha = sha256(data)
     out = []
     for index, (start, end) in enumerate(file_cuts(text, opts.kind, rng, opts.per_file)):
-        out.append(Example(id=f"{opts.kind}:{rel}:{index}", kind=opts.kind, path=rel, sha256=sha,
-                           prefix=text[:start], middle=text[start:end], suffix=text[end:],
-                           meta={"start": start, "end": end, "file_chars": len(text)}))
+        out.append(
+            Example(
+                id=f"{opts.kind}:{rel}:{index}",
+                kind=opts.kind,
+                path=rel,
+                sha256=sha,
+                prefix=text[:start],
+                middle=text[start:end],
+                suffix=text[end:],
+                meta={"start": start, "end": end, "file_chars": len(text)},
+            )
+        )
     return out
 
 
@@ -271,11 +291,14 @@ def file_rank(seed: int, rel: str) -> str:
     return sha256(f"{seed}:{rel}".encode())
 
 
-def build(root: Path, n: int, opts: BuildOptions, exclusion: Exclusion | None = None,
-          stats: dict | None = None) -> Iterator[Example]:
+def build(
+    root: Path, n: int, opts: BuildOptions, exclusion: Exclusion | None = None, stats: dict | None = None
+) -> Iterator[Example]:
     """The first ``n`` examples from the files of ``root`` in seeded order (:func:`file_rank`), ``per_file`` each."""
     root = Path(root)
-    files = sorted(python_files(root), key=lambda path: file_rank(opts.seed, path.relative_to(root).as_posix()))
+    files = sorted(
+        python_files(root), key=lambda path: file_rank(opts.seed, path.relative_to(root).as_posix())
+    )
     stats = {} if stats is None else stats
     made = 0
     for path in files:
@@ -292,7 +315,7 @@ def build(root: Path, n: int, opts: BuildOptions, exclusion: Exclusion | None = 
         stats[verdict] = stats.get(verdict, 0) + 1
         if text is None:
             continue
-        for example in examples_of_file(text, data, path.relative_to(root).as_posix(), opts)[:n - made]:
+        for example in examples_of_file(text, data, path.relative_to(root).as_posix(), opts)[: n - made]:
             made += 1
             yield example
 
@@ -320,36 +343,60 @@ def read_examples(path: Path) -> list[Example]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain dataset``."""
-    from ..engine.versions import add_python_version_option
     from ..decoding.models import DEFAULT_MODEL_DIR
-    from ..engine.versions import format_version
+    from ..engine.versions import add_python_version_option, format_version
 
-    ap = argparse.ArgumentParser(prog="fimconstrain dataset",
-                                 description="Build Stack-Boundary or Stack-RandSpan (paper 004 §VII-A) as JSONL.")
+    ap = argparse.ArgumentParser(
+        prog="fimconstrain dataset",
+        description="Build Stack-Boundary or Stack-RandSpan (paper 004 §VII-A) as JSONL.",
+    )
     ap.add_argument("--root", type=Path, default=None, help="folder of Python files (default: site-packages)")
     ap.add_argument("--kind", choices=KINDS, required=True)
     ap.add_argument("-n", type=int, default=300, help="number of examples")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--per-file", type=int, default=PER_FILE, 
-                    help="cuts per file (paper: 10; a small sample of its set spans about one cut per file)")
+    ap.add_argument(
+        "--per-file",
+        type=int,
+        default=PER_FILE,
+        help="cuts per file (paper: 10; a small sample of its set spans about one cut per file)",
+    )
     ap.add_argument("--min-chars", type=int, default=1000)
     ap.add_argument("--max-chars", type=int, default=50000)
-    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL_DIR,
-                    help="model folder whose training.json says which standard-library files to exclude")
-    ap.add_argument("--no-exclude", action="store_true",
-                    help="keep standard-library files (for models not trained on them)")
-    add_python_version_option(ap, format_version(interpreter_version()),
-                              "this interpreter's, whose ast.parse also checks every file")
+    ap.add_argument(
+        "--model",
+        type=Path,
+        default=DEFAULT_MODEL_DIR,
+        help="model folder whose training.json says which standard-library files to exclude",
+    )
+    ap.add_argument(
+        "--no-exclude",
+        action="store_true",
+        help="keep standard-library files (for models not trained on them)",
+    )
+    add_python_version_option(
+        ap,
+        format_version(interpreter_version()),
+        "this interpreter's, whose ast.parse also checks every file",
+    )
     ap.add_argument("--out", type=Path, required=True, help="output JSONL file")
-    ap.add_argument("--manifest", type=Path, default=None,
-                    help="also write id, path, sha256 and offsets (no texts) here, to record which files were used")
+    ap.add_argument(
+        "--manifest",
+        type=Path,
+        default=None,
+        help="also write id, path, sha256 and offsets (no texts) here, to record which files were used",
+    )
     return ap
 
 
 def manifest_row(example: dict) -> dict:
     """An example without its texts: enough to check that another build cut the same files at the same places."""
-    return {"id": example["id"], "kind": example["kind"], "path": example["path"], "sha256": example["sha256"],
-            **example["meta"]}
+    return {
+        "id": example["id"],
+        "kind": example["kind"],
+        "path": example["path"],
+        "sha256": example["sha256"],
+        **example["meta"],
+    }
 
 
 def main_build(argv: list[str] | None = None) -> int:
@@ -363,21 +410,32 @@ def main_build(argv: list[str] | None = None) -> int:
     if not root.is_dir():
         print(f"fimconstrain dataset: {root} is not a folder", file=sys.stderr)
         return 2
-    opts = BuildOptions(args.kind, args.seed, args.per_file, args.min_chars, args.max_chars, args.python_version)
-    exclusion = Exclusion(source="none (--no-exclude)") if args.no_exclude else training_exclusions(args.model)
+    opts = BuildOptions(
+        args.kind, args.seed, args.per_file, args.min_chars, args.max_chars, args.python_version
+    )
+    exclusion = (
+        Exclusion(source="none (--no-exclude)") if args.no_exclude else training_exclusions(args.model)
+    )
     stats: dict = {}
     with tqdm(total=args.n, unit="ex", desc=f"stack-{args.kind}") as bar:
+
         def advance(examples):
             for example in examples:
                 bar.update(1)
                 yield example.to_dict()
+
         count = write_jsonl(args.out, advance(build(root, args.n, opts, exclusion, stats)))
     if args.manifest:
-        write_jsonl(args.manifest, (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8")))
+        write_jsonl(
+            args.manifest, (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8"))
+        )
     skipped = ", ".join(f"{why}: {n}" for why, n in sorted(stats.items()) if why != "ok") or "none"
-    print(f"{count} {args.kind} examples from {stats.get('ok', 0)} files of {root} -> {args.out}\n"
-          f"  files skipped: {skipped}\n  training files excluded per {exclusion.source}\n"
-          f"  files checked as Python {format_version(opts.python_version)}", file=sys.stderr)
+    print(
+        f"{count} {args.kind} examples from {stats.get('ok', 0)} files of {root} -> {args.out}\n"
+        f"  files skipped: {skipped}\n  training files excluded per {exclusion.source}\n"
+        f"  files checked as Python {format_version(opts.python_version)}",
+        file=sys.stderr,
+    )
     return 0 if count == args.n else 1
 
 

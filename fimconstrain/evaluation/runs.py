@@ -28,8 +28,10 @@ MODES = ("unconstrained", "checked", "constrained", "constrained-nofinish")
 CONSTRAINED = ("constrained", "constrained-nofinish")
 NAMES = {"boundary": "Stack-Boundary", "randspan": "Stack-RandSpan"}
 TITLES = {"boundary": "Table I: Stack-Boundary", "randspan": "Table II: Stack-RandSpan"}
-ROW_NOTE = ("Rows as in the paper: unconstrained ✓; unconstrained ✗ but checked-unconstrained ✓; "
-            "checked-unconstrained ✗ (so unconstrained ✗ too).")
+ROW_NOTE = (
+    "Rows as in the paper: unconstrained ✓; unconstrained ✗ but checked-unconstrained ✓; "
+    "checked-unconstrained ✗ (so unconstrained ✗ too)."
+)
 ROWS = ("Unconstrained ✓", "Unconstrained ✗", "Checked Unconstrained ✗")
 
 
@@ -65,11 +67,22 @@ def record_key(dataset: str, example_id: str, mode: str) -> str:
 
 def base_record(dataset: str, example: Example, mode: str, opts: EvalOptions) -> dict:
     """The fields every record has: which task, which mode, the context's size (and texts if asked)."""
-    rec = {"key": record_key(dataset, example.id, mode), "dataset": dataset, "kind": example.kind,
-           "id": example.id, "mode": mode, "path": example.path, "sha256": example.sha256,
-           "prefix_chars": len(example.prefix), "suffix_chars": len(example.suffix),
-           "context_chars": len(example.prefix) + len(example.suffix), "truth": example.middle,
-           "max_new_tokens": opts.max_new_tokens, "top_k": opts.top_k, "temperature": opts.temperature}
+    rec = {
+        "key": record_key(dataset, example.id, mode),
+        "dataset": dataset,
+        "kind": example.kind,
+        "id": example.id,
+        "mode": mode,
+        "path": example.path,
+        "sha256": example.sha256,
+        "prefix_chars": len(example.prefix),
+        "suffix_chars": len(example.suffix),
+        "context_chars": len(example.prefix) + len(example.suffix),
+        "truth": example.middle,
+        "max_new_tokens": opts.max_new_tokens,
+        "top_k": opts.top_k,
+        "temperature": opts.temperature,
+    }
     if opts.with_context:
         rec.update(prefix=example.prefix, suffix=example.suffix)
     return rec
@@ -83,7 +96,8 @@ def result_fields(result, example: Example, max_new_tokens: int) -> dict:
         exact=result.middle == example.middle,
         hit_budget=result.stopped in ("budget", "best-stop", "finished") or result.tokens >= max_new_tokens,
         constraint_seconds=result.checker_seconds,
-        overhead_fraction=result.checker_seconds / result.model_seconds if result.model_seconds > 0 else None)
+        overhead_fraction=result.checker_seconds / result.model_seconds if result.model_seconds > 0 else None,
+    )
     return fields
 
 
@@ -100,10 +114,17 @@ def checked_fields(decoder, result, example: Example, max_new_tokens: int) -> di
     cut_seconds = time.perf_counter() - start
     parse_ms = 1000 * parse_seconds(example.prefix + result.middle + example.suffix)
     fields = result_fields(result, example, max_new_tokens)
-    fields.update(raw_middle=result.middle, middle=middle, checker_seconds=cut_seconds,
-                  constraint_seconds=cut_seconds, parse_ms=parse_ms, derived_from="unconstrained",
-                  success=ast_parses(example.prefix + middle + example.suffix), exact=middle == example.middle,
-                  overhead_fraction=cut_seconds / result.model_seconds if result.model_seconds > 0 else None)
+    fields.update(
+        raw_middle=result.middle,
+        middle=middle,
+        checker_seconds=cut_seconds,
+        constraint_seconds=cut_seconds,
+        parse_ms=parse_ms,
+        derived_from="unconstrained",
+        success=ast_parses(example.prefix + middle + example.suffix),
+        exact=middle == example.middle,
+        overhead_fraction=cut_seconds / result.model_seconds if result.model_seconds > 0 else None,
+    )
     fields["valid"] = fields["success"]
     return fields
 
@@ -118,30 +139,49 @@ def parse_seconds(program: str, repeat: int = 3) -> float:
     return best
 
 
-def run_example(decoder, dataset: str, example: Example, modes: Iterable[str], opts: EvalOptions) -> Iterator[dict]:
+def run_example(
+    decoder, dataset: str, example: Example, modes: Iterable[str], opts: EvalOptions
+) -> Iterator[dict]:
     """The records of ``example`` for each mode in ``modes``; checked comes from the unconstrained run."""
     from ..engine import clear_caches
 
     modes = [m for m in MODES if m in set(modes)]
-    common = dict(max_new_tokens=opts.max_new_tokens, top_k=opts.top_k, temperature=opts.temperature,
-                  top_p=opts.top_p, seed=opts.seed)
+    common = dict(
+        max_new_tokens=opts.max_new_tokens,
+        top_k=opts.top_k,
+        temperature=opts.temperature,
+        top_p=opts.top_p,
+        seed=opts.seed,
+    )
     if "unconstrained" in modes or "checked" in modes:
         start = time.perf_counter()
         result = decoder.generate(example.prefix, example.suffix, mode="unconstrained", **common)
         wall = time.perf_counter() - start
         if "unconstrained" in modes:
-            yield {**base_record(dataset, example, "unconstrained", opts),
-                   **result_fields(result, example, opts.max_new_tokens), "wall_seconds": wall}
+            yield {
+                **base_record(dataset, example, "unconstrained", opts),
+                **result_fields(result, example, opts.max_new_tokens),
+                "wall_seconds": wall,
+            }
         if "checked" in modes:
-            yield {**base_record(dataset, example, "checked", opts),
-                   **checked_fields(decoder, result, example, opts.max_new_tokens), "wall_seconds": wall}
+            yield {
+                **base_record(dataset, example, "checked", opts),
+                **checked_fields(decoder, result, example, opts.max_new_tokens),
+                "wall_seconds": wall,
+            }
     for mode in (m for m in modes if m in CONSTRAINED):
         flag = finish_kwargs(decoder, mode == "constrained")
         clear_caches()  # a cold build each time, so the one-time cost is measured honestly
         start = time.perf_counter()
-        result = decoder.generate(example.prefix, example.suffix, mode="constrained", **common, **(flag or {}))
-        yield {**base_record(dataset, example, mode, opts), **result_fields(result, example, opts.max_new_tokens),
-               "finish": (mode == "constrained") if flag else None, "wall_seconds": time.perf_counter() - start}
+        result = decoder.generate(
+            example.prefix, example.suffix, mode="constrained", **common, **(flag or {})
+        )
+        yield {
+            **base_record(dataset, example, mode, opts),
+            **result_fields(result, example, opts.max_new_tokens),
+            "finish": (mode == "constrained") if flag else None,
+            "wall_seconds": time.perf_counter() - start,
+        }
 
 
 def done_keys(path: Path) -> set[str]:
@@ -150,7 +190,7 @@ def done_keys(path: Path) -> set[str]:
         return set()
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
-        path.write_bytes(data[:data.rfind(b"\n") + 1])
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
     return {rec["key"] for rec in read_records([path])}
 
 
@@ -175,27 +215,33 @@ def warm_up(decoder) -> None:
 
 def eval_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain eval``."""
-    ap = argparse.ArgumentParser(prog="fimconstrain eval",
-                                 description="Run decoding modes over FIM datasets; one JSONL record per experiment, "
-                                             "resumable (records already in --out are skipped).")
+    ap = argparse.ArgumentParser(
+        prog="fimconstrain eval",
+        description="Run decoding modes over FIM datasets; one JSONL record per experiment, "
+        "resumable (records already in --out are skipped).",
+    )
     ap.add_argument("datasets", nargs="+", type=Path, help="dataset JSONL files (fimconstrain dataset)")
     ap.add_argument("--out", type=Path, required=True, help="results JSONL (appended to)")
     ap.add_argument("-n", type=int, default=None, help="first N examples of each dataset (default: all)")
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    ap.add_argument("--model", default=None, help="model folder or cached hub id (default: the shipped model)")
+    ap.add_argument(
+        "--model", default=None, help="model folder or cached hub id (default: the shipped model)"
+    )
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--top-k", type=int, default=50, help="candidates checked before a full scan (paper: 50)")
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy, as in the paper")
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (timings are reported for this)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (timings are reported for this)"
+    )
     ap.add_argument("--with-context", action="store_true", help="store prefix and suffix in every record")
-    from ..engine.versions import add_python_version_option
+    from ..engine.versions import add_python_version_option, format_version
     from .datasets import interpreter_version
-    from ..engine.versions import format_version
 
-    add_python_version_option(ap, format_version(interpreter_version()),
-                              "this interpreter's, whose ast.parse judges success")
+    add_python_version_option(
+        ap, format_version(interpreter_version()), "this interpreter's, whose ast.parse judges success"
+    )
     return ap
 
 
@@ -216,32 +262,47 @@ def run_all(args: argparse.Namespace) -> int:
     """Load the model, then run and append every missing (dataset, example, mode) record."""
     from tqdm import tqdm
 
-    from ..engine.errors import FimConstrainError
     from ..decoding.generate import FimDecoder
     from ..decoding.models import load_model
+    from ..engine.errors import FimConstrainError
     from ..engine.versions import format_version
 
     done = done_keys(args.out)
-    todo = [(path.stem, ex) for path in args.datasets for ex in read_examples(path)[:args.n]]
-    missing = {(ds, ex.id): [m for m in args.modes if record_key(ds, ex.id, m) not in done] for ds, ex in todo}
+    todo = [(path.stem, ex) for path in args.datasets for ex in read_examples(path)[: args.n]]
+    missing = {
+        (ds, ex.id): [m for m in args.modes if record_key(ds, ex.id, m) not in done] for ds, ex in todo
+    }
     total = sum(map(len, missing.values()))
     if total == 0:
-        print(f"nothing to do: all {len(todo) * len(args.modes)} experiments are in {args.out}", file=sys.stderr)
+        print(
+            f"nothing to do: all {len(todo) * len(args.modes)} experiments are in {args.out}", file=sys.stderr
+        )
         return 0
     try:
         loaded = load_model(args.model)
     except FimConstrainError as error:
         print(f"fimconstrain eval: {error}", file=sys.stderr)
         return 2
-    decoder = FimDecoder(loaded.model, loaded.tokenizer, loaded.fim_format, python_version=args.python_version)
+    decoder = FimDecoder(
+        loaded.model, loaded.tokenizer, loaded.fim_format, python_version=args.python_version
+    )
     if finish_kwargs(decoder, True) is None and set(CONSTRAINED) & set(args.modes):
-        print("fimconstrain eval: FimDecoder.generate has no budget-aware finish flag; both constrained modes "
-              "run with its defaults (records say finish=null)", file=sys.stderr)
-    opts = EvalOptions(args.max_new_tokens, args.top_k, args.temperature, args.top_p, args.seed, args.with_context)
+        print(
+            "fimconstrain eval: FimDecoder.generate has no budget-aware finish flag; both constrained modes "
+            "run with its defaults (records say finish=null)",
+            file=sys.stderr,
+        )
+    opts = EvalOptions(
+        args.max_new_tokens, args.top_k, args.temperature, args.top_p, args.seed, args.with_context
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     warm_up(decoder)
-    with args.out.open("a", encoding="utf-8") as out, tqdm(total=total, unit="run", desc="evaluating",
-                                                       mininterval=0.1 if sys.stderr.isatty() else 30) as bar:
+    with (
+        args.out.open("a", encoding="utf-8") as out,
+        tqdm(
+            total=total, unit="run", desc="evaluating", mininterval=0.1 if sys.stderr.isatty() else 30
+        ) as bar,
+    ):
         for dataset, example in todo:
             for rec in run_example(decoder, dataset, example, missing[dataset, example.id], opts):
                 rec["model"] = loaded.name
@@ -265,8 +326,13 @@ def table_counts(by_mode: dict[str, dict[str, dict]], constrained: str) -> dict 
     ids = set.intersection(*(set(by_mode[m]) for m in needed))
     counts = {row: [0, 0] for row in ROWS}
     for i in ids:
-        row = ROWS[0] if by_mode["unconstrained"][i]["success"] else ROWS[1] if by_mode["checked"][i]["success"] \
+        row = (
+            ROWS[0]
+            if by_mode["unconstrained"][i]["success"]
+            else ROWS[1]
+            if by_mode["checked"][i]["success"]
             else ROWS[2]
+        )
         counts[row][0 if by_mode[constrained][i]["success"] else 1] += 1
     return counts
 
@@ -277,8 +343,14 @@ def format_table(title: str, counts: dict) -> str:
     body = [[row, ok, bad, ok + bad] for row, (ok, bad) in counts.items()]
     body.append(["Total", sum(r[1] for r in body), sum(r[2] for r in body), sum(r[3] for r in body)])
     widths = [max(len(str(r[c])) for r in [head] + body) for c in range(4)]
-    line = lambda r: "| " + " | ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w)  # noqa: E731
-                                       for c, (v, w) in enumerate(zip(r, widths))) + " |"
+    line = lambda r: (
+        "| "
+        + " | ".join(
+            str(v).ljust(w) if c == 0 else str(v).rjust(w)
+            for c, (v, w) in enumerate(zip(r, widths))
+        )
+        + " |"
+    )
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([title, line(head), rule] + [line(r) for r in body])
 
@@ -288,12 +360,17 @@ def success_rates(records: list[dict]) -> dict:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for rec in records:
         groups[rec["dataset"], rec["mode"]].append(rec)
-    return {f"{ds}/{mode}": {"n": len(rs), "success": sum(r["success"] for r in rs),
-                             "rate": sum(r["success"] for r in rs) / len(rs),
-                             "hit_budget": sum(r["hit_budget"] for r in rs),
-                             "mean_tokens": statistics.fmean(r["tokens"] for r in rs),
-                             "stopped": dict(sorted(Counter(r["stopped"] for r in rs).items()))}
-            for (ds, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], MODES.index(kv[0][1])))}
+    return {
+        f"{ds}/{mode}": {
+            "n": len(rs),
+            "success": sum(r["success"] for r in rs),
+            "rate": sum(r["success"] for r in rs) / len(rs),
+            "hit_budget": sum(r["hit_budget"] for r in rs),
+            "mean_tokens": statistics.fmean(r["tokens"] for r in rs),
+            "stopped": dict(sorted(Counter(r["stopped"] for r in rs).items())),
+        }
+        for (ds, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], MODES.index(kv[0][1])))
+    }
 
 
 def overhead_summary(records: list[dict]) -> dict:
@@ -306,12 +383,17 @@ def overhead_summary(records: list[dict]) -> dict:
     model_s, constraint_s = sum(r["model_seconds"] for r in cons), sum(r["constraint_seconds"] for r in cons)
     setup = [r for r in records if r["mode"] in CONSTRAINED]
     return {
-        "experiments": len(cons), "tokens": tokens,
-        "model_ms_per_token": 1000 * model_s / tokens, "constraint_ms_per_token": 1000 * constraint_s / tokens,
+        "experiments": len(cons),
+        "tokens": tokens,
+        "model_ms_per_token": 1000 * model_s / tokens,
+        "constraint_ms_per_token": 1000 * constraint_s / tokens,
         "overhead_fraction": constraint_s / model_s,
-        "median_overhead_fraction": statistics.median(r["constraint_seconds"] / r["model_seconds"] for r in cons),
+        "median_overhead_fraction": statistics.median(
+            r["constraint_seconds"] / r["model_seconds"] for r in cons
+        ),
         "setup_ms_mean": 1000 * statistics.fmean(r["setup_seconds"] for r in setup),
-        "setup_ms_per_1000_chars": 1e6 * sum(r["setup_seconds"] for r in setup)
+        "setup_ms_per_1000_chars": 1e6
+        * sum(r["setup_seconds"] for r in setup)
         / max(1, sum(r["context_chars"] for r in setup)),
         "checked_parse_ms_per_token": statistics.fmean(r["parse_ms"] for r in checked) if checked else None,
     }
@@ -321,20 +403,27 @@ def format_rates(rates: dict, overhead: dict) -> str:
     """Success rates and the overhead figures as plain text."""
     lines = ["Success rates (ast.parse of prefix + middle + suffix):"]
     for name, r in rates.items():
-        lines.append(f"  {name:<40} {r['success']:>5}/{r['n']:<5} {100 * r['rate']:6.1f}%   "
-                     f"hit budget {r['hit_budget']:>4}   mean tokens {r['mean_tokens']:5.1f}   stopped: "
-                     + ", ".join(f"{k} {v}" for k, v in r["stopped"].items()))
+        lines.append(
+            f"  {name:<40} {r['success']:>5}/{r['n']:<5} {100 * r['rate']:6.1f}%   "
+            f"hit budget {r['hit_budget']:>4}   mean tokens {r['mean_tokens']:5.1f}   stopped: "
+            + ", ".join(f"{k} {v}" for k, v in r["stopped"].items())
+        )
     if overhead:
         o = overhead
-        lines += ["", "Constraint overhead (constrained modes, model prefill and one-time build excluded):",
-                  f"  model step {o['model_ms_per_token']:.2f} ms/token, constraint {o['constraint_ms_per_token']:.2f} "
-                  f"ms/token: {100 * o['overhead_fraction']:.1f}% of the model's step time "
-                  f"(median per experiment {100 * o['median_overhead_fraction']:.1f}%)",
-                  f"  one-time build: mean {o['setup_ms_mean']:.1f} ms, {o['setup_ms_per_1000_chars']:.2f} ms per "
-                  f"1,000 characters of context (work the checker defers to its first EOS check counts per token)"]
+        lines += [
+            "",
+            "Constraint overhead (constrained modes, model prefill and one-time build excluded):",
+            f"  model step {o['model_ms_per_token']:.2f} ms/token, constraint {o['constraint_ms_per_token']:.2f} "
+            f"ms/token: {100 * o['overhead_fraction']:.1f}% of the model's step time "
+            f"(median per experiment {100 * o['median_overhead_fraction']:.1f}%)",
+            f"  one-time build: mean {o['setup_ms_mean']:.1f} ms, {o['setup_ms_per_1000_chars']:.2f} ms per "
+            f"1,000 characters of context (work the checker defers to its first EOS check counts per token)",
+        ]
         if o["checked_parse_ms_per_token"] is not None:
-            lines.append(f"  checked-unconstrained, checking online: one ast.parse of the file per token = "
-                         f"{o['checked_parse_ms_per_token']:.2f} ms/token")
+            lines.append(
+                f"  checked-unconstrained, checking online: one ast.parse of the file per token = "
+                f"{o['checked_parse_ms_per_token']:.2f} ms/token"
+            )
     return "\n".join(lines)
 
 
@@ -345,30 +434,52 @@ def draw_plots(records: list[dict], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cons = [r for r in records if r["mode"] == "constrained"] or [r for r in records if r["mode"] in CONSTRAINED]
+    cons = [r for r in records if r["mode"] == "constrained"] or [
+        r for r in records if r["mode"] in CONSTRAINED
+    ]
     paths = []
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for kind in sorted({r["kind"] for r in cons}):
         rs = [r for r in cons if r["kind"] == kind]
-        ax.scatter([r["context_chars"] for r in rs], [1000 * r["setup_seconds"] for r in rs], s=12, alpha=0.7,
-                   label=NAMES.get(kind, kind))
-    ax.set(xlabel="context size (characters of prefix + suffix)", ylabel="one-time overhead (ms)",
-           title="Building the FIM constraint (once per generation)")
+        ax.scatter(
+            [r["context_chars"] for r in rs],
+            [1000 * r["setup_seconds"] for r in rs],
+            s=12,
+            alpha=0.7,
+            label=NAMES.get(kind, kind),
+        )
+    ax.set(
+        xlabel="context size (characters of prefix + suffix)",
+        ylabel="one-time overhead (ms)",
+        title="Building the FIM constraint (once per generation)",
+    )
     ax.legend(), ax.grid(alpha=0.3)
     paths.append(_save(fig, out_dir / "one_time_overhead.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     per_token = [r for r in cons if r["tokens"] > 0]
-    series = [("constrained: constraint time per token", per_token,
-               lambda r: 1000 * r["constraint_seconds"] / r["tokens"]),
-              ("checked uncons.: one ast.parse per token", [r for r in records if "parse_ms" in r],
-               lambda r: r["parse_ms"]),
-              ("model step time per token", per_token, lambda r: 1000 * r["model_seconds"] / r["tokens"])]
+    series = [
+        (
+            "constrained: constraint time per token",
+            per_token,
+            lambda r: 1000 * r["constraint_seconds"] / r["tokens"],
+        ),
+        (
+            "checked uncons.: one ast.parse per token",
+            [r for r in records if "parse_ms" in r],
+            lambda r: r["parse_ms"],
+        ),
+        ("model step time per token", per_token, lambda r: 1000 * r["model_seconds"] / r["tokens"]),
+    ]
     for label, rs, value in series:
         if rs:
             ax.scatter([r["context_chars"] for r in rs], [value(r) for r in rs], s=12, alpha=0.6, label=label)
-    ax.set(xlabel="context size (characters of prefix + suffix)", ylabel="ms per generated token",
-           title="Per-token overhead", yscale="log")
+    ax.set(
+        xlabel="context size (characters of prefix + suffix)",
+        ylabel="ms per generated token",
+        title="Per-token overhead",
+        yscale="log",
+    )
     ax.legend(), ax.grid(alpha=0.3)
     paths.append(_save(fig, out_dir / "per_token_overhead.png"))
     return paths
@@ -408,10 +519,14 @@ def report_text(records: list[dict]) -> tuple[str, dict]:
 
 def report_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain report``."""
-    ap = argparse.ArgumentParser(prog="fimconstrain report",
-                                 description="Print Tables I/II, success rates and overhead; draw PNG plots.")
+    ap = argparse.ArgumentParser(
+        prog="fimconstrain report",
+        description="Print Tables I/II, success rates and overhead; draw PNG plots.",
+    )
     ap.add_argument("results", nargs="+", type=Path, help="results JSONL files (fimconstrain eval --out)")
-    ap.add_argument("--out-dir", type=Path, required=True, help="folder for report.md, summary.json and the plots")
+    ap.add_argument(
+        "--out-dir", type=Path, required=True, help="folder for report.md, summary.json and the plots"
+    )
     ap.add_argument("--no-plots", action="store_true")
     return ap
 
@@ -426,8 +541,9 @@ def main_report(argv: list[str] | None = None) -> int:
     text, summary = report_text(records)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "report.md").write_text(text, encoding="utf-8")
-    (args.out_dir / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n",
-                                               encoding="utf-8")
+    (args.out_dir / "summary.json").write_text(
+        json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     if not args.no_plots:
         for path in draw_plots(records, args.out_dir):
             text += f"plot: {path}\n"

@@ -18,8 +18,15 @@ SANTACODER_TOKENS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suff
 _TEXTS = ("textwrap.py", "string.py", "json/decoder.py")
 
 
-def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0, layers: int = 2, dim: int = 32,
-                     heads: int = 2, context: int = 4096) -> Path:
+def build_tiny_model(
+    directory: str | Path,
+    vocab_size: int = 600,
+    seed: int = 0,
+    layers: int = 2,
+    dim: int = 32,
+    heads: int = 2,
+    context: int = 4096,
+) -> Path:
     """Write the tiny model and its tokenizer into ``directory`` (created) and return it.
 
     The sizes can be raised to those of the shipped model (8192 tokens, 6 layers, d=320,
@@ -36,12 +43,21 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
         names += sorted(str(p.relative_to(stdlib)) for p in stdlib.glob("*.py"))[:60]
     texts = [(stdlib / name).read_text(encoding="utf-8", errors="replace") for name in names]
     tok = train_byte_level_bpe(texts, vocab_size, special_tokens=SANTACODER_TOKENS, min_frequency=0)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
-                                        bos_token="<|endoftext|>", pad_token="<fim-pad>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>", pad_token="<fim-pad>"
+    )
     torch.manual_seed(seed)
     eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = GPTBigCodeConfig(vocab_size=len(tokenizer), n_positions=context, n_embd=dim, n_layer=layers,
-                              n_head=heads, multi_query=True, bos_token_id=eos, eos_token_id=eos)
+    config = GPTBigCodeConfig(
+        vocab_size=len(tokenizer),
+        n_positions=context,
+        n_embd=dim,
+        n_layer=layers,
+        n_head=heads,
+        multi_query=True,
+        bos_token_id=eos,
+        eos_token_id=eos,
+    )
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     GPTBigCodeForCausalLM(config).save_pretrained(out)
@@ -52,10 +68,15 @@ def build_tiny_model(directory: str | Path, vocab_size: int = 600, seed: int = 0
 if __name__ == "__main__":
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m fimconstrain.evaluation.tiny_model", description="Build a random FIM model.")
+    ap = argparse.ArgumentParser(
+        prog="python -m fimconstrain.evaluation.tiny_model", description="Build a random FIM model."
+    )
     ap.add_argument("directory")
-    ap.add_argument("--shipped-size", action="store_true",
-                    help="the shipped model's sizes (8192 tokens, 6 layers, d=320, context 1024) instead of tiny ones")
+    ap.add_argument(
+        "--shipped-size",
+        action="store_true",
+        help="the shipped model's sizes (8192 tokens, 6 layers, d=320, context 1024) instead of tiny ones",
+    )
     args = ap.parse_args()
     sizes = dict(vocab_size=8192, layers=6, dim=320, heads=5, context=1024) if args.shipped_size else {}
     print(build_tiny_model(args.directory, **sizes))

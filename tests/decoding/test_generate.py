@@ -24,19 +24,32 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import fimconstrain  # noqa: E402
-from fimconstrain.decoding.fim_formats import (FORMATS, FimFormatError, TextCodec, build_prompt, detect_format,  # noqa: E402
-                                      get_format, split_budget)
-from fimconstrain.decoding.generate import (ConstraintState, FimDecoder, FimLogitsProcessor, longest_valid_prefix,  # noqa: E402
-                                   parses)
+from fimconstrain.decoding.fim_formats import (
+    FORMATS,
+    FimFormatError,
+    TextCodec,
+    build_prompt,
+    detect_format,
+    get_format,
+    split_budget,
+)
+from fimconstrain.decoding.generate import (
+    ConstraintState,
+    FimDecoder,
+    FimLogitsProcessor,
+    longest_valid_prefix,
+    parses,
+)
 from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
-
 
 # (prefix, suffix) pairs: an open expression, a statement to fill inside a block, a call's arguments
 CASES = [
     ("def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"),
     ("values = [1, 2,", "]\ntotal = sum(values)\n"),
-    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n",
-     "\n    def norm(self):\n        return self.x\n"),
+    (
+        "class Point:\n    def __init__(self, x, y):\n        self.x = x\n",
+        "\n    def norm(self):\n        return self.x\n",
+    ),
     ("import os\nname = os.path.join(", ")\n"),
 ]
 
@@ -104,14 +117,17 @@ def _fake_tokenizer(tokens):
     return SimpleNamespace(get_vocab=lambda: {t: i for i, t in enumerate(tokens)})
 
 
-@pytest.mark.parametrize("name, tokens", [
-    ("santacoder", ["<fim-prefix>", "<fim-suffix>", "<fim-middle>", "<|endoftext|>"]),
-    ("starcoder", ["<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>"]),
-    ("codellama", ["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"]),
-    ("deepseek", ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"]),
-    ("qwen", ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>"]),
-    ("codestral", ["[SUFFIX]", "[PREFIX]", "</s>"]),
-])
+@pytest.mark.parametrize(
+    "name, tokens",
+    [
+        ("santacoder", ["<fim-prefix>", "<fim-suffix>", "<fim-middle>", "<|endoftext|>"]),
+        ("starcoder", ["<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>"]),
+        ("codellama", ["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"]),
+        ("deepseek", ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"]),
+        ("qwen", ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>"]),
+        ("codestral", ["[SUFFIX]", "[PREFIX]", "</s>"]),
+    ],
+)
 def test_format_detected_from_vocabulary(name, tokens):
     assert detect_format(_fake_tokenizer(["a", "b"] + tokens)).name == name
 
@@ -137,8 +153,8 @@ def test_prompt_layouts(tiny):
     assert spm == [pre, suf] + codec.encode(")\n") + [mid] + codec.encode("x = (")
     cut = build_prompt(fmt, codec, "a = 1\n" * 50, "b = 2\n" * 50, max_tokens=23)
     assert len(cut) == 23
-    assert tok.decode(cut[1:cut.index(suf)]).endswith("a = 1\n")
-    assert tok.decode(cut[cut.index(suf) + 1:-1]).startswith("b = 2")
+    assert tok.decode(cut[1 : cut.index(suf)]).endswith("a = 1\n")
+    assert tok.decode(cut[cut.index(suf) + 1 : -1]).startswith("b = 2")
 
 
 def _sentencepiece_like_tokenizer():
@@ -149,12 +165,20 @@ def _sentencepiece_like_tokenizer():
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"<0x{b:02X}>": 3 + b for b in range(256)}}
     for piece in [*"▁abcdefghijklmnopqrstuvwxyz=()+:,0123456789\n", "▁x", "▁="]:
         vocab.setdefault(piece, len(vocab))
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("▁", "x"), ("▁", "=")], byte_fallback=True, unk_token="<unk>"))
+    tok = Tokenizer(
+        models.BPE(vocab=vocab, merges=[("▁", "x"), ("▁", "=")], byte_fallback=True, unk_token="<unk>")
+    )
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Strip(" ", 1, 0)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   additional_special_tokens=["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        additional_special_tokens=["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"],
+    )
 
 
 def test_sentencepiece_codec_and_codellama_prompt():
@@ -193,7 +217,9 @@ def test_load_refuses_to_download(monkeypatch):
         raise OSError("network disabled in this test")
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
-    with pytest.raises(ModelNotFoundError, match=r"never downloads.*hf download fimconstrain-tests/no-such-model"):
+    with pytest.raises(
+        ModelNotFoundError, match=r"never downloads.*hf download fimconstrain-tests/no-such-model"
+    ):
         load_model("fimconstrain-tests/no-such-model")
     assert attempts == []
 
@@ -204,8 +230,10 @@ def test_load_hub_id_from_local_cache(tiny_dir, tmp_path):
     shutil.copytree(tiny_dir, repo / "snapshots" / ("0" * 40))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
-    code = ("from fimconstrain.decoding.models import load_model; m = load_model('fimconstrain-tests/tiny'); "
-            "print(m.fim_format.name, m.context_window)")
+    code = (
+        "from fimconstrain.decoding.models import load_model; m = load_model('fimconstrain-tests/tiny'); "
+        "print(m.fim_format.name, m.context_window)"
+    )
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_TELEMETRY": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -247,8 +275,9 @@ def test_kv_cache_matches_full_forward(tiny):
 def test_constrained_middle_stays_completable(tiny, case, temperature):
     prefix, suffix = CASES[case]
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
-    result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=30, temperature=temperature,
-                              top_p=0.95, seed=case)
+    result = decoder.generate(
+        prefix, suffix, mode="constrained", max_new_tokens=30, temperature=temperature, top_p=0.95, seed=case
+    )
     assert result.tokens > 0 and result.candidates_checked >= result.tokens
     assert fimconstrain.fim_checker(prefix, suffix).feed(result.middle) is not None
     assert result.valid == parses(prefix + result.middle + suffix)
@@ -262,15 +291,26 @@ def test_finish_in_budget_ends_valid(tiny, case):
     the result is valid whenever some valid end was found; off, it is left as generated."""
     prefix, suffix = CASES[case]
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
-    on = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case,
-                          best_stop=False)
-    off = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case,
-                           finish_in_budget=False, best_stop=False)
-    assert off.token_ids[:len(on.token_ids)] == on.token_ids  # the same decoding, maybe cut back for room
+    on = decoder.generate(
+        prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case, best_stop=False
+    )
+    off = decoder.generate(
+        prefix,
+        suffix,
+        mode="constrained",
+        max_new_tokens=12,
+        temperature=1.0,
+        seed=case,
+        finish_in_budget=False,
+        best_stop=False,
+    )
+    assert off.token_ids[: len(on.token_ids)] == on.token_ids  # the same decoding, maybe cut back for room
     if on.stopped == "finished":
         kept = decoder.codec.decode(on.token_ids)
         assert on.valid and on.middle.startswith(kept) and off.middle.startswith(kept)
-        assert on.tokens + len(decoder.codec.encode(on.middle[len(kept):])) <= 12  # the finish fits the budget
+        assert (
+            on.tokens + len(decoder.codec.encode(on.middle[len(kept) :])) <= 12
+        )  # the finish fits the budget
     if off.stopped == "eos":
         assert on.stopped == "eos" and on.middle == off.middle
 
@@ -278,8 +318,13 @@ def test_finish_in_budget_ends_valid(tiny, case):
 def test_should_stop_cancels_within_one_step(tiny):
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
     calls = []
-    result = decoder.generate("x = ", "\n", mode="constrained", max_new_tokens=30,
-                              should_stop=lambda: calls.append(1) or len(calls) > 3)
+    result = decoder.generate(
+        "x = ",
+        "\n",
+        mode="constrained",
+        max_new_tokens=30,
+        should_stop=lambda: calls.append(1) or len(calls) > 3,
+    )
     assert result.stopped == "cancelled" and result.tokens <= 3
 
 
@@ -289,8 +334,15 @@ def test_eos_only_when_complete(tiny, case):
     prefix, suffix = case
     decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
     for seed in range(3):
-        result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=40, temperature=1.0, seed=seed,
-                                  finish_in_budget=False)
+        result = decoder.generate(
+            prefix,
+            suffix,
+            mode="constrained",
+            max_new_tokens=40,
+            temperature=1.0,
+            seed=seed,
+            finish_in_budget=False,
+        )
         ids = result.token_ids
         assert decoder.codec.decode(ids) == result.middle
         for n in range(len(ids)):  # EOS was refused at every earlier step, so none of these may parse
@@ -314,8 +366,14 @@ def test_budget_cuts_at_the_best_valid_stop(tiny):
     results = {}
     for best_stop in (True, False):
         decoder = FimDecoder(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
-        results[best_stop] = decoder.generate("x = 1", "\n", mode="constrained", max_new_tokens=len(script),
-                                              finish_in_budget=False, best_stop=best_stop)
+        results[best_stop] = decoder.generate(
+            "x = 1",
+            "\n",
+            mode="constrained",
+            max_new_tokens=len(script),
+            finish_in_budget=False,
+            best_stop=best_stop,
+        )
     assert results[False].stopped == "budget" and results[False].middle == " + 2 + ("
     assert not results[False].valid
     cut = results[True]
@@ -335,10 +393,12 @@ def test_finish_falls_back_to_an_earlier_line_end(tiny):
         seen.append(state.final_checker() is not None)
         return None if len(seen) == 1 else "pass"
 
-    decoder = FimDecoder(_Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer,
-                         tiny.fim_format)
-    result = decoder.generate("", "\n", mode="constrained", max_new_tokens=len(script), finisher=finisher,
-                              best_stop=False)
+    decoder = FimDecoder(
+        _Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
+    result = decoder.generate(
+        "", "\n", mode="constrained", max_new_tokens=len(script), finisher=finisher, best_stop=False
+    )
     assert len(seen) == 2
     assert result.stopped == "finished" and result.valid
     assert result.token_ids == script[:kept] and result.middle == "x = 1\npass"
@@ -348,8 +408,9 @@ def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
     (token,) = codec.encode("')")
-    decoder = FimDecoder(_Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer,
-                         tiny.fim_format)
+    decoder = FimDecoder(
+        _Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
     result = decoder.generate("x = f('a", ")\n", mode="constrained", max_new_tokens=5)
     assert (result.middle, result.stopped, result.valid) == ("'", "split", True)
 
@@ -357,7 +418,9 @@ def test_token_running_into_the_suffix_is_cut(tiny):
 def test_sampling_is_seeded(tiny):
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
     prefix, suffix = CASES[1]
-    runs = [decoder.generate(prefix, suffix, max_new_tokens=15, temperature=1.0, seed=s).middle for s in (3, 3, 4)]
+    runs = [
+        decoder.generate(prefix, suffix, max_new_tokens=15, temperature=1.0, seed=s).middle for s in (3, 3, 4)
+    ]
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]
 
@@ -427,12 +490,17 @@ def test_logits_processor_with_generate(tiny):
     prompt = build_prompt(tiny.fim_format, decoder.codec, prefix, suffix)
     proc = FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=len(prompt), k=1)
     with torch.no_grad():
-        out = tiny.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                  logits_processor=[proc], max_new_tokens=25, do_sample=False,
-                                  pad_token_id=tiny.tokenizer.pad_token_id)
-    new = out[0, len(prompt):].tolist()
+        out = tiny.model.generate(
+            torch.tensor([prompt]),
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            logits_processor=[proc],
+            max_new_tokens=25,
+            do_sample=False,
+            pad_token_id=tiny.tokenizer.pad_token_id,
+        )
+    new = out[0, len(prompt) :].tolist()
     ended = tiny.tokenizer.eos_token_id in new
-    middle = decoder.codec.decode(new[:new.index(tiny.tokenizer.eos_token_id)] if ended else new)
+    middle = decoder.codec.decode(new[: new.index(tiny.tokenizer.eos_token_id)] if ended else new)
     assert fimconstrain.fim_checker(prefix, suffix).feed(middle) is not None
     assert not ended or parses(prefix + middle + suffix)
     direct = decoder.generate(prefix, suffix, max_new_tokens=25, finish_in_budget=False, best_stop=False)
@@ -442,8 +510,9 @@ def test_logits_processor_with_generate(tiny):
 # ---------------------------------------------------------------- default model and command line
 
 
-needs_default = pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "config.json").exists(),
-                                   reason="the default model has not been trained")
+needs_default = pytest.mark.skipif(
+    not (DEFAULT_MODEL_DIR / "config.json").exists(), reason="the default model has not been trained"
+)
 
 
 @needs_default
@@ -451,9 +520,11 @@ def test_default_model_completes_a_file(tmp_path):
     from fimconstrain.decoding.complete_file import complete_file, cursor_offset
 
     path = tmp_path / "sample.py"
-    path.write_text("import os\n\n\ndef list_python_files(folder):\n    result = []\n"
-                    "    for name in sorted(os.listdir(folder)):\n        if name.endswith('.py'):\n"
-                    "            result.append(name)\n    return result\n")
+    path.write_text(
+        "import os\n\n\ndef list_python_files(folder):\n    result = []\n"
+        "    for name in sorted(os.listdir(folder)):\n        if name.endswith('.py'):\n"
+        "            result.append(name)\n    return result\n"
+    )
     result = complete_file(path, "6:5", max_new_tokens=48, progress=False)  # cursor before "for"
     text = path.read_text()
     offset = cursor_offset(text, "6:5")
@@ -481,7 +552,9 @@ def test_complete_command_json(tiny_dir, tmp_path, capsys):
 
     path = tmp_path / "f.py"
     path.write_text("def f(x):\n    return x\n")
-    code = main_complete([str(path), "--cursor", "2:12", "--model", str(tiny_dir), "--max-new-tokens", "8", "--json"])
+    code = main_complete(
+        [str(path), "--cursor", "2:12", "--model", str(tiny_dir), "--max-new-tokens", "8", "--json"]
+    )
     record = json.loads(capsys.readouterr().out)
     assert code == (0 if record["valid"] else 1)
     assert record["mode"] == "constrained" and record["tokens"] <= 8
@@ -495,8 +568,9 @@ def test_prefix_mode_uses_the_mask_store(tiny, case, tmp_path, monkeypatch):
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
     prefix, suffix = CASES[case]
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
-    result = decoder.generate(prefix, suffix, mode="prefix", max_new_tokens=20, temperature=1.0, seed=case,
-                              finish_in_budget=False)
+    result = decoder.generate(
+        prefix, suffix, mode="prefix", max_new_tokens=20, temperature=1.0, seed=case, finish_in_budget=False
+    )
     checker = fimconstrain.fim_checker(prefix, "").feed(result.middle)
     assert checker is not None
     if result.stopped == "eos":
@@ -511,8 +585,19 @@ def test_prefilter_chooses_the_same_tokens_with_fewer_checks(tiny, case, tmp_pat
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
     prefix, suffix = CASES[case]
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
-    runs = [decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=16, temperature=1.0, seed=case,
-                             top_k=4, prefilter=prefilter) for prefilter in (False, True)]
+    runs = [
+        decoder.generate(
+            prefix,
+            suffix,
+            mode="constrained",
+            max_new_tokens=16,
+            temperature=1.0,
+            seed=case,
+            top_k=4,
+            prefilter=prefilter,
+        )
+        for prefilter in (False, True)
+    ]
     assert runs[0].token_ids == runs[1].token_ids and runs[0].middle == runs[1].middle
     assert runs[1].candidates_checked <= runs[0].candidates_checked
 
@@ -543,7 +628,9 @@ def test_python_version_constrains_generation(tiny):
         old.generate(prefix, suffix, max_new_tokens=4)
     result = old.generate(prefix, suffix, max_new_tokens=6, python_version=(3, 12))  # this call only
     assert fimconstrain.fim_checker(prefix, suffix, python_version="3.12").feed(result.middle) is not None
-    assert FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format).python_version == fimconstrain.NEWEST_PYTHON
+    assert (
+        FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format).python_version == fimconstrain.NEWEST_PYTHON
+    )
     with pytest.raises(fimconstrain.InputError):
         FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="2.7")
     with pytest.raises(fimconstrain.UncompletableError):
@@ -560,8 +647,9 @@ def test_mask_store_per_version(tiny, tmp_path, monkeypatch):
     assert decoder.mask_store((3, 10)) is default
     assert sorted(p.name.split("-")[1] for p in (tmp_path / "masks").glob("python-*.npz")) == ["3.10", "3.12"]
     prefix = "def first[T](items: list[T]) -> T:\n    return "
-    result = decoder.generate(prefix, "", mode="prefix", max_new_tokens=6, python_version="3.12",
-                              finish_in_budget=False)
+    result = decoder.generate(
+        prefix, "", mode="prefix", max_new_tokens=6, python_version="3.12", finish_in_budget=False
+    )
     assert fimconstrain.fim_checker(prefix, python_version="3.12").feed(result.middle) is not None
     with pytest.raises(fimconstrain.UncompletableError):
         decoder.generate(prefix, "", mode="prefix", max_new_tokens=2)  # type parameters: not 3.10

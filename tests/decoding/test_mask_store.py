@@ -7,14 +7,27 @@ import random
 
 import numpy as np
 import pytest
-
-from conftest import sample_stdlib, read_utf8
+from conftest import read_utf8, sample_stdlib
 
 import fimconstrain
-from fimconstrain.decoding.mask_store import (Alphabet, MaskStore, mask_logits, pack, prefiltered, prefix_logits,
-                                     unpack)
-from fimconstrain.decoding.vocab import (Vocabulary, from_strings, split_utf8, stdlib_texts, token_steps,
-                                train_byte_level_bpe, vocabulary)
+from fimconstrain.decoding.mask_store import (
+    Alphabet,
+    MaskStore,
+    mask_logits,
+    pack,
+    prefiltered,
+    prefix_logits,
+    unpack,
+)
+from fimconstrain.decoding.vocab import (
+    Vocabulary,
+    from_strings,
+    split_utf8,
+    stdlib_texts,
+    token_steps,
+    train_byte_level_bpe,
+    vocabulary,
+)
 
 VOCAB_SIZE = 4096
 
@@ -78,8 +91,7 @@ def test_sound_and_tight_on_stdlib(tokenizer, store):
         mask = store.allowed(checker)
         exact = exact_allowed(checker, variants)
         missed = np.flatnonzero(exact & ~mask)
-        assert not len(missed), (repr(text[max(0, cut - 60):cut]),
-                                 [vocab.pieces[t] for t in missed[:10]])
+        assert not len(missed), (repr(text[max(0, cut - 60) : cut]), [vocab.pieces[t] for t in missed[:10]])
         masked += int(mask.sum())
         accepted += int(exact.sum())
     assert masked and (masked - accepted) / masked < 0.05
@@ -113,11 +125,15 @@ def test_cache_round_trip(tokenizer, store, cache_dir):
 def test_cache_key_follows_the_vocabulary(tokenizer, cache_dir):
     vocab = vocabulary(tokenizer)
     other = from_strings(["x", "y", None])
-    assert MaskStore.cache_path(vocab, "python", cache_dir) != MaskStore.cache_path(other, "python", cache_dir)
+    assert MaskStore.cache_path(vocab, "python", cache_dir) != MaskStore.cache_path(
+        other, "python", cache_dir
+    )
 
 
 def small_store(tokens, language="python", python_version=None):
-    return MaskStore.build(from_strings(tokens), language=language, progress=False, python_version=python_version)
+    return MaskStore.build(
+        from_strings(tokens), language=language, progress=False, python_version=python_version
+    )
 
 
 def allowed_texts(store, tokens, checker, held=0):
@@ -126,8 +142,29 @@ def allowed_texts(store, tokens, checker, held=0):
 
 def test_small_vocabulary_masks():
     """Hand-picked tokens: keyword vs name, the second terminal, indentation after a newline."""
-    tokens = ["x", " =", " 1", ")", "(", "def", " f", "():", ":", "\n", "    ", " return", "return",
-              "\n    return", " pass", "'", "'a'", "#", "\0", None, "\n\n"]
+    tokens = [
+        "x",
+        " =",
+        " 1",
+        ")",
+        "(",
+        "def",
+        " f",
+        "():",
+        ":",
+        "\n",
+        "    ",
+        " return",
+        "return",
+        "\n    return",
+        " pass",
+        "'",
+        "'a'",
+        "#",
+        "\0",
+        None,
+        "\n\n",
+    ]
     store = small_store(tokens)
     c = fimconstrain.fim_checker("x")
     got = allowed_texts(store, tokens, c)
@@ -150,7 +187,9 @@ def test_unfinished_utf8_and_held_characters():
     assert store.allowed(c)[3:].all()  # inside a string any character fits
     c = fimconstrain.fim_checker("x = 1")
     bits = store.allowed(c)
-    assert bits[3] == (c.feed("é") is not None or c.feed("\u00a0") is not None or c.feed("\u20ac") is not None)
+    assert bits[3] == (
+        c.feed("é") is not None or c.feed("\u00a0") is not None or c.feed("\u20ac") is not None
+    )
     assert store.allowed(c, held=1).all()
 
 
@@ -172,8 +211,13 @@ def test_prefilter_keeps_order_and_every_passing_candidate(tokenizer, store):
     ranked = list(range(vocab.size))[::-1]
     kept = store.prefilter(checker, ranked + [vocab.size + 5, -1])
     assert kept == sorted(kept, reverse=True)
-    passing = [t for t in ranked if vocab.pieces[t] is not None and split_utf8(vocab.pieces[t])[1] == b""
-               and checker.feed(split_utf8(vocab.pieces[t])[0]) is not None]
+    passing = [
+        t
+        for t in ranked
+        if vocab.pieces[t] is not None
+        and split_utf8(vocab.pieces[t])[1] == b""
+        and checker.feed(split_utf8(vocab.pieces[t])[0]) is not None
+    ]
     assert set(passing) <= set(kept)
     assert len(kept) < vocab.size // 2  # after an expression most tokens are ruled out
     stop = tokenizer.token_to_id("<|endoftext|>")
@@ -186,7 +230,9 @@ def test_logit_helpers(store):
     logits = np.zeros(store.vocab_size + 3)
     out = prefix_logits(store, checker, logits, stop_ids=[store.vocab_size + 1])
     allowed = store.allowed(checker)
-    assert np.isneginf(out[:store.vocab_size][~allowed]).all() and (out[:store.vocab_size][allowed] == 0).all()
+    assert (
+        np.isneginf(out[: store.vocab_size][~allowed]).all() and (out[: store.vocab_size][allowed] == 0).all()
+    )
     assert out[store.vocab_size + 1] == 0 and np.isneginf(out[store.vocab_size])  # complete: stop allowed
     open_checker = fimconstrain.fim_checker("x = (")
     out = prefix_logits(store, open_checker, logits, stop_ids=[store.vocab_size + 1])
@@ -232,7 +278,9 @@ def test_cache_is_keyed_by_python_version(tmp_path):
     paths = {v: MaskStore.cache_path(vocab, "python", tmp_path, v) for v in ("3.11", "3.12", (3, 12))}
     assert paths["3.12"] == paths[(3, 12)] != paths["3.11"]
     assert "-3.11-" in paths["3.11"].name and "-3.12-" in paths["3.12"].name
-    assert MaskStore.cache_path(vocab, "python", tmp_path) == MaskStore.cache_path(vocab, "python", tmp_path, "3.14")
+    assert MaskStore.cache_path(vocab, "python", tmp_path) == MaskStore.cache_path(
+        vocab, "python", tmp_path, "3.14"
+    )
     assert "3." not in MaskStore.cache_path(vocab, "json", tmp_path).name
     old = MaskStore.load_or_build(vocab, cache_dir=tmp_path, progress=False, python_version="3.11")
     new = MaskStore.load_or_build(vocab, cache_dir=tmp_path, progress=False, python_version="3.12")

@@ -41,9 +41,13 @@ def _pieces(train, tokenizer, example: list[int]) -> tuple[str, str, str, str]:
     assert example[0] == pre and example[-1] == eot
     at_suf, at_mid = example.index(suf), example.index(mid)
     if at_suf == 1:  # SPM: <pre> <suf> S <mid> P M <eot>; P and M run together, so P comes back inside M
-        return "spm", "", tokenizer.decode(example[at_mid + 1:-1]), tokenizer.decode(example[2:at_mid])
-    return ("psm", tokenizer.decode(example[1:at_suf]), tokenizer.decode(example[at_mid + 1:-1]),
-            tokenizer.decode(example[at_suf + 1:at_mid]))
+        return "spm", "", tokenizer.decode(example[at_mid + 1 : -1]), tokenizer.decode(example[2:at_mid])
+    return (
+        "psm",
+        tokenizer.decode(example[1:at_suf]),
+        tokenizer.decode(example[at_mid + 1 : -1]),
+        tokenizer.decode(example[at_suf + 1 : at_mid]),
+    )
 
 
 @pytest.mark.parametrize("spm_rate", [0.0, 1.0])

@@ -12,6 +12,7 @@ prefix / middle / suffix; the engine must accept exactly when ast.parse does
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import re
 import time
@@ -117,14 +118,17 @@ def layout(src: str) -> Layout | None:
     for row in range(1, len(starts) + 1):
         while k < len(toks) and toks[k].erow < row:
             t = toks[k]
-            d = t.depth + (1 if t.type == tokenize.OP and t.string in "([{" else 0) - (
-                1 if t.type == tokenize.OP and t.string in ")]}" else 0)
+            d = (
+                t.depth
+                + (1 if t.type == tokenize.OP and t.string in "([{" else 0)
+                - (1 if t.type == tokenize.OP and t.string in ")]}" else 0)
+            )
             k += 1
         row_depth[row] = max(d, 0)
     inside = bytearray(len(src) + 1)
     for a, b in spans:
         inside[a] = max(inside[a], 1)
-        inside[a + 1:b] = b"\x02" * max(b - a - 1, 0)
+        inside[a + 1 : b] = b"\x02" * max(b - a - 1, 0)
     lay = Layout(src, starts, toks, spans, row_in_string, row_depth, set(), inside)
     for row in range(1, len(starts)):
         text = lay.row_text(row)
@@ -228,9 +232,14 @@ def tabs(src: str, seed: int = 0) -> str:
     widths = []
     for r in rows:
         m = re.match(r" *", lay.row_text(r))
-        rest = lay.row_text(r)[m.end():]
-        if rest.strip() and not rest.startswith(("#", "\t", "\f")) and lay.row_depth.get(r, 0) == 0 \
-                and r not in lay.row_after_backslash and m.end():
+        rest = lay.row_text(r)[m.end() :]
+        if (
+            rest.strip()
+            and not rest.startswith(("#", "\t", "\f"))
+            and lay.row_depth.get(r, 0) == 0
+            and r not in lay.row_after_backslash
+            and m.end()
+        ):
             widths.append(m.end())
     unit = 0
     for w in widths:
@@ -303,12 +312,12 @@ def backslashes(src: str, seed: int = 0) -> str:
     rng = _rng(seed, src)
     toks = lay.toks
     sites = []
-    for x, y in zip(toks, toks[1:]):
+    for x, y in itertools.pairwise(toks):
         if x.type not in _REAL or y.type not in _REAL or x.erow != y.srow:
             continue
         if lay.strictly_inside(x.end) or lay.strictly_inside(y.start):
             continue  # inside an f-string (3.12+ tokens) or a string
-        gap = src[x.end:y.start]
+        gap = src[x.end : y.start]
         if gap.strip(" \t"):
             continue
         if y.depth > 0 and rng.random() < 0.8:
@@ -319,8 +328,10 @@ def backslashes(src: str, seed: int = 0) -> str:
     edits = []
     for x, y in rng.sample(sites, min(len(sites), rng.randint(1, 4))):
         row_text = lay.row_text(x.erow)
-        ind = row_text[:_LEAD.match(row_text).end()]
-        cont = rng.choice(["", "", " ", ind[:-1] if ind else "", ind, ind + "    ", "\t", " " * rng.randint(0, 12)])
+        ind = row_text[: _LEAD.match(row_text).end()]
+        cont = rng.choice(
+            ["", "", " ", ind[:-1] if ind else "", ind, ind + "    ", "\t", " " * rng.randint(0, 12)]
+        )
         before = rng.choice(["", " ", " ", "  ", "\t"])
         edits.append((x.end, y.start, before + "\\\n" + cont))
     return _edits_keeping_validity(src, _dedupe(edits))
@@ -333,8 +344,11 @@ def reindent_brackets(src: str, seed: int = 0) -> str:
     if lay is None:
         return src
     rng = _rng(seed, src)
-    rows = [r for r in range(2, len(lay.line_starts) + 1)
-            if r not in lay.row_in_string and lay.row_depth.get(r, 0) > 0]
+    rows = [
+        r
+        for r in range(2, len(lay.line_starts) + 1)
+        if r not in lay.row_in_string and lay.row_depth.get(r, 0) > 0
+    ]
     if not rows:
         return src
     p = rng.choice([0.3, 0.7, 1.0])
@@ -345,7 +359,9 @@ def reindent_brackets(src: str, seed: int = 0) -> str:
         a = lay.line_starts[r - 1]
         text = lay.row_text(r)
         lead = _LEAD.match(text).end()
-        new = rng.choice(["", "", " ", "\t", " " * rng.randint(0, 16), text[:max(lead - 1, 0)], "\t" * rng.randint(1, 3)])
+        new = rng.choice(
+            ["", "", " ", "\t", " " * rng.randint(0, 16), text[: max(lead - 1, 0)], "\t" * rng.randint(1, 3)]
+        )
         edits.append((a, a + lead, new))
     return _edits_keeping_validity(src, edits)
 
@@ -408,8 +424,17 @@ def apply_transforms(src: str, names, seed: int) -> tuple[str, list[str]]:
 
 # ================================================================ cut positions
 
-_CLASSES = {"\n": "eol", "\r": "eol", "\\": "backslash", "'": "quote", '"': "quote", "#": "comment",
-            ":": "colon", "\t": "blank", "\f": "blank"}
+_CLASSES = {
+    "\n": "eol",
+    "\r": "eol",
+    "\\": "backslash",
+    "'": "quote",
+    '"': "quote",
+    "#": "comment",
+    ":": "colon",
+    "\t": "blank",
+    "\f": "blank",
+}
 _CLASSES.update({c: "bracket" for c in "()[]{}"})
 
 
@@ -503,15 +528,29 @@ def stdlib_case(rng: random.Random, transforms=None, files=None) -> Case:
     text, applied = apply_transforms(src, transforms, seed)
     i, j = pick_cuts(text, rng)
     cat = "plain" if not applied else applied[0] if len(applied) == 1 else "combined"
-    return Case(cat, text[:i], text[i:j], text[j:], f"{name} +{','.join(applied) or 'none'} seed={seed} cut={i},{j}")
+    return Case(
+        cat, text[:i], text[i:j], text[j:], f"{name} +{','.join(applied) or 'none'} seed={seed} cut={i},{j}"
+    )
 
 
 # ---------------------------------------------------------------- snippets
 
 NAMES = ["x", "y", "z", "foo", "bar", "a1", "self", "_x", "ñ", "match", "case", "type"]
 NUMBERS = ["0", "1", "42", "1_000", "0x1F", "0o7", "0b101", "1.5", "1e-3", ".5", "2j", "1.5J", "0.", "1E+10"]
-STRINGS = ["'a'", '"b"', "r'\\d+'", "b'x'", "'''t'''", '"""doc\nstring"""', "u'x'", "'it\\'s'", "''", "'\\n'",
-           "'a' 'b'", "Rb'\\x'"]
+STRINGS = [
+    "'a'",
+    '"b"',
+    "r'\\d+'",
+    "b'x'",
+    "'''t'''",
+    '"""doc\nstring"""',
+    "u'x'",
+    "'it\\'s'",
+    "''",
+    "'\\n'",
+    "'a' 'b'",
+    "Rb'\\x'",
+]
 CONSTS = ["None", "True", "False", "..."]
 
 
@@ -579,8 +618,21 @@ class SnippetGen:
         conv = rng.choice(["", "", "", "!r", "!s", "!a"])
         spec = ""
         if rng.random() < 0.4:
-            spec = ":" + rng.choice([">10", ".2f", "{width}", "{w}.{p}", "%Y-%m-%d", ",", "#x", "=^{n}", "",
-                                     "0{width}d", "{" + self.name() + "!r}"])
+            spec = ":" + rng.choice(
+                [
+                    ">10",
+                    ".2f",
+                    "{width}",
+                    "{w}.{p}",
+                    "%Y-%m-%d",
+                    ",",
+                    "#x",
+                    "=^{n}",
+                    "",
+                    "0{width}d",
+                    "{" + self.name() + "!r}",
+                ]
+            )
         return "{" + e + conv + spec + "}"
 
     def primary(self, depth=0):
@@ -593,15 +645,22 @@ class SnippetGen:
         d = depth + 1
         r = rng.random()
         if r < 0.2:
-            pos = [rng.choice([self.expr(d), self.expr(d), f"*{self.name()}"]) for _ in range(rng.randint(0, 2))]
-            kws = [rng.choice([f"{self.name()}={self.expr(d)}", f"**{self.name()}"]) for _ in range(rng.randint(0, 2))]
+            pos = [
+                rng.choice([self.expr(d), self.expr(d), f"*{self.name()}"]) for _ in range(rng.randint(0, 2))
+            ]
+            kws = [
+                rng.choice([f"{self.name()}={self.expr(d)}", f"**{self.name()}"])
+                for _ in range(rng.randint(0, 2))
+            ]
             func = self.name() if rng.random() < 0.7 else f"{self.name()}.{self.name()}"
             return f"{func}({self.seq(pos + kws)})"
         if r < 0.3:
             base = self.name() if rng.random() < 0.7 else f"({self.expr(d)})"
             return f"{base}.{self.name()}"
         if r < 0.4:
-            sub = rng.choice([self.expr(d), "1:2", "::2", ":, 0", "a:b:c", "1:", f"{self.name()}, *{self.name()}"])
+            sub = rng.choice(
+                [self.expr(d), "1:2", "::2", ":, 0", "a:b:c", "1:", f"{self.name()}, *{self.name()}"]
+            )
             return f"{self.name()}[{sub}]"
         if r < 0.52:
             return "[" + self.seq([self.expr(d) for _ in range(rng.randint(0, 3))]) + "]"
@@ -609,13 +668,17 @@ class SnippetGen:
             items = [self.expr(d) for _ in range(rng.randint(0, 3))]
             return "(" + self.seq(items, trailing=True if len(items) == 1 else None) + ")"
         if r < 0.7:
-            items = [f"{self.expr(d)}: {self.expr(d)}" if rng.random() < 0.8 else f"**{self.primary(d)}"
-                     for _ in range(rng.randint(0, 3))]
+            items = [
+                f"{self.expr(d)}: {self.expr(d)}" if rng.random() < 0.8 else f"**{self.primary(d)}"
+                for _ in range(rng.randint(0, 3))
+            ]
             return "{" + self.seq(items) + "}"
         if r < 0.8:
             o, c = rng.choice(["[]", "()", "{}"])
             head = f"{self.expr(d)}: {self.expr(d)}" if o == "{" and rng.random() < 0.5 else self.expr(d)
-            tail = f"for {self.name()} in {self.primary(d)}" + (f" if {self.primary(d)}" if rng.random() < 0.4 else "")
+            tail = f"for {self.name()} in {self.primary(d)}" + (
+                f" if {self.primary(d)}" if rng.random() < 0.4 else ""
+            )
             return o + head + self.sep(" ") + tail + c
         if r < 0.88:
             return f"({self.name()} := {self.expr(d)})"
@@ -631,19 +694,19 @@ class SnippetGen:
         p = self.primary
         r = rng.random()
         if r < 0.25:
-            op = rng.choice(['+', '-', '*', '/', '//', '%', '**', '@', '|', '&', '^', '<<', '>>'])
+            op = rng.choice(["+", "-", "*", "/", "//", "%", "**", "@", "|", "&", "^", "<<", ">>"])
             return f"{p(d)} {op} {p(d)}"
         if r < 0.35:
             return f"{rng.choice(['-', '+', '~', 'not '])}{p(d)}"
         if r < 0.48:
-            op = rng.choice(['<', '<=', '==', '!=', 'is', 'is not', 'in', 'not in', '>'])
+            op = rng.choice(["<", "<=", "==", "!=", "is", "is not", "in", "not in", ">"])
             return f"{p(d)} {op} {p(d)}"
         if r < 0.58:
             return f"{p(d)} {rng.choice(['and', 'or'])} {p(d)}"
         if r < 0.66:
             return f"{p(d)} if {p(d)} else {self.expr(d)}"
         if r < 0.74:
-            params = rng.choice(['', 'a', 'a, b=1', '*args, **kw', 'a, /, b', '*, k'])
+            params = rng.choice(["", "a", "a, b=1", "*args, **kw", "a, /, b", "*, k"])
             return f"lambda{' ' if params else ''}{params}: {self.expr(d)}"
         if r < 0.8:
             return f"await {p(d)}"
@@ -682,8 +745,23 @@ class SnippetGen:
         if closed and 0.78 <= r < 0.94:
             r = 0.95
         if r < 0.15:
-            return rng.choice(["1", "-1", "1.5", "-0.5", "'s'", 'b"x"', "None", "True", "False", "0x10", "2j", "-2j",
-                               "'a' 'b'"])
+            return rng.choice(
+                [
+                    "1",
+                    "-1",
+                    "1.5",
+                    "-0.5",
+                    "'s'",
+                    'b"x"',
+                    "None",
+                    "True",
+                    "False",
+                    "0x10",
+                    "2j",
+                    "-2j",
+                    "'a' 'b'",
+                ]
+            )
         if r < 0.25:
             return rng.choice(["1+2j", "-1-2j", "1-2j", "-1+2j", "0+0j", "1.5+2.5j", "-0.5-1J"])
         if r < 0.33:
@@ -727,7 +805,7 @@ class SnippetGen:
     # ------------------------------------------------ statements
     def simple(self):
         rng = self.rng
-        r = rng.random()
+        rng.random()
         n, e = self.name, self.expr
         choices = [
             lambda: e(),
@@ -741,8 +819,16 @@ class SnippetGen:
             lambda: f"return {e()}" if rng.random() < 0.7 else "return",
             lambda: f"raise {n()}({e()}) from {n()}" if rng.random() < 0.5 else "raise",
             lambda: f"{rng.choice(['global', 'nonlocal'])} {n()}, {n()}",
-            lambda: rng.choice(["import os", "import a.b as c, d", "from . import (a,\n b)", "from x import *",
-                                "from ..m import y as z", "import os.path"]),
+            lambda: rng.choice(
+                [
+                    "import os",
+                    "import a.b as c, d",
+                    "from . import (a,\n b)",
+                    "from x import *",
+                    "from ..m import y as z",
+                    "import os.path",
+                ]
+            ),
             lambda: f"assert {e()}, {rng.choice(STRINGS)}",
             lambda: f"yield {e()}" if rng.random() < 0.5 else f"{n()} = yield from {e()}",
             lambda: f"print({e()}, end='')",
@@ -791,7 +877,9 @@ class SnippetGen:
                 out += self.header("else", depth)
             return out
         if r < 0.2:
-            out = self.header(f"{rng.choice(['for', 'async for'])} {n()}{rng.choice(['', ', ' + n()])} in {p()}", depth)
+            out = self.header(
+                f"{rng.choice(['for', 'async for'])} {n()}{rng.choice(['', ', ' + n()])} in {p()}", depth
+            )
             if rng.random() < 0.3:
                 out += self.header("else", depth)
             return out
@@ -801,24 +889,64 @@ class SnippetGen:
             out = self.header("try", depth)
             star = rng.choice(["", "", "*"])
             for _ in range(rng.randint(1, 2)):
-                out += self.header(rng.choice([f"except{star} {n()}", f"except{star} ({n()}, {n()}) as {n()}",
-                                               f"except{star} {n()}.{n()} as e"] + (["except"] if not star else [])), depth)
+                out += self.header(
+                    rng.choice(
+                        [
+                            f"except{star} {n()}",
+                            f"except{star} ({n()}, {n()}) as {n()}",
+                            f"except{star} {n()}.{n()} as e",
+                        ]
+                        + (["except"] if not star else [])
+                    ),
+                    depth,
+                )
             if rng.random() < 0.3:
                 out += self.header("else", depth)
             if rng.random() < 0.3:
                 out += self.header("finally", depth)
             return out
         if r < 0.43:
-            items = rng.choice([f"{p()} as {n()}", f"{p()}, {p()} as {n()}", f"({p()} as {n()}, {p()})",
-                                f"(\n{self.cont_indent()}{p()} as {n()},\n{self.cont_indent()}{p()},\n)"])
+            items = rng.choice(
+                [
+                    f"{p()} as {n()}",
+                    f"{p()}, {p()} as {n()}",
+                    f"({p()} as {n()}, {p()})",
+                    f"(\n{self.cont_indent()}{p()} as {n()},\n{self.cont_indent()}{p()},\n)",
+                ]
+            )
             return self.header(f"{rng.choice(['with', 'async with'])} {items}", depth)
         if r < 0.58:
-            decos = [rng.choice(["@dec", "@dec(1, k=2)", "@a.b.c", "@(lambda f: f)", "@x[0]", "@ property",
-                                 "@functools.wraps(f)  # c"]) for _ in range(rng.randint(0, 2))]
-            params = rng.choice(["", "self", "a, b=1", "a: int, *args: str, **kw", "a, /, b, *, c=3",
-                                 "*, k", "x=[1,\n 2]", "a,\nb", "self, *a"])
+            decos = [
+                rng.choice(
+                    [
+                        "@dec",
+                        "@dec(1, k=2)",
+                        "@a.b.c",
+                        "@(lambda f: f)",
+                        "@x[0]",
+                        "@ property",
+                        "@functools.wraps(f)  # c",
+                    ]
+                )
+                for _ in range(rng.randint(0, 2))
+            ]
+            params = rng.choice(
+                [
+                    "",
+                    "self",
+                    "a, b=1",
+                    "a: int, *args: str, **kw",
+                    "a, /, b, *, c=3",
+                    "*, k",
+                    "x=[1,\n 2]",
+                    "a,\nb",
+                    "self, *a",
+                ]
+            )
             ret = rng.choice(["", "", " -> None", " -> list[int]", " -> 'A'"])
-            return decos + self.header(f"{rng.choice(['def', 'def', 'async def'])} {n()}({params}){ret}", depth)
+            return decos + self.header(
+                f"{rng.choice(['def', 'def', 'async def'])} {n()}({params}){ret}", depth
+            )
         if r < 0.66:
             decos = ["@dataclass"] if rng.random() < 0.3 else []
             bases = rng.choice(["", "()", "(A)", "(A, B, metaclass=M)", "(Generic[T])", "(\n A,\n)"])
@@ -859,7 +987,9 @@ class SnippetGen:
         elif r < 0.45:
             text = text.rstrip("\n") + "  " + rng.choice(END_COMMENTS) + rng.choice(["", "\n"])
         elif r < 0.5:  # a backslash at the end of the file (valid in 3.11 only before '\r\n')
-            text = text.rstrip("\n") + rng.choice(["", " ", "\n"]) + "\\" + rng.choice(["\r\n", "\n", "", "\r"])
+            text = (
+                text.rstrip("\n") + rng.choice(["", " ", "\n"]) + "\\" + rng.choice(["\r\n", "\n", "", "\r"])
+            )
         # line breaks
         r = rng.random()
         if r < 0.15:
@@ -869,9 +999,54 @@ class SnippetGen:
         return text
 
 
-MUT_TOKENS = [":", "(", ")", "[", "]", "{", "}", "\\", "\n", " ", "\t", "#", "'", '"', "_", "j", "*", "**", "as",
-              "if", "else", "=", ",", "lambda", "await", "|", "+", "-", "1", "case", "match", "\\\n", "\r", "\f",
-              ";", ".", "@", "f'", "!r", ":=", "->", "yield", "    ", "\x00", "\ud800", "\x0b"]
+MUT_TOKENS = [
+    ":",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "\\",
+    "\n",
+    " ",
+    "\t",
+    "#",
+    "'",
+    '"',
+    "_",
+    "j",
+    "*",
+    "**",
+    "as",
+    "if",
+    "else",
+    "=",
+    ",",
+    "lambda",
+    "await",
+    "|",
+    "+",
+    "-",
+    "1",
+    "case",
+    "match",
+    "\\\n",
+    "\r",
+    "\f",
+    ";",
+    ".",
+    "@",
+    "f'",
+    "!r",
+    ":=",
+    "->",
+    "yield",
+    "    ",
+    "\x00",
+    "\ud800",
+    "\x0b",
+]
 _TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
 
 
@@ -920,7 +1095,7 @@ def targeted(text: str, rng: random.Random) -> tuple[str, str] | None:
     in_case = [r for r in rules if r[1] == "_"]
     k, rep, found = rng.choice(in_case if in_case and rng.random() < 0.4 else rules)
     m = rng.choice(found)
-    return text[:m.start()] + m.expand(rep) + text[m.end():], f"targeted{k}@{m.start()}"
+    return text[: m.start()] + m.expand(rep) + text[m.end() :], f"targeted{k}@{m.start()}"
 
 
 def mutate(text: str, rng: random.Random) -> tuple[str, str]:
@@ -928,8 +1103,23 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str]:
     or a token, a targeted rewrite (TARGETED), or a NUL or a lone surrogate inserted.
     Returns (text, what was done)."""
     toks = [m.span() for m in _TOKEN_RE.finditer(text)] or [(0, 0)]
-    kind = rng.choice(["del-char", "dup-char", "ins-char", "del-tok", "dup-tok", "ins-tok", "repl-tok",
-                       "repl-tok", "ins-bad", "swap", "targeted", "targeted", "targeted"])
+    kind = rng.choice(
+        [
+            "del-char",
+            "dup-char",
+            "ins-char",
+            "del-tok",
+            "dup-tok",
+            "ins-tok",
+            "repl-tok",
+            "repl-tok",
+            "ins-bad",
+            "swap",
+            "targeted",
+            "targeted",
+            "targeted",
+        ]
+    )
     if kind == "targeted":
         done = targeted(text, rng)
         if done:
@@ -938,7 +1128,7 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str]:
     n = len(text)
     if kind == "del-char" and n:
         p = rng.randrange(n)
-        return text[:p] + text[p + 1:], f"{kind}@{p}"
+        return text[:p] + text[p + 1 :], f"{kind}@{p}"
     if kind == "dup-char" and n:
         p = rng.randrange(n)
         return text[:p] + text[p] + text[p:], f"{kind}@{p}"
@@ -948,7 +1138,7 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str]:
         return text[:p] + ch + text[p:], f"{kind}@{p}"
     if kind == "swap" and n >= 2:
         p = rng.randrange(n - 1)
-        return text[:p] + text[p + 1] + text[p] + text[p + 2:], f"{kind}@{p}"
+        return text[:p] + text[p + 1] + text[p] + text[p + 2 :], f"{kind}@{p}"
     a, b = rng.choice(toks)
     if kind == "del-tok":
         return text[:a] + text[b:], f"{kind}@{a}"
@@ -975,8 +1165,13 @@ def snippet_case(rng: random.Random, mutated: bool | None = None) -> Case:
             text, h = mutate(text, rng)
             how += " " + h
     i, j = pick_cuts(text, rng)
-    return Case("snippets_mutated" if mutated else "snippets_valid", text[:i], text[i:j], text[j:],
-                f"snippet{how} cut={i},{j}")
+    return Case(
+        "snippets_mutated" if mutated else "snippets_valid",
+        text[:i],
+        text[i:j],
+        text[j:],
+        f"snippet{how} cut={i},{j}",
+    )
 
 
 CATEGORIES = ["plain", *TRANSFORMS, "combined", "snippets_valid", "snippets_mutated"]
@@ -1041,23 +1236,25 @@ def outcome(prefix: str, middle: str, suffix: str) -> str:
         return "raised"
     except RecursionError:
         return "crash: RecursionError in fim_checker"
-    except Exception as e:  # noqa: BLE001 - any other exception is an engine bug
+    except Exception as e:
         return f"crash: {type(e).__name__}: {str(e)[:120]} in fim_checker"
     try:
         c2 = c.feed(middle)
         if c2 is None:
             return "fed-None"
         return "complete" if c2.is_complete() else "incomplete"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"crash: {type(e).__name__}: {str(e)[:120]} in feed/is_complete"
 
 
 def _short(s: str, n: int = 300) -> str:
     r = repr(s)
-    return r if len(r) <= n else r[: n // 2] + " … " + r[-n // 2:]
+    return r if len(r) <= n else r[: n // 2] + " … " + r[-n // 2 :]
 
 
-def check(prefix: str, middle: str, suffix: str, stats: "Tally | None" = None, category: str = "") -> str | None:
+def check(
+    prefix: str, middle: str, suffix: str, stats: Tally | None = None, category: str = ""
+) -> str | None:
     """None when the engine agrees with ast.parse on prefix+middle+suffix, else one line:
     '<property>: <engine outcome> | (prefix, middle, suffix)'."""
     valid = ast_ok(prefix + middle + suffix)
@@ -1138,7 +1335,7 @@ def minimise(prefix: str, middle: str, suffix: str, budget: float = 10.0) -> tup
                 while size >= 1 and time.monotonic() < deadline:
                     idx, progressed = 0, False
                     while idx < len(units) and time.monotonic() < deadline:
-                        trial_units = units[:idx] + units[idx + size:]
+                        trial_units = units[:idx] + units[idx + size :]
                         trial = list(parts)
                         trial[k] = "".join(trial_units)
                         if still(trial):

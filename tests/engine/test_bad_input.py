@@ -7,7 +7,6 @@ stalling the run.
 from __future__ import annotations
 
 import pytest
-
 from conftest import ast_ok, fc, uncompletable
 
 
@@ -88,8 +87,11 @@ def _big_program(target_chars: int) -> str:
     n = 0
     i = 0
     while n < target_chars:
-        line = (f"value_{i} = {i} * 3 + other_{i % 97}\n", f"if value_{i}:\n    total += value_{i}\n",
-                f"items.append((value_{i}, 'label {i}'))\n")[i % 3]
+        line = (
+            f"value_{i} = {i} * 3 + other_{i % 97}\n",
+            f"if value_{i}:\n    total += value_{i}\n",
+            f"items.append((value_{i}, 'label {i}'))\n",
+        )[i % 3]
         lines.append(line)
         n += len(line)
         i += 1

@@ -27,11 +27,22 @@ def _sources():
 
 
 def test_small_cases():
-    cases = [("def f(a, b):\n    return (a + ", ""), ("x = [1, {'a': (2", ""), ("@dec", ""),
-             ("try:\n    pass\n", ""), ("match x:\n    case ", ""), ("s = '''abc", ""),
-             ("x = 1  # comm", ""), ("if x:\n", ""), ("def f():\n    x = ", "\n    return x\n"),
-             ("foo(a,", ")\n"), ("x = 1 +", " 2\ny = 3\n"),
-             ('x = f"a {b', ""), ('s = "\\u12', ""), ("s = b'\\x4", "\nt = 1\n")]
+    cases = [
+        ("def f(a, b):\n    return (a + ", ""),
+        ("x = [1, {'a': (2", ""),
+        ("@dec", ""),
+        ("try:\n    pass\n", ""),
+        ("match x:\n    case ", ""),
+        ("s = '''abc", ""),
+        ("x = 1  # comm", ""),
+        ("if x:\n", ""),
+        ("def f():\n    x = ", "\n    return x\n"),
+        ("foo(a,", ")\n"),
+        ("x = 1 +", " 2\ny = 3\n"),
+        ('x = f"a {b', ""),
+        ('s = "\\u12', ""),
+        ("s = b'\\x4", "\nt = 1\n"),
+    ]
     for prefix, suffix in cases:
         checker = fc().fim_checker(prefix, suffix)
         text = checker.shortest_finish()
@@ -47,7 +58,7 @@ def test_random_states_of_real_files():
         for _ in range(8):
             a = rng.randrange(len(source))
             b = min(len(source), a + rng.randint(1, 150))
-            middle = source[a:rng.randint(a, b)]
+            middle = source[a : rng.randint(a, b)]
             for mode, suffix in (("prefix", ""), ("fim", source[b:])):
                 checker = fc().fim_checker(source[:a], suffix).feed(middle)
                 if checker is None:
@@ -65,20 +76,26 @@ def test_random_states_of_real_files():
 def test_bridges_start_the_construct_the_suffix_goes_on_with():
     # (prefix, a middle gone astray, suffix): the finish must open what the suffix continues
     cases = [
-        ("x = 1\n", "y = 2", ":\n    return 1\nz = 3\n"),                       # a block header
-        ("x = 1\n", "y", "in range(3):\n    pass\n"),                           # for ... in
-        ("x = 1\n", "z = (1,", ") -> int:\n    return 1\n"),                     # def f(...)
-        ("import os\n", "os.sep", "orted(x):\n    pass\n"),                     # a name cut by the cursor
-        ("x = 1\n", "y = x", 'world", 1)\nz = 2\n'),                            # a string and a call
-        ("class A:\n    def f(self):\n        pass\n", "t = 1\n",                # the levels it dedents to
-         "        x = 1\n    def g(self):\n        pass\n"),
-        ("def f():\n    if a:\n        pass\n", "        q",                     # a try its except needs
-         "            g()\n        except E:\n            pass\n"),
+        ("x = 1\n", "y = 2", ":\n    return 1\nz = 3\n"),  # a block header
+        ("x = 1\n", "y", "in range(3):\n    pass\n"),  # for ... in
+        ("x = 1\n", "z = (1,", ") -> int:\n    return 1\n"),  # def f(...)
+        ("import os\n", "os.sep", "orted(x):\n    pass\n"),  # a name cut by the cursor
+        ("x = 1\n", "y = x", 'world", 1)\nz = 2\n'),  # a string and a call
+        (
+            "class A:\n    def f(self):\n        pass\n",
+            "t = 1\n",  # the levels it dedents to
+            "        x = 1\n    def g(self):\n        pass\n",
+        ),
+        (
+            "def f():\n    if a:\n        pass\n",
+            "        q",  # a try its except needs
+            "            g()\n        except E:\n            pass\n",
+        ),
         # brackets the suffix closes, nested, then what follows them
-        ("x = 1\n", "", ", int],\n    port: int,\n) -> str:\n    return 1\n"),     # def f(a: B[[
+        ("x = 1\n", "", ", int],\n    port: int,\n) -> str:\n    return 1\n"),  # def f(a: B[[
         ("def f(n):\n", "    if n", ", ValueError):\n        pass\n    return 1\n"),  # try/except (A
-        ("x = 1\n", "y = f(", "1]\n):\n    pass\n"),                                # if (A[
-        ("import os\n", "", "e_event)):\n    g()\n"),                                 # for A in A(A(
+        ("x = 1\n", "y = f(", "1]\n):\n    pass\n"),  # if (A[
+        ("import os\n", "", "e_event)):\n    g()\n"),  # for A in A(A(
     ]
     for prefix, middle, suffix in cases:
         checker = fc().fim_checker(prefix, suffix).feed(middle)

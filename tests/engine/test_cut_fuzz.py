@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import random
 
+import cut_fuzz as cf
 import pytest
+from conftest import ast_ok
 from hypothesis import HealthCheck, Phase, given, settings
 
-import cut_fuzz as cf
-from conftest import ast_ok
-
 # no shrinking: the draws are a Random's, a shrunk Random says little; the message minimises instead
-FUZZ = dict(deadline=None, derandomize=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+FUZZ = dict(
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+)
 
 
 def _assert_agrees(case: cf.Case):
@@ -105,8 +108,11 @@ def test_generators_are_reproducible_and_cover_both_properties():
 
 def test_check_and_minimise_report_a_disagreement(monkeypatch):
     # an engine that wrongly rejects any file containing 'BUG'
-    monkeypatch.setattr(cf, "outcome", lambda p, m, s: "raised" if "BUG" in p + m + s else
-                        ("complete" if ast_ok(p + m + s) else "raised"))
+    monkeypatch.setattr(
+        cf,
+        "outcome",
+        lambda p, m, s: "raised" if "BUG" in p + m + s else ("complete" if ast_ok(p + m + s) else "raised"),
+    )
     tally = cf.Tally()
     assert cf.check("x = 1\n", "y = 2\n", "", tally, "demo") is None
     msg = cf.check("x = 1\n", "BUG = 2\n", "z = 3\n", tally, "demo")

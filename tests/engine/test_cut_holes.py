@@ -11,7 +11,6 @@ patterns; S2 ``_`` where CPython has already read a wildcard; S3 NUL and lone su
 from __future__ import annotations
 
 import pytest
-
 from conftest import ast_ok, fc, uncompletable
 
 REPROS = {
@@ -26,29 +25,88 @@ REPROS = {
 }
 
 VARIANTS = {
-    "C1": ["x = 1 \\\n, 2\n", "x = [1,\\\n2]\n", "def f():\n    return 1 + \\\n2\n",
-           "if a and \\\nb:\n    pass\n", "x = 1 \\\r\n+ 2\r\n", "import os, \\\nsys\n",
-           "with a as b, \\\nc as d:\n pass\n", "assert x, \\\n'msg'\n", "x = \\\n1\n",
-           "if x: y = \\\n1\nelse: pass\n", "s = 'ab\\\ncd'\n"],
-    "C2": ["if x \\\n  :\n pass\n", "while a \\\n    and b:\n  pass\n",
-           "def f(a) \\\n      -> int:\n  return a\n", "class A \\\n   (B):\n pass\n",
-           "for i in \\\n        range(3):\n    pass\n", "if x:\n    if y \\\n  :\n        pass\n"],
-    "C3": ["x = (\n1,\n    2,\n  3)\n", "f(a,\nb,\n   c\n )\n", "x = [\n  1,\n 2]\ny = 2\n",
-           "d = {\n'a': 1,\n    'b': 2,\n      }\n", "def f(\na,\n   b):\n    pass\n",
-           "if x:\n    y = (\n1,\n  2)\n    z = 1\n", "x = f'{(\n1,\n   2)}'\n"],
-    "C4": ["x = 1\\\r\n", "x = 1\\\n", "x = 1 \\\r\n\r\n", "if x:\n    y = 2 \\\r\n", "x = (1,\\\r\n",
-           "x = 1\r\n\\\r\n", "\\\r\n", "x = 1\\\r", "# c\\\r\n", "x = 1\\"],
-    "C5": ["# a b", "x = 1\n# a b", "x = 1  # c", "if x:\n    pass  # end", "x = 1 # '\"", "#",
-           "x = 1\r\n# a b", "def f():\n    return 1\n    # done"],
-    "S1": ["match x:\n case 1+2j: pass\n", "match x:\n case -1-2j: pass\n", "match x:\n case 1+2: pass\n",
-           "match x:\n case 1j+2j: pass\n", "match x:\n case -1: pass\n", "match x:\n case 1.5-0j: pass\n",
-           "match x:\n case (1+2j, -3): pass\n", "match x:\n case {1+2j: y}: pass\n",
-           "match x:\n case 0x1+2j: pass\n", "match x:\n case -1+2: pass\n", "match x:\n case 1-2J|3: pass\n"],
-    "S2": ["match x:\n case y as _: pass\n", "match x:\n case {**_}: pass\n", "match x:\n case _.x: pass\n",
-           "match x:\n case _(): pass\n", "match x:\n case _: pass\n", "match x:\n case [_, *_]: pass\n",
-           "match x:\n case C(a=_): pass\n", "match x:\n case {'a': _}: pass\n", "match x:\n case _ as y: pass\n",
-           "match x:\n case (_): pass\n", "match x:\n case a._: pass\n", "match x:\n case _.a.b(): pass\n",
-           "match x:\n case C(_=1): pass\n", "match x:\n case {_.x: 1}: pass\n", "match x:\n case 1 | _.x: pass\n"],
+    "C1": [
+        "x = 1 \\\n, 2\n",
+        "x = [1,\\\n2]\n",
+        "def f():\n    return 1 + \\\n2\n",
+        "if a and \\\nb:\n    pass\n",
+        "x = 1 \\\r\n+ 2\r\n",
+        "import os, \\\nsys\n",
+        "with a as b, \\\nc as d:\n pass\n",
+        "assert x, \\\n'msg'\n",
+        "x = \\\n1\n",
+        "if x: y = \\\n1\nelse: pass\n",
+        "s = 'ab\\\ncd'\n",
+    ],
+    "C2": [
+        "if x \\\n  :\n pass\n",
+        "while a \\\n    and b:\n  pass\n",
+        "def f(a) \\\n      -> int:\n  return a\n",
+        "class A \\\n   (B):\n pass\n",
+        "for i in \\\n        range(3):\n    pass\n",
+        "if x:\n    if y \\\n  :\n        pass\n",
+    ],
+    "C3": [
+        "x = (\n1,\n    2,\n  3)\n",
+        "f(a,\nb,\n   c\n )\n",
+        "x = [\n  1,\n 2]\ny = 2\n",
+        "d = {\n'a': 1,\n    'b': 2,\n      }\n",
+        "def f(\na,\n   b):\n    pass\n",
+        "if x:\n    y = (\n1,\n  2)\n    z = 1\n",
+        "x = f'{(\n1,\n   2)}'\n",
+    ],
+    "C4": [
+        "x = 1\\\r\n",
+        "x = 1\\\n",
+        "x = 1 \\\r\n\r\n",
+        "if x:\n    y = 2 \\\r\n",
+        "x = (1,\\\r\n",
+        "x = 1\r\n\\\r\n",
+        "\\\r\n",
+        "x = 1\\\r",
+        "# c\\\r\n",
+        "x = 1\\",
+    ],
+    "C5": [
+        "# a b",
+        "x = 1\n# a b",
+        "x = 1  # c",
+        "if x:\n    pass  # end",
+        "x = 1 # '\"",
+        "#",
+        "x = 1\r\n# a b",
+        "def f():\n    return 1\n    # done",
+    ],
+    "S1": [
+        "match x:\n case 1+2j: pass\n",
+        "match x:\n case -1-2j: pass\n",
+        "match x:\n case 1+2: pass\n",
+        "match x:\n case 1j+2j: pass\n",
+        "match x:\n case -1: pass\n",
+        "match x:\n case 1.5-0j: pass\n",
+        "match x:\n case (1+2j, -3): pass\n",
+        "match x:\n case {1+2j: y}: pass\n",
+        "match x:\n case 0x1+2j: pass\n",
+        "match x:\n case -1+2: pass\n",
+        "match x:\n case 1-2J|3: pass\n",
+    ],
+    "S2": [
+        "match x:\n case y as _: pass\n",
+        "match x:\n case {**_}: pass\n",
+        "match x:\n case _.x: pass\n",
+        "match x:\n case _(): pass\n",
+        "match x:\n case _: pass\n",
+        "match x:\n case [_, *_]: pass\n",
+        "match x:\n case C(a=_): pass\n",
+        "match x:\n case {'a': _}: pass\n",
+        "match x:\n case _ as y: pass\n",
+        "match x:\n case (_): pass\n",
+        "match x:\n case a._: pass\n",
+        "match x:\n case _.a.b(): pass\n",
+        "match x:\n case C(_=1): pass\n",
+        "match x:\n case {_.x: 1}: pass\n",
+        "match x:\n case 1 | _.x: pass\n",
+    ],
     "S3": ["x = '\x00'\n", "x = 1 # \x00\n", "x = '\ud800'\n", "x = 1\n\x00", "x = 1\n# \udfff\n"],
 }
 
@@ -80,11 +138,18 @@ def test_every_cut_of_each_class_variants(name):
     assert not bad, f"{len(bad)} cuts disagree with ast.parse, first: {bad[:3]}"
 
 
-@pytest.mark.parametrize("version,accepted", [("3.8", True), ("3.11", True), ("3.12", False), ("3.14", False)])
+@pytest.mark.parametrize(
+    "version,accepted", [("3.8", True), ("3.11", True), ("3.12", False), ("3.14", False)]
+)
 def test_a_final_backslash_crlf_follows_each_version(version, accepted):
     """CPython before 3.12 translated a final ``\\r\\n`` into two line breaks, so a backslash may
     end such a file; 3.12 and later (3.14.2 under pyodide too) reject it, as all reject ``\\\\\\n``."""
-    crlf = [("", "x = 1\\\r\n", ""), ("x = 1", "\\\r", "\n"), ("x = 1\\", "", "\r\n"), ("x = 1\\\r", "\n", "")]
+    crlf = [
+        ("", "x = 1\\\r\n", ""),
+        ("x = 1", "\\\r", "\n"),
+        ("x = 1\\", "", "\r\n"),
+        ("x = 1\\\r", "\n", ""),
+    ]
     lf = [("", "x = 1\\\n", ""), ("x = 1", "\\", "\n"), ("x = 1\\", "", "\n")]
     for cuts, expected in ((crlf, accepted), (lf, False)):
         for prefix, middle, suffix in cuts:

@@ -7,11 +7,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import fc  # fim_checker at the running version: the oracle here is its ast.parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fimconstrain
-from conftest import fc  # fim_checker at the running version: the oracle here is its ast.parse
 
 
 def parses(text: str) -> bool:
@@ -31,7 +31,7 @@ def verdict(prefix: str, middle: str, suffix: str, chunk: int = 3) -> bool:
     except fimconstrain.UncompletableError:
         return False
     for i in range(0, len(middle), chunk):
-        checker = checker.feed(middle[i:i + chunk])
+        checker = checker.feed(middle[i : i + chunk])
         if checker is None:
             return False
     return checker.is_complete()
@@ -45,7 +45,7 @@ def assert_like_python(prefix: str, middle: str, suffix: str) -> None:
 
 
 # Paper 004, Figure 6: one right context, many ways the middle's last symbol can run into it.
-FIGURE_6_SUFFIX = "\"#'#\"#\"#\n"
+FIGURE_6_SUFFIX = '"#\'#"#"#\n'
 FIGURE_6_MIDDLES = ["", '"foo', '"""foo""', "'foo", '"foo\\', "#foo", '"""foo', "1 + ", "x"]
 
 
@@ -190,8 +190,8 @@ def test_original_middles_of_real_files_are_accepted(name, source):
         i = 0
         while i < len(middle):
             n = rng.randint(1, 8)
-            checker = checker.feed(middle[i:i + n])
-            assert checker is not None, (name, a, b, middle[:i + n])
+            checker = checker.feed(middle[i : i + n])
+            assert checker is not None, (name, a, b, middle[: i + n])
             i += n
         assert checker.is_complete(), (name, a, b)
 
@@ -199,7 +199,7 @@ def test_original_middles_of_real_files_are_accepted(name, source):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_property_real_cuts_and_mutated_middles(data):
-    name, source = data.draw(st.sampled_from(REAL_FILES))
+    _name, source = data.draw(st.sampled_from(REAL_FILES))
     a = data.draw(st.integers(0, len(source)))
     b = data.draw(st.integers(a, min(len(source), a + 120)))
     middle = source[a:b]
@@ -207,7 +207,7 @@ def test_property_real_cuts_and_mutated_middles(data):
     if middle:
         pos = data.draw(st.integers(0, len(middle) - 1))
         char = data.draw(st.sampled_from(list("()[]{}:,.=+- \n\t'\"#\\x1")))
-        mutated = middle[:pos] + char + middle[pos + 1:]
+        mutated = middle[:pos] + char + middle[pos + 1 :]
         assert verdict(source[:a], mutated, source[b:]) == parses(source[:a] + mutated + source[b:])
 
 
@@ -233,16 +233,19 @@ def test_unjoinable_contexts_get_a_clear_answer(prefix, suffix):
 
 
 # Heads that look broken but that some middle rescues: the refutation must let them through.
-@pytest.mark.parametrize("prefix,middle,suffix", [
-    ("x = 1\n", "y = '", "(]'\n"),                       # the suffix starts inside a string
-    ("x = 1\n", "# ", "(] } )\nz = 2\n"),                # inside a comment
-    ("def f():\n    return ", "x *", "* 2\n"),           # an operator split by the cursor
-    ("x = [1, 2", "][", "0]\n"),                          # closers opened by the middle
-    ("x = 1\n", 'y = """', '\n(]\n"""\n'),             # a triple-quoted string over lines
-    ("x = ", "1", "e-3 if a else b\n"),                   # a number split by the cursor
-    ("x = 1\n", 'y = "', 'a \\" (] \\" b"\nz = 2\n'),         # escaped quotes before the closing one
-    ("s = ", 'r"""', '\n)$\n"""\nt = 1\n'),                    # a string that runs past the head
-])
+@pytest.mark.parametrize(
+    "prefix,middle,suffix",
+    [
+        ("x = 1\n", "y = '", "(]'\n"),  # the suffix starts inside a string
+        ("x = 1\n", "# ", "(] } )\nz = 2\n"),  # inside a comment
+        ("def f():\n    return ", "x *", "* 2\n"),  # an operator split by the cursor
+        ("x = [1, 2", "][", "0]\n"),  # closers opened by the middle
+        ("x = 1\n", 'y = """', '\n(]\n"""\n'),  # a triple-quoted string over lines
+        ("x = ", "1", "e-3 if a else b\n"),  # a number split by the cursor
+        ("x = 1\n", 'y = "', 'a \\" (] \\" b"\nz = 2\n'),  # escaped quotes before the closing one
+        ("s = ", 'r"""', '\n)$\n"""\nt = 1\n'),  # a string that runs past the head
+    ],
+)
 def test_heads_that_only_look_broken_are_joinable(prefix, middle, suffix):
     assert parses(prefix + middle + suffix)
     assert verdict(prefix, middle, suffix)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import EXAMPLES, STDLIB, fc, feed_random_chunks, read_utf8, sample_stdlib, uncompletable, where
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import EXAMPLES, STDLIB, fc, feed_random_chunks, read_utf8, sample_stdlib, uncompletable, where
 
 FILES = sample_stdlib(8, 12_000, seed=7, min_bytes=500) + [EXAMPLES / "inventory.py"]
 SMALL = sample_stdlib(3, 3_000, seed=11, min_bytes=300)
@@ -33,7 +32,9 @@ def _check_cut(src: str, cut: int, rng: random.Random, lo: int = 1, hi: int = 8)
         pytest.fail(f"valid prefix rejected at construction (cut {where(src, cut)}): {e}")
     end, bad = feed_random_chunks(c, src[cut:], rng, lo, hi)
     if end is None:
-        pytest.fail(f"valid continuation rejected (cut {where(src, cut)}) in the chunk at {where(src, cut + bad)}")
+        pytest.fail(
+            f"valid continuation rejected (cut {where(src, cut)}) in the chunk at {where(src, cut + bad)}"
+        )
     assert end.is_complete(), f"valid file not complete at the end (cut {where(src, cut)})"
 
 
@@ -112,8 +113,12 @@ def test_many_forks_from_one_checker():
     assert verdicts[0][6] is None  # `result = if`
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_hypothesis_cuts_and_chunks(data):
     path = data.draw(st.sampled_from(SMALL), label="file")

@@ -16,12 +16,11 @@ import re
 import sys
 
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import oracles  # noqa: E402
+import oracles
 
 DATA = REPO / "tests" / "data" / "modern"
 FILES = sorted(p.name for p in DATA.glob("*.txt"))
@@ -49,7 +48,7 @@ def cut_ok(src: str, i: int, j: int, version: str = TARGET) -> str | None:
         c = fimconstrain.fim_checker(src[:i], src[j:], python_version=version)
     except fimconstrain.UncompletableError as e:
         return f"fim_checker raised UncompletableError({e}, offset={e.offset})"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"fim_checker raised {type(e).__name__}: {e}"
     try:
         fed = c.feed(src[i:j])
@@ -57,7 +56,7 @@ def cut_ok(src: str, i: int, j: int, version: str = TARGET) -> str | None:
             return "feed(middle) is None"
         if not fed.is_complete():
             return "not is_complete()"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"{type(e).__name__}: {e}"
     return None
 
@@ -109,13 +108,19 @@ def test_files_are_valid_from_their_min_version(name):
             continue
         ok, msg = oracles.details(v, [src])[0]
         expected = tuple(map(int, v.split("."))) >= tuple(map(int, low.split(".")))
-        assert ok == expected, f"{name}: Python {v} {'accepts' if ok else 'rejects'} it ({msg}); min-version is {low}"
+        assert ok == expected, (
+            f"{name}: Python {v} {'accepts' if ok else 'rejects'} it ({msg}); min-version is {low}"
+        )
         c = fimconstrain.fim_checker("", "", python_version=v).feed(src)
         ours = c is not None and bool(c.is_complete())
         checked.append((v, ok, ours))
     if not checked:
         pytest.skip("no interpreter found for any version (benchmarks/oracles.py)")
-    wrong = [f"Python {v} {'accepts' if ok else 'rejects'}, the engine at {v} does not" for v, ok, ours in checked if ok != ours]
+    wrong = [
+        f"Python {v} {'accepts' if ok else 'rejects'}, the engine at {v} does not"
+        for v, ok, ours in checked
+        if ok != ours
+    ]
     assert not wrong, f"{name}: " + "; ".join(wrong)
 
 
@@ -129,7 +134,9 @@ def test_whole_line_middles(name):
         if why is not None:
             bad.append(describe(src, start, end, why))
         start = end
-    assert not bad, f"{name}: {len(bad)} whole-line middles rejected (first {SHOW}):\n" + "\n".join(bad[:SHOW])
+    assert not bad, f"{name}: {len(bad)} whole-line middles rejected (first {SHOW}):\n" + "\n".join(
+        bad[:SHOW]
+    )
 
 
 @pytest.mark.slow
@@ -141,5 +148,7 @@ def test_every_cut_with_short_middles(name):
     step = max(1, n // (8 * WORKERS))
     tasks = [(name, lo, min(n, lo + step)) for lo in range(0, n, step)]
     bad = run_parallel(tasks)
-    assert not bad, (f"{name}: {len(bad)} cuts (middle of 0..{MAX_MIDDLE} chars) rejected (first {SHOW}):\n"
-                     + "\n".join(bad[:SHOW]))
+    assert not bad, (
+        f"{name}: {len(bad)} cuts (middle of 0..{MAX_MIDDLE} chars) rejected (first {SHOW}):\n"
+        + "\n".join(bad[:SHOW])
+    )

@@ -24,13 +24,12 @@ import random
 import sys
 
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import oracles  # noqa: E402
-import syntax_cases  # noqa: E402
+import oracles
+import syntax_cases
 
 VERSIONS = list(oracles.VERSIONS)
 SAMPLE = int(os.environ.get("FIMCONSTRAIN_VERSION_SAMPLE", "600"))
@@ -77,7 +76,7 @@ def where_dead(version: str, src: str) -> str:
     return "fed fully, not complete at the end"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def differential(version: str):
     """``(cases, oracle verdicts, engine verdicts)`` for ``version``'s sample and the snippets."""
     oracle_or_skip(version)
@@ -93,7 +92,7 @@ def differential(version: str):
     for c in cases:
         try:
             ours.append(engine_accepts(version, c.src))
-        except Exception as e:  # noqa: BLE001  (counts as a wrong verdict on either side)
+        except Exception as e:
             ours.append(f"{type(e).__name__}: {e}")
     return cases, verdicts, ours
 
@@ -111,11 +110,16 @@ def test_completeness_against_the_interpreter(version):
     accepted = [i for i, (ok, _) in enumerate(verdicts) if ok]
     assert accepted, f"Python {version} accepted none of {len(cases)} cases"
     missed = [i for i in accepted if ours[i] is not True]
-    lines = [f"[{cases[i].origin}] "
-             + (f"EXCEPTION {ours[i]}" if isinstance(ours[i], str) else where_dead(version, cases[i].src))
-             + f"\n      {show(cases[i].src)}" for i in missed[:SHOW]]
-    assert not missed, (f"Python {version}: {len(missed)} of {len(accepted)} cases its ast.parse accepts are rejected "
-                        f"(first {len(lines)}):\n" + "\n".join(lines))
+    lines = [
+        f"[{cases[i].origin}] "
+        + (f"EXCEPTION {ours[i]}" if isinstance(ours[i], str) else where_dead(version, cases[i].src))
+        + f"\n      {show(cases[i].src)}"
+        for i in missed[:SHOW]
+    ]
+    assert not missed, (
+        f"Python {version}: {len(missed)} of {len(accepted)} cases its ast.parse accepts are rejected "
+        f"(first {len(lines)}):\n" + "\n".join(lines)
+    )
 
 
 @pytest.mark.time_limit(300)
@@ -126,13 +130,17 @@ def test_soundness_against_the_interpreter(version):
     assert rejected, f"Python {version} rejected none of {len(cases)} cases"
     wrong = [i for i in rejected if ours[i] is not False]
     rate = 1 - len(wrong) / len(rejected)
-    lines = [f"[{cases[i].origin}] ast.parse: {verdicts[i][1]}"
-             + (f"; EXCEPTION {ours[i]}" if isinstance(ours[i], str) else "")
-             + f"\n      {show(cases[i].src)}" for i in wrong[:SHOW]]
+    lines = [
+        f"[{cases[i].origin}] ast.parse: {verdicts[i][1]}"
+        + (f"; EXCEPTION {ours[i]}" if isinstance(ours[i], str) else "")
+        + f"\n      {show(cases[i].src)}"
+        for i in wrong[:SHOW]
+    ]
     target = KNOWN_SOUNDNESS_FLOOR.get(version, SOUNDNESS_TARGET)
     assert rate >= target, (
         f"Python {version}: soundness {rate:.2%} < {target:.1%}: {len(wrong)} of {len(rejected)} cases its "
-        f"ast.parse rejects are accepted (first {len(lines)}):\n" + "\n".join(lines))
+        f"ast.parse rejects are accepted (first {len(lines)}):\n" + "\n".join(lines)
+    )
 
 
 def stdlib_sample(version: str) -> list[tuple[str, str]]:
@@ -159,10 +167,14 @@ def test_own_stdlib_sample(version):
     for (name, src), (ok, msg) in zip(files, verdicts):
         try:
             ours = engine_accepts(version, src)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             wrong.append(f"{name}: EXCEPTION {type(e).__name__}: {e}")
             continue
         if ours != ok:
             detail = where_dead(version, src) if ok else f"accepted, ast.parse: {msg}"
-            wrong.append(f"{name}: Python {version} {'accepts' if ok else 'rejects'}, the engine does not ({detail})")
-    assert not wrong, f"{len(wrong)} of {len(files)} files of Python {version}'s standard library:\n" + "\n".join(wrong)
+            wrong.append(
+                f"{name}: Python {version} {'accepts' if ok else 'rejects'}, the engine does not ({detail})"
+            )
+    assert not wrong, (
+        f"{len(wrong)} of {len(files)} files of Python {version}'s standard library:\n" + "\n".join(wrong)
+    )

@@ -19,7 +19,10 @@ LEXER_TERMINALS = [
     (r"0[xX](?:_?[0-9a-fA-F])+", ""),  # HEX_NUMBER
     (r"0[oO](?:_?[0-7])+|0[bB](?:_?[01])+", ""),  # OCT / BIN
     (r"(?:[1-9](?:_?\d)*|0(?:_?0)*)", ""),  # DEC_NUMBER
-    (r"(?:\d(?:_?\d)*\.(?:\d(?:_?\d)*)?|\.\d(?:_?\d)*)(?:[eE][-+]?\d(?:_?\d)*)?|\d(?:_?\d)*[eE][-+]?\d(?:_?\d)*", ""),
+    (
+        r"(?:\d(?:_?\d)*\.(?:\d(?:_?\d)*)?|\.\d(?:_?\d)*)(?:[eE][-+]?\d(?:_?\d)*)?|\d(?:_?\d)*[eE][-+]?\d(?:_?\d)*",
+        "",
+    ),
     (r"(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][-+]?\d(?:_?\d)*)?[jJ]", ""),  # IMAG_NUMBER
     (r"[rRbBuUfF]{0,2}'(?:[^'\\\n]|\\.|\\\n)*'", ""),  # short single-quoted string
     (r'[rRbBuUfF]{0,2}"(?:[^"\\\n]|\\.|\\\n)*"', ""),  # short double-quoted string
@@ -74,11 +77,62 @@ def assert_agrees_on_prefixes(text):
 @pytest.mark.parametrize(
     "text",
     [
-        "", "foo", "_x1", "1_000", "1__0", "0x_ff", "0o17", "0b102", "3.14", "1e-5", ".5j", "10J", "1_0.0_1e+1_0",
-        "'abc'", "r'a\\'b'", "b'\\n'", "'a\nb'", "'''x''y'''", "'''a''''", "'''a\\''''", '"""q"""', 'rb"x"',
-        "**=", "//", "->", ":=", "...", "!=", "!", "# hi", "#", "# a\nb", "  \t", "\n  \n\t", "\\\n",
-        '"\\u00e9"', '"\\u00g9"', '"a\tb"', "-0.5e10", "01", "-", "null", "nul", "SeLeCt", "FROM",
-        "a\nb", "axb", "xxy", "xxxxxy", "xy", "ababac", "aaab", "aaaaabb", "aaabb", "xABcY", "xaby",
+        "",
+        "foo",
+        "_x1",
+        "1_000",
+        "1__0",
+        "0x_ff",
+        "0o17",
+        "0b102",
+        "3.14",
+        "1e-5",
+        ".5j",
+        "10J",
+        "1_0.0_1e+1_0",
+        "'abc'",
+        "r'a\\'b'",
+        "b'\\n'",
+        "'a\nb'",
+        "'''x''y'''",
+        "'''a''''",
+        "'''a\\''''",
+        '"""q"""',
+        'rb"x"',
+        "**=",
+        "//",
+        "->",
+        ":=",
+        "...",
+        "!=",
+        "!",
+        "# hi",
+        "#",
+        "# a\nb",
+        "  \t",
+        "\n  \n\t",
+        "\\\n",
+        '"\\u00e9"',
+        '"\\u00g9"',
+        '"a\tb"',
+        "-0.5e10",
+        "01",
+        "-",
+        "null",
+        "nul",
+        "SeLeCt",
+        "FROM",
+        "a\nb",
+        "axb",
+        "xxy",
+        "xxxxxy",
+        "xy",
+        "ababac",
+        "aaab",
+        "aaaaabb",
+        "aaabb",
+        "xABcY",
+        "xaby",
     ],
 )
 def test_matches_re_on_examples(text):
@@ -92,8 +146,11 @@ def test_matches_re_on_random_ascii(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(range(len(PATTERNS))), st.text(alphabet=ASCII_ALPHABET, max_size=8),
-       st.text(alphabet=ASCII_ALPHABET, max_size=8))
+@given(
+    st.sampled_from(range(len(PATTERNS))),
+    st.text(alphabet=ASCII_ALPHABET, max_size=8),
+    st.text(alphabet=ASCII_ALPHABET, max_size=8),
+)
 def test_dead_patterns_never_match_again(index, prefix, suffix):
     state = DFA.run(prefix)
     if not DFA.live[state] >> index & 1:

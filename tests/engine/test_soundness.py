@@ -14,8 +14,18 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from conftest import EXAMPLES, ast_message, ast_ok, chars_ok, fc, feed_ok, prefix_ok, read_utf8, sample_stdlib, uncompletable
+from conftest import (
+    EXAMPLES,
+    ast_message,
+    ast_ok,
+    chars_ok,
+    fc,
+    feed_ok,
+    prefix_ok,
+    read_utf8,
+    sample_stdlib,
+    uncompletable,
+)
 
 # meant to be rejected (by ast.parse of Python 3.11)
 REJECT = [

@@ -9,8 +9,18 @@ every file is ``benchmarks/stdlib_membership.py``.
 from __future__ import annotations
 
 import pytest
-
-from conftest import STDLIB, ast_message, ast_ok, fc, feed_ok, first_dead, prefix_ok, read_utf8, sample_stdlib, where
+from conftest import (
+    STDLIB,
+    ast_message,
+    ast_ok,
+    fc,
+    feed_ok,
+    first_dead,
+    prefix_ok,
+    read_utf8,
+    sample_stdlib,
+    where,
+)
 
 SAMPLE = sample_stdlib(40, 60_000, seed=20240607)
 

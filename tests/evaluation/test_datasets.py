@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from fimconstrain.evaluation.datasets import (NON_SYMBOLS, BuildOptions, build, main_build, python_files, read_examples,
-                                   sha256, training_exclusions)
+from fimconstrain.evaluation.datasets import (
+    NON_SYMBOLS,
+    BuildOptions,
+    build,
+    main_build,
+    python_files,
+    read_examples,
+    sha256,
+    training_exclusions,
+)
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SOURCES = ["textwrap.py", "string.py", "json/decoder.py", "json/encoder.py", "shlex.py", "colorsys.py"]
@@ -109,7 +117,9 @@ def test_training_files_are_excluded(tmp_path):
     shutil.copy(STDLIB / "string.py", corpus / "string.py")  # held out: allowed
     shutil.copy(STDLIB / "shlex.py", corpus / "shlex.py")  # never seen: allowed
     exclusion = training_exclusions(model)
-    assert exclusion.excludes(stdlib / "textwrap.py", "x") and not exclusion.excludes(stdlib / "string.py", "x")
+    assert exclusion.excludes(stdlib / "textwrap.py", "x") and not exclusion.excludes(
+        stdlib / "string.py", "x"
+    )
     used = {e.path for e in build(corpus, 100, BuildOptions(kind="randspan", per_file=1), exclusion)}
     assert used == {"string.py", "shlex.py"}
     everything = training_exclusions(tmp_path / "no-model")  # no training.json: the whole running stdlib
@@ -118,13 +128,29 @@ def test_training_files_are_excluded(tmp_path):
 
 def test_main_build_writes_jsonl(root, tmp_path, capsys):
     out = tmp_path / "b.jsonl"
-    args = ["--root", str(root), "--kind", "boundary", "-n", "7", "--seed", "3", "--out", str(out),
-            "--max-chars", "20000", "--per-file", "2", "--no-exclude"]
+    args = [
+        "--root",
+        str(root),
+        "--kind",
+        "boundary",
+        "-n",
+        "7",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--max-chars",
+        "20000",
+        "--per-file",
+        "2",
+        "--no-exclude",
+    ]
     assert main_build(args + ["--manifest", str(tmp_path / "m.jsonl")]) == 0
     examples = read_examples(out)
     manifest = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert [(m["id"], m["sha256"], m["start"], m["end"]) for m in manifest] == [
-        (e.id, e.sha256, len(e.prefix), len(e.prefix) + len(e.middle)) for e in examples]
+        (e.id, e.sha256, len(e.prefix), len(e.prefix) + len(e.middle)) for e in examples
+    ]
     assert len(examples) == 7 and examples == make(root, "boundary", n=7, seed=3, per_file=2)
     assert "7 boundary examples" in capsys.readouterr().err
     assert main_build(args[:5] + ["999"] + args[6:]) == 1  # fewer examples than asked for

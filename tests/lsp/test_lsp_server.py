@@ -26,7 +26,6 @@ from lsprotocol import types  # noqa: E402
 from pygls.exceptions import JsonRpcException  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
-
 SERVER_ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"], server_env=SERVER_ENV)
 MAX_TOKENS = 16
@@ -45,8 +44,14 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def _options(model: Path | str, **extra) -> dict:
-    return {"model": str(model), "maxTokens": MAX_TOKENS, "deadlineMs": 20000, "device": "cpu", "threads": 1,
-            **extra}
+    return {
+        "model": str(model),
+        "maxTokens": MAX_TOKENS,
+        "deadlineMs": 20000,
+        "device": "cpu",
+        "threads": 1,
+        **extra,
+    }
 
 
 def _statuses(client: LanguageClient) -> list[dict]:
@@ -56,6 +61,7 @@ def _statuses(client: LanguageClient) -> list[dict]:
         @client.feature("fimconstrain/status")
         def on_status(params):
             client.fim_statuses.append(params if isinstance(params, dict) else params._asdict())
+
     return client.fim_statuses
 
 
@@ -79,15 +85,27 @@ async def _wait_log(client: LanguageClient, needle: str, seconds: float = 30) ->
 
 
 def _open(client: LanguageClient, uri: str, text: str, language: str = "python", version: int = 1) -> None:
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)
+        )
+    )
 
 
-async def _complete(client: LanguageClient, uri: str, position: types.Position,
-                    kind=types.InlineCompletionTriggerKind.Automatic, selected=None) -> list:
-    result = await client.text_document_inline_completion_async(types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=position,
-        context=types.InlineCompletionContext(trigger_kind=kind, selected_completion_info=selected)))
+async def _complete(
+    client: LanguageClient,
+    uri: str,
+    position: types.Position,
+    kind=types.InlineCompletionTriggerKind.Automatic,
+    selected=None,
+) -> list:
+    result = await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=position,
+            context=types.InlineCompletionContext(trigger_kind=kind, selected_completion_info=selected),
+        )
+    )
     if result is None:
         return []
     return list(result.items if hasattr(result, "items") else result)
@@ -95,7 +113,7 @@ async def _complete(client: LanguageClient, uri: str, position: types.Position,
 
 def _offset(text: str, position: types.Position) -> int:
     """Offset of a UTF-16 position in text with \\n line ends (test documents only)."""
-    line_start = sum(len(line) + 1 for line in text.split("\n")[:position.line])
+    line_start = sum(len(line) + 1 for line in text.split("\n")[: position.line])
     line = text.split("\n")[position.line]
     units = 0
     for i, ch in enumerate(line):
@@ -120,14 +138,19 @@ def _assert_valid(text: str, position: types.Position, items: list) -> None:
 @pytest_lsp.fixture(config=SERVER, scope="module")
 async def client(lsp_client: LanguageClient, tiny_model):
     _statuses(lsp_client)
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), initialization_options=_options(tiny_model)))
+    await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            initialization_options=_options(tiny_model),
+        )
+    )
     await _wait_status(lsp_client, "idle", "ready")
     yield
     await lsp_client.shutdown_session()
 
 
 # ---------------------------------------------------------------- with the shared server (VS Code's capabilities)
+
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_model_loads_in_the_background_with_progress_and_status(client: LanguageClient):
@@ -144,9 +167,11 @@ async def test_initialize_result(tiny_model):
     """A fresh session: the capability and the position encoding VS Code gets (UTF-16)."""
     lsp_client = await SERVER.start()
     try:
-        result = await lsp_client.initialize_session(types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            initialization_options={"mode": "off"}))
+        result = await lsp_client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"), initialization_options={"mode": "off"}
+            )
+        )
         assert result.capabilities.inline_completion_provider is not None
         assert result.capabilities.position_encoding in (None, types.PositionEncodingKind.Utf16)
         assert result.capabilities.text_document_sync.change == types.TextDocumentSyncKind.Incremental
@@ -186,20 +211,32 @@ async def test_did_change_then_complete_again(client: LanguageClient):
     first = await _complete(client, uri, CURSOR)
     _assert_valid(SOURCE, CURSOR, first)
     # type "a" after "return " (incremental change), then ask again one character further on
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=CURSOR, end=CURSOR), text="a")]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[
+                types.TextDocumentContentChangePartial(range=types.Range(start=CURSOR, end=CURSOR), text="a")
+            ],
+        )
+    )
     text = SOURCE.replace("return ", "return a")
     position = types.Position(line=1, character=12)
     items = await _complete(client, uri, position)
     _assert_valid(text, position, items)
     # a multi-line change: replace the call on the last line, and complete inside the new one
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=4, character=0), end=types.Position(line=5, character=0)),
-            text="x = add(\n    1,\n)\n")]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=4, character=0), end=types.Position(line=5, character=0)
+                    ),
+                    text="x = add(\n    1,\n)\n",
+                )
+            ],
+        )
+    )
     text = text.replace("print(add(1, 2))\n", "x = add(\n    1,\n)\n")
     position = types.Position(line=5, character=6)  # after "    1,"
     items = await _complete(client, uri, position)
@@ -218,7 +255,7 @@ async def test_selected_completion_info_is_extended(client: LanguageClient):
     assert items
     for item in items:
         assert item.insert_text.startswith("path") and item.range == word
-        ast.parse(text[:_offset(text, word.start)] + item.insert_text + text[_offset(text, position):])
+        ast.parse(text[: _offset(text, word.start)] + item.insert_text + text[_offset(text, position) :])
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -236,17 +273,29 @@ async def test_mid_line_completion_is_one_line(client: LanguageClient):
 async def test_cancel_request_stops_generation(client: LanguageClient):
     uri = "file:///work/cancel.py"
     _open(client, uri, SOURCE)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"maxTokens": 2000, "multiline": "always"}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"fimconstrain": {"maxTokens": 2000, "multiline": "always"}}
+        )
+    )
     try:
         await _wait_log(client, "'maxTokens': 2000")
         client.log_messages.clear()
         msg_id = "cancel-me"
         _statuses(client).clear()
-        future = asyncio.ensure_future(client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=CURSOR,
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)),
-            msg_id=msg_id))
+        future = asyncio.ensure_future(
+            client.protocol.send_request_async(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                types.InlineCompletionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    position=CURSOR,
+                    context=types.InlineCompletionContext(
+                        trigger_kind=types.InlineCompletionTriggerKind.Automatic
+                    ),
+                ),
+                msg_id=msg_id,
+            )
+        )
         await _wait_status(client, "busy", "completing cancel.py")
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
         with pytest.raises(JsonRpcException):
@@ -258,8 +307,11 @@ async def test_cancel_request_stops_generation(client: LanguageClient):
         items = await _complete(client, uri, CURSOR)
         _assert_valid(SOURCE, CURSOR, items)
     finally:
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"fimconstrain": {"maxTokens": MAX_TOKENS, "multiline": "auto"}}))
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(
+                settings={"fimconstrain": {"maxTokens": MAX_TOKENS, "multiline": "auto"}}
+            )
+        )
         await _wait_log(client, f"'maxTokens': {MAX_TOKENS}")
 
 
@@ -267,24 +319,31 @@ async def test_cancel_request_stops_generation(client: LanguageClient):
 async def test_newer_request_supersedes(client: LanguageClient):
     uri = "file:///work/supersede.py"
     _open(client, uri, SOURCE)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"maxTokens": 2000, "multiline": "always"}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"fimconstrain": {"maxTokens": 2000, "multiline": "always"}}
+        )
+    )
     try:
         await _wait_log(client, "'maxTokens': 2000")
         client.log_messages.clear()
         _statuses(client).clear()
         old = asyncio.ensure_future(_complete(client, uri, CURSOR))
         await _wait_status(client, "busy", "completing supersede.py")
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"fimconstrain": {"maxTokens": MAX_TOKENS}}))
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"fimconstrain": {"maxTokens": MAX_TOKENS}})
+        )
         new = await _complete(client, uri, CURSOR)
         assert await old == []
         _assert_valid(SOURCE, CURSOR, new)
         message = await _wait_log(client, "stopped early: superseded")
         assert int(message.split(" tokens")[0].rsplit(" ", 1)[-1]) < 2000
     finally:
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"fimconstrain": {"maxTokens": MAX_TOKENS, "multiline": "auto"}}))
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(
+                settings={"fimconstrain": {"maxTokens": MAX_TOKENS, "multiline": "auto"}}
+            )
+        )
         await _wait_log(client, "'multiline': 'auto'")
 
 
@@ -294,8 +353,9 @@ async def test_deadline_returns_valid_or_nothing(client: LanguageClient):
     text = "class Point:\n    def __init__(self, x, y):\n        \n\n    def norm(self):\n        return 1\n"
     position = types.Position(line=2, character=8)
     _open(client, uri, text)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"maxTokens": 2000, "deadlineMs": 300}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fimconstrain": {"maxTokens": 2000, "deadlineMs": 300}})
+    )
     try:
         await _wait_log(client, "'deadlineMs': 300")
         client.log_messages.clear()
@@ -303,8 +363,11 @@ async def test_deadline_returns_valid_or_nothing(client: LanguageClient):
         _assert_valid(text, position, items)
         await _wait_log(client, "stopped early: deadline")
     finally:
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"fimconstrain": {"maxTokens": MAX_TOKENS, "deadlineMs": 20000}}))
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(
+                settings={"fimconstrain": {"maxTokens": MAX_TOKENS, "deadlineMs": 20000}}
+            )
+        )
         await _wait_log(client, "'deadlineMs': 20000")
 
 
@@ -312,17 +375,21 @@ async def test_deadline_returns_valid_or_nothing(client: LanguageClient):
 async def test_configuration_change_mode_off_and_prefix(client: LanguageClient):
     uri = "file:///work/modes.py"
     _open(client, uri, SOURCE)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"mode": "off"}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fimconstrain": {"mode": "off"}})
+    )
     await _wait_status(client, "idle", "off")
     assert await _complete(client, uri, CURSOR) == []
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"mode": "prefix"}))
     await _wait_log(client, "'mode': 'prefix'")
     items = await _complete(client, uri, CURSOR)
     for item in items:  # prefix mode: the middle completes the text before the cursor on its own
-        ast.parse(SOURCE[:_offset(SOURCE, CURSOR)] + item.insert_text)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"mode": "fim", "bogus": 1, "maxTokens": -5}}))
+        ast.parse(SOURCE[: _offset(SOURCE, CURSOR)] + item.insert_text)
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"fimconstrain": {"mode": "fim", "bogus": 1, "maxTokens": -5}}
+        )
+    )
     await _wait_log(client, "'mode': 'fim'")
     await _wait_log(client, "unknown setting 'bogus'")
     await _wait_log(client, "'maxTokens' = -5 ignored")
@@ -336,15 +403,17 @@ async def test_documents_it_does_not_serve(client: LanguageClient):
     await _wait_log(client, "not open")
     _open(client, "file:///work/notes.md", "# notes\n\nsome text\n", language="markdown")
     assert await _complete(client, "file:///work/notes.md", types.Position(line=2, character=4)) == []
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"maxFileChars": 1000}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fimconstrain": {"maxFileChars": 1000}})
+    )
     await _wait_log(client, "'maxFileChars': 1000")
     huge = "x = 1\n" * 1000 + "y = \n"
     _open(client, "file:///work/huge.py", huge)
     assert await _complete(client, "file:///work/huge.py", types.Position(line=1000, character=4)) == []
     await _wait_log(client, "over maxFileChars")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"maxFileChars": 200000}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fimconstrain": {"maxFileChars": 200000}})
+    )
     await _wait_log(client, "'maxFileChars': 200000")
     # an uncompletable file (a stray closing bracket before the cursor): nothing, not an error
     _open(client, "file:///work/broken.py", "x = 1)\ny = \n")
@@ -362,20 +431,28 @@ async def test_malformed_and_unknown_requests(client: LanguageClient):
     # raw messages: the client library would refuse to send these
     pending: Future = Future()
     client.protocol._request_futures["bad-params"] = pending
-    client.protocol._send_data({"jsonrpc": "2.0", "id": "bad-params", "method": types.TEXT_DOCUMENT_INLINE_COMPLETION,
-                                "params": {"textDocument": 5, "position": "here"}})
+    client.protocol._send_data(
+        {
+            "jsonrpc": "2.0",
+            "id": "bad-params",
+            "method": types.TEXT_DOCUMENT_INLINE_COMPLETION,
+            "params": {"textDocument": 5, "position": "here"},
+        }
+    )
     with pytest.raises(JsonRpcException) as info:
         await asyncio.wrap_future(pending)
     assert info.value.code == -32602
     client.protocol._send_data({"jsonrpc": "2.0", "method": "fimconstrain/unknownNotification", "params": {}})
-    client.protocol._send_data({"jsonrpc": "2.0", "method": types.TEXT_DOCUMENT_DID_CHANGE,
-                                "params": {"textDocument": {"uri": 3}}})
+    client.protocol._send_data(
+        {"jsonrpc": "2.0", "method": types.TEXT_DOCUMENT_DID_CHANGE, "params": {"textDocument": {"uri": 3}}}
+    )
     # still alive and completing
     items = await _complete(client, "file:///work/auto.py", CURSOR)
     _assert_valid(SOURCE, CURSOR, items)
 
 
 # ---------------------------------------------------------------- a client that offers UTF-8; a model that fails
+
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_utf8_positions_model_failure_and_reload(tiny_model):
@@ -384,9 +461,11 @@ async def test_utf8_positions_model_failure_and_reload(tiny_model):
         _statuses(lsp_client)
         caps = client_capabilities("neovim")
         caps.general = types.GeneralClientCapabilities(
-            position_encodings=[types.PositionEncodingKind.Utf16, types.PositionEncodingKind.Utf8])
-        result = await lsp_client.initialize_session(types.InitializeParams(
-            capabilities=caps, initialization_options=_options("/nonexistent/model")))
+            position_encodings=[types.PositionEncodingKind.Utf16, types.PositionEncodingKind.Utf8]
+        )
+        result = await lsp_client.initialize_session(
+            types.InitializeParams(capabilities=caps, initialization_options=_options("/nonexistent/model"))
+        )
         assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
         await _wait_status(lsp_client, "error", "failed to load")
         uri = "file:///work/unicode.py"
@@ -394,8 +473,9 @@ async def test_utf8_positions_model_failure_and_reload(tiny_model):
         _open(lsp_client, uri, text)
         assert await _complete(lsp_client, uri, types.Position(line=1, character=7)) == []
 
-        lsp_client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"fimconstrain": {"model": str(tiny_model)}}))
+        lsp_client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"fimconstrain": {"model": str(tiny_model)}})
+        )
         await _wait_status(lsp_client, "idle", "ready")
         items = await _complete(lsp_client, uri, types.Position(line=1, character=7))
         assert items
@@ -404,11 +484,20 @@ async def test_utf8_positions_model_failure_and_reload(tiny_model):
         # insert before "if" at its UTF-8 column (13); read as UTF-16 that column is before "y",
         # which would leave the file uncompletable (and the server with nothing to offer)
         column = len("x = 'é😀' ".encode())
-        lsp_client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(line=0, character=column),
-                                  end=types.Position(line=0, character=column)), text="+ 'q' ")]))
+        lsp_client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(
+                            start=types.Position(line=0, character=column),
+                            end=types.Position(line=0, character=column),
+                        ),
+                        text="+ 'q' ",
+                    )
+                ],
+            )
+        )
         text = text.replace("😀' ", "😀' + 'q' ")
         items = await _complete(lsp_client, uri, types.Position(line=1, character=7))
         assert items
@@ -438,7 +527,7 @@ def test_positions_in_each_encoding():
     assert offset_at(text, 9, 0, UTF16) == len(text)
     for enc in (UTF8, UTF16, UTF32):
         for offset in range(len(text) + 1):
-            if text[offset - 1:offset + 1] == "\r\n":
+            if text[offset - 1 : offset + 1] == "\r\n":
                 continue
             assert offset_at(text, *position_at(text, offset, enc), enc) == offset
 
@@ -451,7 +540,8 @@ def test_incremental_changes():
     docs.open("u", "s = 'é'\nt = 1\n", 1, "python")
     change = types.TextDocumentContentChangePartial(
         range=types.Range(start=types.Position(line=0, character=8), end=types.Position(line=1, character=1)),
-        text=" + 'x'\nu")
+        text=" + 'x'\nu",
+    )
     assert docs.change("u", 2, [change])
     assert docs.get("u").text == "s = 'é' + 'x'\nu = 1\n"
     assert docs.change("u", 3, [types.TextDocumentContentChangeWholeDocument(text="z = 2\n")])
@@ -545,12 +635,29 @@ def test_deadline_and_single_line(engine):
 # ---------------------------------------------------------------- pythonVersion
 
 
-@pytest.mark.parametrize("spec, bound", [
-    (">=3.9", (3, 9)), ("~=3.10", (3, 10)), (">=3.8,<4", (3, 8)), ("^3.11", (3, 11)), ("~3.10", (3, 10)),
-    ("==3.12.*", (3, 12)), (">3.9", (3, 9)), (">= 3.10 , != 3.11.*", (3, 10)), (">=3.8 <4", (3, 8)),
-    ("3.11", (3, 11)), ("^3.9 || ^3.11", (3, 9)), (">=3.6", (3, 8)), (">=2.7", (3, 8)), (">=3.15", (3, 14)),
-    ("<4", None), ("", None), ("*", None), ("whatever", None),
-])
+@pytest.mark.parametrize(
+    "spec, bound",
+    [
+        (">=3.9", (3, 9)),
+        ("~=3.10", (3, 10)),
+        (">=3.8,<4", (3, 8)),
+        ("^3.11", (3, 11)),
+        ("~3.10", (3, 10)),
+        ("==3.12.*", (3, 12)),
+        (">3.9", (3, 9)),
+        (">= 3.10 , != 3.11.*", (3, 10)),
+        (">=3.8 <4", (3, 8)),
+        ("3.11", (3, 11)),
+        ("^3.9 || ^3.11", (3, 9)),
+        (">=3.6", (3, 8)),
+        (">=2.7", (3, 8)),
+        (">=3.15", (3, 14)),
+        ("<4", None),
+        ("", None),
+        ("*", None),
+        ("whatever", None),
+    ],
+)
 def test_requires_python_lower_bound(spec, bound):
     from lsp_server.pyversion import lower_bound
 
@@ -572,7 +679,7 @@ def test_auto_version_from_the_nearest_pyproject(tmp_path):
     assert choice.version == (3, 9) and "'>=3.9'" in choice.source and str(tmp_path) in choice.source
     assert chooser.choose("3.12", _uri(inner / "mod.py")).version == (3, 12)  # a set version wins
     # the nearest file decides, even without requires-python (then: the newest)
-    (tmp_path / "pkg" / "pyproject.toml").write_text('[tool.ruff]\nline-length = 100\n')
+    (tmp_path / "pkg" / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
     choice = chooser.choose("auto", _uri(inner / "mod.py"))
     assert choice.version == (3, 14) and "no requires-python" in choice.source
     # Poetry's python dependency, and a file that changed since it was read
@@ -652,13 +759,15 @@ async def test_python_version_auto_from_pyproject_and_fallback(client: LanguageC
     assert status["pythonVersion"] == "3.14"
 
     # a version set in the settings is used as it is (and every document is checked again)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"pythonVersion": "3.11"}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fimconstrain": {"pythonVersion": "3.11"}})
+    )
     await _wait_log(client, "'pythonVersion': '3.11'")
     _assert_valid(SOURCE, CURSOR, await _complete(client, _uri(plain), CURSOR))
     await _wait_log(client, "plain.py: Python 3.11 (setting pythonVersion)")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimconstrain": {"pythonVersion": "auto"}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fimconstrain": {"pythonVersion": "auto"}})
+    )
     await _wait_log(client, "'pythonVersion': 'auto'")
 
 
@@ -667,8 +776,11 @@ def test_major_changes_check_the_document_again():
 
     def edit(start: int, end: int, text: str):
         return types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=start, character=0), end=types.Position(line=end, character=0)),
-            text=text)
+            range=types.Range(
+                start=types.Position(line=start, character=0), end=types.Position(line=end, character=0)
+            ),
+            text=text,
+        )
 
     assert not _major_change(edit(3, 3, "x"))  # typing
     assert not _major_change(edit(3, 4, "y = 2\n"))

@@ -31,8 +31,12 @@ MANIFEST = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
 
 #: settings the extension reads itself; all the others are the server's (lsp_server/config.py)
 CLIENT_SETTINGS = {"enable", "interpreter", "debounceMs", "trace.server"}
-COMMANDS = {"fimconstrain.restartServer", "fimconstrain.toggle", "fimconstrain.triggerInlineCompletion",
-            "fimconstrain.showOutput"}
+COMMANDS = {
+    "fimconstrain.restartServer",
+    "fimconstrain.toggle",
+    "fimconstrain.triggerInlineCompletion",
+    "fimconstrain.showOutput",
+}
 
 
 def _settings() -> dict[str, dict]:
@@ -78,8 +82,9 @@ def _node_major() -> int | None:
 
 def _run(cmd: list[str], env: dict[str, str], timeout: int) -> str:
     """Run an npm command in vscode-extension/; its output, or a test failure with the output's tail."""
-    done = subprocess.run(cmd, cwd=EXTENSION, env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        cmd, cwd=EXTENSION, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
     output = done.stdout + done.stderr
     if done.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {done.returncode}:\n{output[-4000:]}", pytrace=False)
@@ -98,7 +103,9 @@ def build(tmp_path_factory):
     major = _node_major()
     if major is None or major < 20:
         pytest.skip(f"Node.js {major or 'unknown'} is too old: @vscode/vsce 3 needs Node.js >= 20")
-    env = dict(os.environ, npm_config_audit="false", npm_config_fund="false", npm_config_update_notifier="false")
+    env = dict(
+        os.environ, npm_config_audit="false", npm_config_fund="false", npm_config_update_notifier="false"
+    )
     if _server_importable():  # lets the node test start the real server with this interpreter
         env["FIMCONSTRAIN_TEST_PYTHON"] = sys.executable
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -127,16 +134,28 @@ def test_vsix_holds_the_bundled_extension(build):
     with zipfile.ZipFile(build.vsix) as vsix:
         names = set(vsix.namelist())
         bundle = vsix.read("extension/out/extension.js").decode("utf-8")
-    assert {"extension/package.json", "extension/out/extension.js", "extension/LICENSE.txt",
-            "extension/readme.md", "extension.vsixmanifest"} <= names
+    assert {
+        "extension/package.json",
+        "extension/out/extension.js",
+        "extension/LICENSE.txt",
+        "extension/readme.md",
+        "extension.vsixmanifest",
+    } <= names
     # one file of code: no sources, tests, source maps or node_modules
     assert not [n for n in names if n.startswith("extension/") and n.endswith((".ts", ".map"))]
     assert not [n for n in names if "/node_modules/" in n or "/out/tests/" in n or "/src/" in n]
     # vscode-languageclient is inside the bundle (it speaks LSP 3.18 inline completion) ...
     assert "textDocument/inlineCompletion" in bundle
     # ... so the bundle needs nothing at run time but VS Code's API and Node.js' own modules
-    builtins = json.loads(subprocess.run(["node", "-p", "JSON.stringify(require('module').builtinModules)"],
-                                         capture_output=True, text=True, timeout=30, check=True).stdout)
+    builtins = json.loads(
+        subprocess.run(
+            ["node", "-p", "JSON.stringify(require('module').builtinModules)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    )
     required = set(re.findall(r"""\brequire\(["']([^"']+)["']\)""", bundle))
     assert "vscode" in required
     assert required - {"vscode"} <= set(builtins) | {f"node:{b}" for b in builtins}, required
