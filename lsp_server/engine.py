@@ -4,10 +4,11 @@ Everything here runs on one worker thread owned by the server (the model and the
 checker caches are used by one thread at a time); the event loop only waits on it.
 
 Stopping within one decode step: a :class:`Job` says when generation must end
-(``$/cancelRequest``, a newer request for the same document, the deadline, or a
-one-line completion whose line is finished); ``FimDecoder.generate`` polls
-``job.should_stop`` once per step. The text so far goes through
-:func:`lsp_server.shaping.finish_middle`, so what comes back is valid or nothing.
+(``$/cancelRequest``, a newer request for the same document, the deadline);
+``FimDecoder.generate`` polls ``job.should_stop`` once per step and stops by itself at the end
+of a one-line completion's line. The middle then ends by the decode loop's one policy
+(:func:`fimconstrain.decoding.end_of_middle.finish_middle`: cut, finished, no repetition of
+the suffix), so what comes back is valid or nothing.
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ import time
 from dataclasses import dataclass
 
 from .config import Settings
-from .shaping import finish_middle, single_line_end
 
 log = logging.getLogger(__name__)
 
 WARMUP_PREFIX = "def add(a, b):\n    return "
 WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
+#: seconds the end of a middle may search for a finish (an editor waits for it)
+FINISH_SECONDS = 0.15
 
 
 class Job:
-    """One completion request: its stop flags and deadline, and the tokens of the generation in progress."""
+    """One completion request: its stop flags and deadline, and how many tokens it generated."""
 
     def __init__(
         self,
@@ -48,9 +50,6 @@ class Job:
         self.reason: str | None = None  # "cancelled", "superseded"...: stopped from outside
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
         self._event = threading.Event()
-        self.ids: list[int] = []
-        self.codec = None
-        self.forwards = 0
         self.generated = 0  # tokens generated over all of this job's generations
 
     def cancel(self, reason: str = "cancelled") -> None:
@@ -65,15 +64,6 @@ class Job:
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
 
-    def begin(self, codec) -> None:
-        """A new generation starts (an Invoked request runs several)."""
-        self.ids, self.codec, self.forwards, self.ended = [], codec, 0, None
-
-    def line_done(self) -> bool:
-        if not self.single_line or not self.ids or self.codec is None:
-            return False
-        return single_line_end(self.codec.decode(self.ids[-48:])) is not None
-
     def should_stop(self) -> bool:
         """True when the generation must end now (checked once per decode step)."""
         if self.cancelled:
@@ -81,42 +71,11 @@ class Job:
         if self.expired():
             self.ended = "deadline"
             return True
-        if self.line_done():
-            self.ended = "end of line"
-            return True
         return False
 
-    def on_forward(self, input_ids) -> None:
-        """Called before each forward pass: record the generated token."""
-        self.forwards += 1
-        if self.forwards > 1 and input_ids is not None:  # the first pass is the prompt
-            self.ids.extend(int(t) for t in input_ids.reshape(-1).tolist())
-            self.generated += int(input_ids.numel())
-
-
-class WatchedModel:
-    """A causal LM that tells the current job about each forward pass (the tokens so far)."""
-
-    def __init__(self, model):
-        self.inner = model
-        self.job: Job | None = None
-
-    @property
-    def config(self):
-        return self.inner.config
-
-    @property
-    def device(self):
-        return self.inner.device
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def __call__(self, *args, **kwargs):
-        job = self.job
-        if job is not None:
-            job.on_forward(kwargs.get("input_ids", args[0] if args else None))
-        return self.inner(*args, **kwargs)
+    def on_token(self, token: int) -> None:
+        """Called for each token the decode loop chooses."""
+        self.generated += 1
 
 
 @dataclass
@@ -125,7 +84,6 @@ class Loaded:
 
     name: str
     decoder: object
-    watched: WatchedModel
     fim_format: str
     load_seconds: float
 
@@ -159,9 +117,8 @@ class Engine:
             device=settings.device,
             trust_remote_code=settings.trust_remote_code,
         )
-        watched = WatchedModel(model.model)
-        decoder = FimDecoder(watched, model.tokenizer, model.fim_format)
-        loaded = Loaded(model.name, decoder, watched, model.fim_format.name, 0.0)
+        decoder = FimDecoder(model.model, model.tokenizer, model.fim_format)
+        loaded = Loaded(model.name, decoder, model.fim_format.name, 0.0)
         # warm up: grammar tables, the prompt path, a few decode steps
         self._generate(
             loaded,
@@ -188,29 +145,27 @@ class Engine:
         seed: int | None,
         top_k: int,
         python_version=None,
-    ) -> str:
-        """The raw middle (possibly cut short by the job); the model is left unwatched afterwards."""
-        decoder = loaded.decoder
-        job.begin(decoder.codec)
-        # no finish in generate: finish_middle() tries the shortest finish on whatever comes back
-        # (budget, deadline, cut to one line), and shorter cuts when that fails
-        loaded.watched.job = job
-        try:
-            result = decoder.generate(
-                prefix,
-                suffix,
-                mode="constrained",
-                max_new_tokens=max_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                seed=seed,
-                finish_in_budget=False,
-                should_stop=job.should_stop,
-                python_version=python_version,
-            )
-            return result.middle
-        finally:
-            loaded.watched.job = None
+    ) -> str | None:
+        """A valid, non-blank middle, or None; raises FimConstrainError when no middle can join
+        ``prefix`` and ``suffix`` at ``python_version``."""
+        result = loaded.decoder.generate(
+            prefix,
+            suffix,
+            mode="constrained",
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            seed=seed,
+            should_stop=job.should_stop,
+            on_token=job.on_token,
+            single_line=job.single_line,
+            drop_repeats=True,
+            finish_seconds=FINISH_SECONDS,
+            python_version=python_version,
+        )
+        if result.stopped == "line":
+            job.ended = "end of line"
+        return result.middle if result.valid and result.middle.strip() else None
 
     def complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
         """Up to ``items`` distinct valid middles (greedy first, then sampled); [] when stopped or impossible.
@@ -218,7 +173,7 @@ class Engine:
         The syntax is ``job.python_version``'s, or a newer version's when the document
         (``job.verify_text``) or the text around the cursor does not parse at it but does at a
         newer one (never refused for its version); ``job.used_version`` says which was used."""
-        from fimconstrain import FimConstrainError, fim_checker
+        from fimconstrain import FimConstrainError
         from fimconstrain.engine.versions import parse_python_version
 
         from .pyversion import accepts, newest_accepting
@@ -231,33 +186,44 @@ class Engine:
         if job.verify_text is not None and not accepts(job.verify_text, "", version):
             version = newest_accepting(job.verify_text, "", version) or version
         job.used_version = version
-        try:
-            checker = fim_checker(prefix, constrain_suffix, python_version=version)
-        except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
-            newer = newest_accepting(prefix, constrain_suffix, version)
-            if newer is None:
-                log.info("no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None))
-                return []
-            version = job.used_version = newer
-            checker = fim_checker(prefix, constrain_suffix, python_version=version)
         out: list[str] = []
         for i in range(items):
             if job.cancelled or (i and job.expired()):
                 break
-            raw = self._generate(
-                loaded,
-                job,
-                prefix,
-                constrain_suffix,
-                settings.max_tokens,
-                0.0 if i == 0 else settings.temperature,
-                None if i == 0 else i,
-                settings.top_k,
-                python_version=version,
-            )
+            temperature, seed = (0.0, None) if i == 0 else (settings.temperature, i)
+            try:
+                middle = self._generate(
+                    loaded,
+                    job,
+                    prefix,
+                    constrain_suffix,
+                    settings.max_tokens,
+                    temperature,
+                    seed,
+                    settings.top_k,
+                    python_version=version,
+                )
+            except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
+                newer = newest_accepting(prefix, constrain_suffix, version)
+                if newer is None:
+                    log.info(
+                        "no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None)
+                    )
+                    return []
+                version = job.used_version = newer
+                middle = self._generate(
+                    loaded,
+                    job,
+                    prefix,
+                    constrain_suffix,
+                    settings.max_tokens,
+                    temperature,
+                    seed,
+                    settings.top_k,
+                    python_version=version,
+                )
             if job.cancelled:
                 break
-            middle = finish_middle(checker, raw, job.single_line, constrain_suffix)
             if middle is not None and middle not in out:
                 out.append(middle)
         return [] if job.cancelled else out

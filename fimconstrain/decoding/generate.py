@@ -25,6 +25,7 @@ from transformers import LogitsProcessor
 
 from ..engine.checker import Checker, fim_checker
 from ..engine.versions import PythonVersion, VersionLike, parse_python_version
+from .end_of_middle import finish_middle, single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
 from .models import context_window
@@ -174,7 +175,8 @@ class ConstraintState:
 
 @lru_cache(maxsize=4096)
 def _completions(unfinished: bytes) -> tuple[str, ...]:
-    """Characters whose UTF-8 starts with ``unfinished``: the first that can start a name, continue one, or be any.
+    """Characters whose UTF-8 starts with ``unfinished``: the first that can start a name,
+    continue one, or be any.
 
     Python accepts a non-ASCII character only in a name (identifier characters) or
     in a string or comment (any character), so these three stand for all of them.
@@ -264,9 +266,7 @@ class _CachedStepper:
         return logits
 
 
-# A budget hook: given the constraint state and the tokens left, return text that completes the middle, or None.
-Finisher = Callable[[ConstraintState, int], "str | None"]
-#: seconds the budget finish may search in all, over every point it starts from
+#: seconds the finish (:func:`.end_of_middle.finish_middle`) may search in all, over its cuts
 FINISH_SECONDS = 5.0
 
 
@@ -331,23 +331,29 @@ class FimDecoder:
         top_p: float = 1.0,
         top_k: int = 64,
         seed: int | None = None,
-        finisher: Finisher | None = None,
         finish_in_budget: bool = True,
         best_stop: bool = True,
         prefilter: bool = False,
         should_stop: Callable[[], bool] | None = None,
         progress: bool = False,
         python_version: VersionLike | None = None,
+        single_line: bool = False,
+        drop_repeats: bool = False,
+        finish_seconds: float = FINISH_SECONDS,
+        on_token: Callable[[int], None] | None = None,
     ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
         In constrained mode, when the budget runs out (or no candidate passes) on an incomplete
         middle, it is cut at the point where the file was complete with the highest EOS
-        probability weighted by length (``best_stop``, paper 004 §VII-B); failing that,
-        ``finisher`` (default with ``finish_in_budget``: the checker's shortest finish)
-        completes it, the middle cut back first when the finish would not fit in
-        ``max_new_tokens``; failing that too, the middle is cut back to its longest valid prefix.
-        ``should_stop`` is polled once per step; when it returns True generation stops at once.
+        probability weighted by length (``best_stop``, paper 004 §VII-B). Then, with
+        ``finish_in_budget``, the middle ends by the one end-of-middle policy,
+        :func:`.end_of_middle.finish_middle` (cut to one line with ``single_line``, completed
+        by the checker's shortest finish, a tail repeating the suffix dropped with
+        ``drop_repeats``, within ``finish_seconds``); when it finds nothing, the middle is cut
+        back to its longest valid prefix. With ``single_line`` decoding stops once a line of
+        code has ended. ``should_stop`` is polled once per step; when it returns True
+        generation stops at once; ``on_token`` sees each token chosen.
         ``prefilter`` masks every step's logits with the token-mask store first (always in
         prefix mode): the mask is sound, so the exact check then confirms fewer candidates and
         the same tokens are chosen. ``python_version``: the syntax the constraint accepts, for
@@ -370,8 +376,6 @@ class FimDecoder:
         stepper = _CachedStepper(self.model)
         logits = stepper.logits(prompt)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
-        if finisher is None and finish_in_budget:
-            finisher = shortest_finish
         bar = _progress(max_new_tokens, progress)
         for step in range(max_new_tokens):
             if should_stop is not None and should_stop():
@@ -387,15 +391,23 @@ class FimDecoder:
             token = run.choose(keys, top_k)
             if token is None or self.ends(token):
                 break
+            if on_token is not None:
+                on_token(token)
             bar.update(1)
+            if single_line and single_line_end(self.codec.decode(run.ids[-48:])) is not None:
+                run.result.stopped = "line"
+                break
             if step + 1 < max_new_tokens:
                 logits = stepper.logits([token])
         else:
             run.result.stopped = "budget"
         run.result.generated = len(run.ids)
-        if run.result.stopped in ("budget", "stuck") and run.state is not None and not run.state.can_end():
-            if not (best_stop and run.cut_at_best_stop()) and finisher is not None:
-                run.finish(finisher, max_new_tokens)
+        if run.state is not None:
+            if run.result.stopped in ("budget", "stuck") and best_stop and not run.state.can_end():
+                run.cut_at_best_stop()
+            cut_short = run.result.stopped in ("budget", "stuck", "cancelled", "line")
+            if finish_in_budget and (cut_short or drop_repeats):
+                run.finish(single_line, drop_repeats, finish_seconds)
         bar.close()
         run.result.model_seconds = stepper.seconds
         return run.close()
@@ -418,7 +430,8 @@ class _Run:
         self.prefix, self.suffix, self.mode = prefix, suffix, mode
         self.ids: list[int] = []
         self.state: ConstraintState | None = None
-        self.extra = ""  # text a finisher appended
+        self.extra = ""  # the end of a token that runs into the suffix (see split_end)
+        self.ended_as: str | None = None  # the middle as the end-of-middle policy ended it
         self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
         self.states: list[ConstraintState] = []
         self.stop_points: list[
@@ -493,63 +506,36 @@ class _Run:
             return None
         return self.state.end_inside(token, self.suffix)
 
-    def finish(self, finisher: Finisher, budget: int, seconds: float = FINISH_SECONDS) -> None:
-        """Let the budget hook complete the middle within ``budget`` tokens in all. It starts
-        from the whole middle; when it finds nothing there, from earlier points
-        (:meth:`finish_points`) while ``seconds`` last: a middle gone astray is easier to
-        finish before it went. Its text is kept only if the file is then complete; with none
-        at all, the middle is cut back to its longest valid prefix."""
+    def finish(self, single_line: bool, drop_repeats: bool, seconds: float) -> None:
+        """End the middle by the one end-of-middle policy (:mod:`.end_of_middle`): kept when the
+        file is complete with it, else cut and completed; with nothing found, the middle is cut
+        back to its longest valid prefix (in :meth:`close`)."""
         start = time.perf_counter()
-        chosen = None
-        for cut in self.finish_points():
-            if time.perf_counter() - start > seconds:
-                break
-            chosen = self.finish_from(finisher, budget, cut)
-            if chosen is not None:
-                break
-        if chosen is None:
+        middle = self.decoder.codec.decode(self.ids) + self.extra
+        ended = finish_middle(
+            self.states[0].checker,
+            middle,
+            single_line,
+            self.suffix if self.mode == "constrained" else "",
+            seconds=seconds,
+            drop_repeats=drop_repeats,
+        )
+        if ended is None:
             self.cut_to_valid = True
-        else:
-            cut, self.state, self.extra = chosen
-            del self.ids[cut:]
-            self.result.stopped = "finished"
+        elif ended != middle:
+            self.ended_as = ended
+            if self.result.stopped not in ("line", "cancelled"):
+                self.result.stopped = "finished"
         self.result.checker_seconds += time.perf_counter() - start
-
-    def finish_points(self, lines: int = 2) -> list[int]:
-        """Token counts to finish from: all of the middle, the end of its last line, none of
-        it (a middle gone astray often went early), the ends of the ``lines - 1`` lines before."""
-        ends = [
-            n
-            for n in range(len(self.ids) - 1, 0, -1)
-            if self.decoder.codec.decode(self.ids[:n]).endswith("\n")
-        ]
-        return list(dict.fromkeys([len(self.ids), *ends[:1], 0, *ends[1:lines]]))
-
-    def finish_from(self, finisher: Finisher, budget: int, cut: int, attempts: int = 4):
-        """``(tokens kept, their state, finish text)`` from the first ``cut`` tokens, or None:
-        when the finish needs more tokens than are left, cut further back to make room (a
-        valid finish that never fits is kept even so)."""
-        chosen = None
-        for _ in range(attempts):
-            state = self.states[cut]
-            text = finisher(state, budget - cut)
-            base = state.final_checker()
-            end = None if text is None or base is None else base.feed(text)
-            if end is None or not end.is_complete():
-                break
-            need = len(self.decoder.codec.encode(text))
-            if cut + need <= budget or cut == 0:
-                return cut, state, text  # it fits
-            chosen = chosen or (cut, state, text)  # too long, but valid: kept if nothing fits
-            cut = max(0, budget - need)
-        return chosen
 
     def close(self) -> FimResult:
         """Fill in the middle text and its validity (checked mode: cut to the longest valid prefix)."""
         res = self.result
         res.tokens = len(self.ids)
         res.token_ids = list(self.ids)
-        res.middle = self.decoder.codec.decode(self.ids) + self.extra
+        res.middle = (
+            self.decoder.codec.decode(self.ids) + self.extra if self.ended_as is None else self.ended_as
+        )
         if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()
             res.raw_middle = res.middle
@@ -568,16 +554,11 @@ def _counting(tokens: Iterator[int], run: _Run) -> Iterator[int]:
         yield token
 
 
-def shortest_finish(state: ConstraintState, tokens_left: int) -> str | None:
-    """The default budget hook: the checker's shortest finish from where generation stopped."""
-    checker = state.final_checker()
-    return None if checker is None else checker.shortest_finish(seconds=2.0)
-
-
 def longest_valid_prefix(
     prefix: str, codec: TextCodec, ids: list[int], suffix: str, python_version: PythonVersion | None = None
 ) -> str:
-    """The longest token-boundary prefix of the middle that makes the file parse (paper 004 §VII-B), else all of it."""
+    """The longest token-boundary prefix of the middle that makes the file parse (paper 004
+    §VII-B), else all of it."""
     for n in range(len(ids), -1, -1):
         middle = codec.decode(ids[:n])
         if parses(prefix + middle + suffix, python_version):
@@ -628,7 +609,8 @@ class FimLogitsProcessor(LogitsProcessor):
         self.seconds = 0.0
 
     def state_for(self, middle: list[int]) -> ConstraintState | None:
-        """The constraint state after ``middle`` (children are cached, so each step costs one feed per row)."""
+        """The constraint state after ``middle`` (children are cached, so each step costs one
+        feed per row)."""
         state = self.root
         for token in middle:
             if token in self.stop_ids:

@@ -24,7 +24,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import fimconstrain  # noqa: E402
-from fimconstrain.decoding.fim_formats import (
+from fimconstrain.decoding.fim_formats import (  # noqa: E402
     FORMATS,
     FimFormatError,
     TextCodec,
@@ -33,7 +33,7 @@ from fimconstrain.decoding.fim_formats import (
     get_format,
     split_budget,
 )
-from fimconstrain.decoding.generate import (
+from fimconstrain.decoding.generate import (  # noqa: E402
     ConstraintState,
     FimDecoder,
     FimLogitsProcessor,
@@ -287,30 +287,17 @@ def test_constrained_middle_stays_completable(tiny, case, temperature):
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_finish_in_budget_ends_valid(tiny, case):
-    """With the budget-aware finish on, a middle the budget cut off is finished or cut back, so
-    the result is valid whenever some valid end was found; off, it is left as generated."""
+    """With the end-of-middle policy on, a middle the budget cut off is finished (cut back first
+    if need be), so the result is valid whenever some valid end was found; off, it is left as
+    generated. The tokens decoded are the same either way."""
     prefix, suffix = CASES[case]
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
-    on = decoder.generate(
-        prefix, suffix, mode="constrained", max_new_tokens=12, temperature=1.0, seed=case, best_stop=False
-    )
-    off = decoder.generate(
-        prefix,
-        suffix,
-        mode="constrained",
-        max_new_tokens=12,
-        temperature=1.0,
-        seed=case,
-        finish_in_budget=False,
-        best_stop=False,
-    )
-    assert off.token_ids[: len(on.token_ids)] == on.token_ids  # the same decoding, maybe cut back for room
+    kwargs = dict(mode="constrained", max_new_tokens=12, temperature=1.0, seed=case, best_stop=False)
+    on = decoder.generate(prefix, suffix, **kwargs)
+    off = decoder.generate(prefix, suffix, finish_in_budget=False, **kwargs)
+    assert on.token_ids == off.token_ids
     if on.stopped == "finished":
-        kept = decoder.codec.decode(on.token_ids)
-        assert on.valid and on.middle.startswith(kept) and off.middle.startswith(kept)
-        assert (
-            on.tokens + len(decoder.codec.encode(on.middle[len(kept) :])) <= 12
-        )  # the finish fits the budget
+        assert on.valid and fimconstrain.fim_checker(prefix, suffix).feed(on.middle).is_complete()
     if off.stopped == "eos":
         assert on.stopped == "eos" and on.middle == off.middle
 
@@ -381,27 +368,30 @@ def test_budget_cuts_at_the_best_valid_stop(tiny):
     assert cut.middle == " + 2"  # the only complete point (the stop token's probability is 0 everywhere)
 
 
-def test_finish_falls_back_to_an_earlier_line_end(tiny):
-    """A finisher that finds nothing from the whole middle is tried again from the end of the
-    middle's last line, and the tokens after it are dropped."""
+def test_a_stray_middle_is_finished_by_the_end_of_middle_policy(tiny):
+    """A middle the budget leaves open ends through ``end_of_middle.finish_middle``: a cut of
+    what was decoded plus the checker's shortest finish, and the file is valid."""
     codec = TextCodec(tiny.tokenizer)
     script = codec.encode("x = 1\n") + codec.encode("y = (")
-    kept = len(codec.encode("x = 1\n"))
-    seen = []
+    decoder = FimDecoder(
+        _Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
+    result = decoder.generate("", "\n", mode="constrained", max_new_tokens=len(script), best_stop=False)
+    assert result.stopped == "finished" and result.valid
+    assert result.token_ids == script and result.middle.startswith("x = 1\n")
 
-    def finisher(state, tokens_left):
-        seen.append(state.final_checker() is not None)
-        return None if len(seen) == 1 else "pass"
 
+def test_single_line_stops_at_the_end_of_the_line(tiny):
+    codec = TextCodec(tiny.tokenizer)
+    script = codec.encode("y = 2\n") + codec.encode("z = 3\n")
     decoder = FimDecoder(
         _Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     result = decoder.generate(
-        "", "\n", mode="constrained", max_new_tokens=len(script), finisher=finisher, best_stop=False
+        "x = 1\n", "\n", mode="constrained", max_new_tokens=len(script), single_line=True
     )
-    assert len(seen) == 2
-    assert result.stopped == "finished" and result.valid
-    assert result.token_ids == script[:kept] and result.middle == "x = 1\npass"
+    assert result.stopped == "line" and result.valid and result.middle == "y = 2"
+    assert len(result.token_ids) <= len(codec.encode("y = 2\n"))
 
 
 def test_token_running_into_the_suffix_is_cut(tiny):

@@ -562,7 +562,7 @@ def test_multiline_policy():
 
 def test_finish_and_repetition():
     import fimconstrain
-    from lsp_server.shaping import drop_repetition, finish_middle
+    from fimconstrain.decoding.end_of_middle import drop_repetition, finish_middle
 
     prefix, suffix = "def f(x):\n    y = x + 1\n", "\n    return y\n"
     checker = fimconstrain.fim_checker(prefix, suffix)
@@ -599,14 +599,14 @@ def test_cancel_stops_within_one_decode_step(engine):
 
     settings = Settings(max_tokens=1000, multiline="always")
     job = Job("u", time.monotonic() + 60, single_line=False)
-    seen = job.on_forward
+    seen = job.on_token
 
-    def on_forward(input_ids):
-        seen(input_ids)
+    def on_token(token):
+        seen(token)
         if job.generated == 5:
             job.cancel()  # from "outside", between two decode steps
 
-    job.on_forward = on_forward
+    job.on_token = on_token
     assert engine.complete(job, "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n", settings, 1) == []
     assert job.generated == 5 and job.reason == "cancelled"
 

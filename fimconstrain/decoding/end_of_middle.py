@@ -1,0 +1,140 @@
+"""How a middle ends: one policy for the decode loop, the editor and batch evaluation.
+
+What the model produced may be complete, cut short (a deadline, the one-line policy, the
+token budget) or stray. :func:`finish_middle` turns it into a middle that makes the whole
+file valid, or nothing: cut to one line if asked; kept as it is when the checker reports the
+program complete; else completed with the checker's shortest finish (paper 004 §VII-B: the
+budget finish), trying shorter cuts of it when none is found; optionally without a tail
+that repeats the text after the cursor.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+_REPLACEMENT = "\ufffd"  # a token that ended inside a UTF-8 character decodes to this
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def single_line_end(text: str) -> int | None:
+    """Where a one-line middle ends: the first line break after some code (None: not reached yet)."""
+    m = re.search(r"\S[^\r\n]*(\r\n|\r|\n)", text)
+    return m.start(1) if m else None
+
+
+def _accepted(checker, text: str) -> tuple[str, object]:
+    """The longest prefix of ``text`` the checker accepts, and the checker after it."""
+    after = checker.feed(text)
+    if after is not None:
+        return text, after
+    lo, hi = 0, len(text)  # feed is monotone: bisect on the length of the accepted prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if checker.feed(text[:mid]) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo], checker.feed(text[:lo])
+
+
+def _complete(checker, text: str) -> bool:
+    after = checker.feed(text)
+    return after is not None and after.is_complete()
+
+
+def finish_middle(
+    checker,
+    middle: str,
+    single_line: bool = False,
+    suffix: str = "",
+    tries: int = 8,
+    seconds: float = 0.15,
+    drop_repeats: bool = True,
+) -> str | None:
+    """A middle built from ``middle`` that ``checker`` (made for prefix and suffix) reports complete, or None.
+
+    ``middle`` is cut to one line when ``single_line``; a middle that is not complete
+    gets the checker's shortest finish, and when none is found, so do shorter cuts of
+    it (at line and word boundaries, longest first, ``tries`` of them within about
+    ``seconds``).  With ``drop_repeats``, a middle that repeats the text after the cursor
+    (``suffix``) loses the repetition when that keeps the file valid.  Blank results are None.
+    """
+    middle = middle.rstrip(_REPLACEMENT)
+    if single_line:
+        end = single_line_end(middle)
+        if end is not None:
+            middle = middle[:end]
+    text, after = _accepted(checker, middle)
+    if after is None:
+        return None
+    give_up = time.perf_counter() + seconds
+    for cut in _cut_points(text, tries):
+        done = _finished(checker, text[:cut])
+        if done is not None and done.strip():
+            return drop_repetition(checker, done, suffix) if drop_repeats else done
+        if time.perf_counter() > give_up:
+            break
+    return None
+
+
+def _finished(checker, text: str) -> str | None:
+    """``text``, or ``text`` plus the checker's shortest finish, if that completes the program."""
+    after = checker.feed(text)
+    if after is None:
+        return None
+    if after.is_complete():
+        return text
+    try:
+        finish = after.shortest_finish()
+    except Exception:  # the finisher is a heuristic search; never let it break a request
+        return None
+    if finish is None or not _complete(checker, text + finish):
+        return None
+    return text + finish
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_" or (ord(ch) > 127 and ("a" + ch).isidentifier())
+
+
+def _cut_points(text: str, limit: int) -> list[int]:
+    """Lengths to try, longest first: the whole text, then every boundary that is not inside a word or a run
+    of blanks."""
+    cuts = [len(text)]
+    for i in range(len(text) - 1, 0, -1):
+        if len(cuts) >= limit:
+            break
+        a, b = text[i - 1], text[i]
+        inside_word = _word(a) and _word(b)
+        inside_space = a in " \t" and b in " \t"
+        if not (inside_word or inside_space):
+            cuts.append(i)
+    return cuts
+
+
+def drop_repetition(checker, middle: str, suffix: str) -> str:
+    """``middle`` without a tail that repeats the text after the cursor, if the file stays valid without it.
+
+    A tail counts as repeated when it spells the rest of the cursor's line (at least two
+    non-blank characters) or whole lines that the suffix starts with.
+    """
+    if not suffix or not middle:
+        return middle
+    rest_of_line = _LINE_BREAK.split(suffix, maxsplit=1)[0]
+    cuts: list[int] = []
+    if len(rest_of_line.strip()) >= 2 and middle.endswith(rest_of_line) and len(middle) > len(rest_of_line):
+        cuts.append(len(middle) - len(rest_of_line))
+    body = suffix.lstrip("\r\n")
+    for m in _LINE_BREAK.finditer(middle):
+        tail = middle[m.start() :].lstrip("\r\n")
+        if len(tail.strip()) < 2 or not body.startswith(tail):
+            continue
+        end = len(tail)
+        if end == len(body) or body[end] in "\r\n":  # the repetition covers whole lines
+            cuts.append(m.start())
+    for cut in sorted(set(cuts)):  # keep as little as possible: the longest repeated tail first
+        kept = middle[:cut]
+        if kept.strip() and _complete(checker, kept):
+            return kept
+    return middle
