@@ -198,7 +198,7 @@ def test_pending_carriage_return():
     tokens = ["x", "\r", "\n", "\nx", "("]
     store = small_store(tokens)
     c = fimconstrain.fim_checker("x = 1").feed("\r")
-    assert c._pending_cr
+    assert c.pending_cr
     got = allowed_texts(store, tokens, c)
     for t in tokens:
         if c.feed(t) is not None:

@@ -11,7 +11,7 @@ from conftest import ast_ok, fc, uncompletable
 
 
 def _errors():
-    from fimconstrain import errors
+    from fimconstrain.engine import errors
 
     return errors
 

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 pytest.importorskip("matplotlib")
 
-from fimconstrain import evaluation  # noqa: E402
+from fimconstrain.evaluation import runs as evaluation  # noqa: E402
 from fimconstrain.evaluation.datasets import main_build, read_examples  # noqa: E402
 from fimconstrain.evaluation.runs import MODES, format_table, main_eval, main_report, read_records  # noqa: E402
 
