@@ -10,7 +10,6 @@ shows tqdm progress bars, prints a plain-text table and writes JSON under
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import platform
@@ -19,7 +18,6 @@ import signal
 import sys
 import sysconfig
 import time
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -91,17 +89,16 @@ def valid_source(path: Path, record: dict) -> str | None:
 
 def ast_verdict(src: str) -> tuple[bool, str | None, int | None]:
     """(accepted, message, 1-based line) from ``ast.parse`` of the running interpreter."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(src)
+    from fimconstrain.decoding.oracle import ast_error
+
+    e = ast_error(src)
+    if e is None:
         return True, None, None
-    except SyntaxError as e:
+    if isinstance(e, SyntaxError):
         return False, e.msg, e.lineno
-    except (ValueError, UnicodeError) as e:  # NUL bytes, lone surrogates
+    if isinstance(e, ValueError):  # NUL bytes, lone surrogates
         return False, f"{type(e).__name__}: {e}", None
-    except (RecursionError, MemoryError) as e:
-        return False, f"{type(e).__name__} in ast.parse", None
+    return False, f"{type(e).__name__} in ast.parse", None  # RecursionError, MemoryError
 
 
 def sample(items: list, limit: int | None, seed: int) -> list:
@@ -142,6 +139,16 @@ def first_dead_offset(checker, text: str, start: int = 0, chunk: int = 256):
     from fimconstrain.engine.rejection import first_rejection
 
     return first_rejection(checker, text, start, chunk)
+
+
+def where_rejected(text: str, dead: int | None) -> dict:
+    """Where the engine first goes wrong on a text it should accept: ``dead_at`` (the first rejected
+    character, or None when all of it was fed but it was not complete at the end), its ``line``,
+    ``col`` and ``context``, and ``why``."""
+    offset = len(text) if dead is None else dead
+    line, col = line_col(text, offset)
+    why = "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
+    return {"dead_at": dead, "line": line, "col": col, "context": context_line(text, offset), "why": why}
 
 
 class Timeout(Exception):

@@ -82,7 +82,8 @@ def main(argv=None) -> int:
     C.engine_setup()
     files = cf.stdlib_sample(args.files, args.max_bytes)
     print(
-        f"{len(files)} stdlib files <= {args.max_bytes} bytes; {args.examples} cases x {len(cats)} categories; "
+        f"{len(files)} stdlib files <= {args.max_bytes} bytes; "
+        f"{args.examples} cases x {len(cats)} categories; "
         f"seed {args.seed}; Python {sys.version.split()[0]}",
         file=sys.stderr,
     )

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """FIM ground truth on real files: original middles must be accepted, broken ones rejected.
 
-Cuts follow paper 004 §VII-A: Stack-Boundary removes whole lines (here 1-5 lines at a random
-line), Stack-RandSpan removes a random span of at most 100 characters. For each cut:
+Cuts are the datasets' (paper 004 §VII-A, ``fimconstrain.evaluation.datasets.file_cuts``):
+Stack-Boundary deletes from inside one symbol up to another symbol at the same indentation level,
+Stack-RandSpan deletes a random span of at most 100 characters. For each cut:
 
 * the original middle is fed in random 1-8 character chunks: it must never be rejected and
   must be complete at its end;
@@ -17,24 +18,25 @@ line), Stack-RandSpan removes a random span of at most 100 characters. For each 
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 
 import _common as C
+
+from fimconstrain.evaluation.datasets import file_cuts
 
 MUTATION_CHARS = "()[]{}:;,.=+-*/%<>!&|^~@'\"#\\ \n\tabcxyz019_"
 
 
 def cuts(source: str, rng: random.Random, count: int):
-    """(style, start, end) cut positions: Stack-Boundary and Stack-RandSpan, alternating."""
-    line_starts = [0] + [m.end() for m in re.finditer("\n", source) if m.end() < len(source)]
-    for _ in range(count):
-        i = rng.randrange(len(line_starts))
-        j = min(len(line_starts), i + rng.randint(1, 5))
-        end = line_starts[j] if j < len(line_starts) else len(source)
-        yield "boundary", line_starts[i], end
-        a = rng.randrange(len(source) + 1)
-        yield "randspan", a, min(len(source), a + rng.randint(1, 100))
+    """(style, start, end) cut positions: up to ``count`` Stack-Boundary and ``count``
+    Stack-RandSpan cuts as the datasets define them, alternating."""
+    boundary = file_cuts(source, "boundary", rng, count)
+    randspan = file_cuts(source, "randspan", rng, count)
+    for i in range(max(len(boundary), len(randspan))):
+        if i < len(boundary):
+            yield ("boundary", *boundary[i])
+        if i < len(randspan):
+            yield ("randspan", *randspan[i])
 
 
 def run_middle(fc, prefix: str, middle: str, suffix: str, rng: random.Random) -> tuple[bool, str]:

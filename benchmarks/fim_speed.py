@@ -2,7 +2,8 @@
 """FIM speed against context size, beside ast.parse of the whole file per token.
 
 For real standard-library files grouped by size (1k to 100k+ characters), each file is cut
-Stack-Boundary style (a few whole lines removed at a random line) and, in one process:
+(a few whole lines removed at a random line: a small middle in a large context) and, in one
+process:
 
 * cold build: ``fim_checker(prefix, suffix)`` after ``clear_caches()`` (grammar tables warm,
   as in a running server), plus one ``feed("")``;
@@ -49,7 +50,7 @@ def timed(fn) -> tuple[float, object]:
 
 
 def cut(source: str, rng: random.Random) -> tuple[str, str, str]:
-    """A Stack-Boundary-style cut: 1-5 whole lines removed after a random line."""
+    """A whole-lines cut: 1-5 whole lines removed after a random line."""
     lines = source.splitlines(keepends=True)
     i = rng.randrange(len(lines))
     j = min(len(lines), i + rng.randint(1, 5))
@@ -165,13 +166,15 @@ def main() -> None:
         }
         print(
             f"{lo:>7,}-{hi:<8,} {len(group):>5} {med['cold_ms']:>8.1f} {med['edit_ms']:>8.2f} "
-            f"{med['feed_us_per_token']:>11.1f} {med['first_eos_ms']:>8.2f} {med['eos_ms']:>7.2f} {med['ast_parse_ms']:>12.2f} "
+            f"{med['feed_us_per_token']:>11.1f} {med['first_eos_ms']:>8.2f} {med['eos_ms']:>7.2f} "
+            f"{med['ast_parse_ms']:>12.2f} "
             f"{med['ast_parse_ms'] * 1e3 / med['feed_us_per_token']:>8.1f}"
         )
     ten_k = [r["cold_ms"] for r in rows if 5_000 <= r["chars"] < 20_000]
     if ten_k:
         print(
-            f"median cold build for 5k-20k character files: {statistics.median(ten_k):.1f} ms (target <= 100 ms)"
+            f"median cold build for 5k-20k character files: {statistics.median(ten_k):.1f} ms "
+            "(target <= 100 ms)"
         )
     path = C.write_results("fim_speed", args, {"rows": rows})
     plot(rows, path.with_suffix(".png"))

@@ -102,7 +102,8 @@ def main() -> None:
         ordered = sorted(seconds)
         print(
             f"finish search: mean {statistics.mean(seconds) * 1000:.0f} ms, median "
-            f"{ordered[len(ordered) // 2] * 1000:.0f} ms, p95 {ordered[int(len(ordered) * 0.95)] * 1000:.0f} ms, "
+            f"{ordered[len(ordered) // 2] * 1000:.0f} ms, "
+            f"p95 {ordered[int(len(ordered) * 0.95)] * 1000:.0f} ms, "
             f"max {ordered[-1] * 1000:.0f} ms"
         )
     for f in failures[:20]:

@@ -143,7 +143,8 @@ def main(argv=None) -> int:
     )
     print(f"trials {n}, characters fed {fed:,}")
     print(
-        f"rejection rate {C.pct(rejected, n)} of trials ({rejected / max(fed, 1) * 1e6:.2f} per million fed chars); "
+        f"rejection rate {C.pct(rejected, n)} of trials "
+        f"({rejected / max(fed, 1) * 1e6:.2f} per million fed chars); "
         f"not complete at end {C.pct(outcomes.get('not-complete', 0), n)}; "
         f"exceptions {outcomes.get('exception', 0)}, timeouts {outcomes.get('timeout', 0)}"
     )

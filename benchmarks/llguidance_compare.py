@@ -355,11 +355,13 @@ def main() -> None:
     )
     for name, who in (("ours_only", "ours"), ("llg_only", "llguidance")):
         print(
-            f"admitted by {who} only: {n[name] / steps_n:.1f} tokens per step; of {n[name + '_judged']} judged, "
+            f"admitted by {who} only: {n[name] / steps_n:.1f} tokens per step; "
+            f"of {n[name + '_judged']} judged, "
             f"the exact checker accepts {n[name + '_judged_exact_ok']}"
         )
     print(
-        f"true next token rejected: llguidance {n['llg_rejected_true_token']}, ours {n['ours_missing_true_token']}"
+        f"true next token rejected: llguidance {n['llg_rejected_true_token']}, "
+        f"ours {n['ours_missing_true_token']}"
     )
     frequent = {
         name: [(split_utf8(cmp.vocab.pieces[t])[0], k) for t, k in c.most_common(10)]

@@ -180,7 +180,8 @@ def main() -> None:
     )
     print(
         f"tightness: {sound['mean_masked']:.0f} tokens masked in, {sound['mean_accepted']:.0f} accepted "
-        f"by the exact checker per position; {100 * sound['loose_fraction']:.2f}% of masked-in tokens are rejected"
+        f"by the exact checker per position; "
+        f"{100 * sound['loose_fraction']:.2f}% of masked-in tokens are rejected"
     )
     out = write_results(
         f"mask_speed_{vocab.size}" if vocab.size != 49152 else "mask_speed",

@@ -269,8 +269,9 @@ def main(argv=None) -> int:
     if early:
         ds = sorted(m["distance"] for m in early)
         print(
-            f"\ncaught while feeding: {len(early)} ({C.pct(len(early), len(caught))} of caught), at the end (not complete): "
-            f"{len(caught) - len(early)}; characters after the edit until rejection: median {ds[len(ds) // 2]}, "
+            f"\ncaught while feeding: {len(early)} ({C.pct(len(early), len(caught))} of caught), "
+            f"at the end (not complete): {len(caught) - len(early)}; "
+            f"characters after the edit until rejection: median {ds[len(ds) // 2]}, "
             f"90th percentile {ds[int(0.9 * (len(ds) - 1))]}, max {ds[-1]}"
         )
 
@@ -297,14 +298,16 @@ def main(argv=None) -> int:
         print(f"\nexamples of misses ({min(args.examples, len(missed))} of {len(missed)}):")
         for r, m in missed[: args.examples]:
             print(
-                f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r} in {m['where']}; "
+                f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r} "
+                f"in {m['where']}; "
                 f"ast.parse: {m['ast_msg']}\n      {m['context']}"
             )
     if false_rej:
         print(f"\nCOMPLETENESS FAILURES on valid mutants ({len(false_rej)}):")
         for r, m in false_rej[: args.examples]:
             print(
-                f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r}: ours {m['ours']} at "
+                f"  {r['file']}:{m['line']}:{m['col']}: {m['kind']} {m['old']!r}->{m['new']!r}: "
+                f"ours {m['ours']} at "
                 f"{m['dead_line']}:{m['dead_col']}: {m['dead_context']}"
             )
     odd = [r for r in results if r["status"] not in ("ok", "undecodable", "ast-rejects")]
@@ -317,7 +320,8 @@ def main(argv=None) -> int:
             print(f"  {r['file']}: {r['status']} {detail}")
     secs = sum(m["seconds"] for _, m in muts)
     print(
-        f"\nfiles {sum(1 for r in results if r['mutants'])}, mutants {len(muts)}, engine time on tails {secs:.1f} s, wall {wall:.1f} s"
+        f"\nfiles {sum(1 for r in results if r['mutants'])}, mutants {len(muts)}, "
+        f"engine time on tails {secs:.1f} s, wall {wall:.1f} s"
     )
     out = C.write_results(
         "mutation_soundness",

@@ -117,11 +117,11 @@ def main(argv=None) -> int:
         n = len(text)
         rec = {"file": C.rel(f, root), "chars": n}
         try:
-            t_ast = best(lambda: ast_parse(text), max(args.repeat, 3))
-            t_chunk = best(lambda: feed_chunks(fc, text, args.chunk), args.repeat)
+            t_ast = best(lambda text=text: ast_parse(text), max(args.repeat, 3))
+            t_chunk = best(lambda text=text: feed_chunks(fc, text, args.chunk), args.repeat)
             head = text[: args.char_cap]
-            t_char = best(lambda: feed_chunks(fc, head, 1), args.repeat)
-            t_prefix = best(lambda: build_prefix(fc, text), args.repeat)
+            t_char = best(lambda head=head: feed_chunks(fc, head, 1), args.repeat)
+            t_prefix = best(lambda text=text: build_prefix(fc, text), args.repeat)
         except Exception as e:
             rec["error"] = C.describe_exc(e)
             records.append(rec)
@@ -136,7 +136,8 @@ def main(argv=None) -> int:
             }
         )
         rec["prefix_over_ast"] = t_prefix / t_ast
-        # one fed chunk against re-parsing the whole file with ast.parse (the "checked unconstrained" baseline)
+        # one fed chunk against re-parsing the whole file with ast.parse (the "checked
+        # unconstrained" baseline)
         rec["feed_chunk_over_ast_reparse"] = (t_chunk / max(1, -(-n // args.chunk))) / t_ast
         records.append(rec)
         rows.append(

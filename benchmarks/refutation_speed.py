@@ -108,7 +108,8 @@ def main(argv=None) -> int:
         worst = max(at_300, key=at_300.get)
         verdict = "met" if at_300[worst] <= GOAL_MS_AT_300 else "MISSED"
         print(
-            f"\nworst at 300 elements: {worst} {at_300[worst]:.1f} ms (goal ≤ {GOAL_MS_AT_300:.0f} ms: {verdict})"
+            f"\nworst at 300 elements: {worst} {at_300[worst]:.1f} ms "
+            f"(goal ≤ {GOAL_MS_AT_300:.0f} ms: {verdict})"
         )
     C.write_results("refutation_speed", args, {"ms": {f"{s}/{n}": t for (s, n), t in ms.items()}})
     return 0

@@ -76,13 +76,7 @@ def check_file(task) -> dict:
             if ok and not ours:
                 # completeness failure: where does it go wrong?
                 dead, _ = C.first_dead_offset(fc.fim_checker("", "", **kw), src)
-                off = len(src) if dead is None else dead
-                r["dead_at"] = dead
-                r["line"], r["col"] = C.line_col(src, off)
-                r["context"] = C.context_line(src, off)
-                r["why"] = (
-                    "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
-                )
+                r.update(C.where_rejected(src, dead))
     except C.Timeout:
         r["status"] = "timeout"
         r["seconds"] = time.perf_counter() - t0
@@ -166,7 +160,8 @@ def main(argv=None) -> int:
     else:
         root, files = C.select_files(args)
     print(
-        f"{len(files)} files under {root} (mode {args.mode}, {args.workers} workers, {args.timeout:g} s per file)",
+        f"{len(files)} files under {root} "
+        f"(mode {args.mode}, {args.workers} workers, {args.timeout:g} s per file)",
         file=sys.stderr,
     )
 
@@ -222,7 +217,8 @@ def main(argv=None) -> int:
         f"soundness on whole files: {count('rejected')}/{len(rej)} rejected"
     )
     print(
-        f"engine time {secs:.1f} s for {chars:,} chars ({1e6 * secs / max(chars, 1):.1f} µs/char); wall {wall:.1f} s"
+        f"engine time {secs:.1f} s for {chars:,} chars "
+        f"({1e6 * secs / max(chars, 1):.1f} µs/char); wall {wall:.1f} s"
     )
 
     bad = [r for r in results if r["status"] in ("false-reject", "false-accept", "exception", "timeout")]

@@ -65,13 +65,7 @@ def check_batch(batch: list) -> list[dict]:
                         dead, _ = C.first_dead_offset(fc.fim_checker("", "", python_version=version), src)
                     except Exception:
                         dead = None
-                    off = len(src) if dead is None else dead
-                    r["dead_at"] = dead
-                    r["line"], r["col"] = C.line_col(src, off)
-                    r["context"] = C.context_line(src, off)
-                    r["why"] = (
-                        "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
-                    )
+                    r.update(C.where_rejected(src, dead))
             r["status"] = (
                 ("accepted" if ours else "false-reject")
                 if oracle_ok
@@ -269,7 +263,8 @@ def main(argv=None) -> int:
             elif b["status"] == "false-accept":
                 head = f"FALSE ACCEPT (ast.parse: {b['oracle_msg']})"
             else:
-                head = f"{b['status'].upper()} (oracle {'accepts' if b['oracle'] else 'rejects'}) {b.get('error', '')}"
+                verdict = "accepts" if b["oracle"] else "rejects"
+                head = f"{b['status'].upper()} (oracle {verdict}) {b.get('error', '')}"
             print(f"  [{b['origin']}] {head}\n      {text!r}")
         s = summary[v]
         print(

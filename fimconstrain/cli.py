@@ -10,19 +10,17 @@ with the file).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import traceback
 from dataclasses import dataclass
 
+from .decoding.positions import cursor_offset, line_starts
 from .engine.versions import add_python_version_option
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class _UsageError(Exception):
@@ -65,9 +63,7 @@ class LineIndex:
 
     def __init__(self, text: str):
         self.text = text
-        self.starts = [0]
-        for m in _NEWLINE.finditer(text):
-            self.starts.append(m.end())
+        self.starts = line_starts(text)
 
     def position(self, offset: int) -> Position:
         from bisect import bisect_right
@@ -86,29 +82,16 @@ class LineIndex:
         end = self.starts[line] if line < len(self.starts) else len(self.text)
         return self.text[start:end].rstrip("\r\n")
 
-    def offset_of(self, line: int, col: int) -> int:
-        if not 1 <= line <= len(self.starts):
-            raise _UsageError(f"--cursor line {line} is outside the file (1..{len(self.starts)})")
-        width = len(self.line_text(line))
-        if not 1 <= col <= width + 1:
-            raise _UsageError(f"--cursor column {col} is outside line {line} (1..{width + 1})")
-        return self.starts[line - 1] + col - 1
 
+def parse_cursor(spec: str, text: str) -> int:
+    """``--cursor``: ``N`` is a 0-based character offset (the length of the prefix); ``LINE:COL`` is
+    1-based (:func:`fimconstrain.decoding.positions.cursor_offset`)."""
+    from .engine.errors import FimConstrainError
 
-def parse_cursor(spec: str, index: LineIndex) -> int:
-    """``N`` is a 0-based character offset (the length of the prefix); ``LINE:COL`` is 1-based."""
-    spec = spec.strip()
-    m = re.fullmatch(r"(\d+):(\d+)", spec)
-    if m:
-        return index.offset_of(int(m.group(1)), int(m.group(2)))
-    if re.fullmatch(r"\d+", spec):
-        off = int(spec)
-        if off > len(index.text):
-            raise _UsageError(
-                f"--cursor offset {off} is past the end of the file ({len(index.text)} characters)"
-            )
-        return off
-    raise _UsageError(f"--cursor expects a character offset N or LINE:COL, got {spec!r}")
+    try:
+        return cursor_offset(text, spec)
+    except FimConstrainError as e:
+        raise _UsageError(f"--{e}") from None
 
 
 # --------------------------------------------------------------------------
@@ -255,7 +238,7 @@ def cmd_check(args) -> int:
         _version_note(name, text, args)
         return EXIT_INVALID
 
-    cut = parse_cursor(args.cursor, index)
+    cut = parse_cursor(args.cursor, text)
     cpos = index.position(cut)
     prefix = text[:cut]
     where = f"{name}:{cpos.line}:{cpos.col}"
@@ -305,7 +288,9 @@ def cmd_check(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fimconstrain",
-        description="Constrained fill-in-the-middle with the fimconstrain engine: syntax checks and completions.",
+        description=(
+            "Constrained fill-in-the-middle with the fimconstrain engine: syntax checks and completions."
+        ),
         epilog="Exit codes: 0 ok, 1 invalid, 2 usage or input error, 3 internal error.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -397,7 +382,3 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

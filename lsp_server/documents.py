@@ -10,18 +10,12 @@ the protocol asks.
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 
-_BREAK = re.compile(r"\r\n|\r|\n")
+from fimconstrain.decoding.positions import line_starts
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
-
-
-def line_starts(text: str) -> list[int]:
-    """Offsets at which each line begins (the first is 0)."""
-    return [0] + [m.end() for m in _BREAK.finditer(text)]
 
 
 def _units(ch: str, encoding: str) -> int:

@@ -191,8 +191,9 @@ class Engine:
             if job.cancelled or (i and job.expired()):
                 break
             temperature, seed = (0.0, None) if i == 0 else (settings.temperature, i)
-            try:
-                middle = self._generate(
+
+            def generate(at_version, temperature=temperature, seed=seed):
+                return self._generate(
                     loaded,
                     job,
                     prefix,
@@ -201,8 +202,11 @@ class Engine:
                     temperature,
                     seed,
                     settings.top_k,
-                    python_version=version,
+                    python_version=at_version,
                 )
+
+            try:
+                middle = generate(version)
             except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
                 newer = newest_accepting(prefix, constrain_suffix, version)
                 if newer is None:
@@ -211,17 +215,7 @@ class Engine:
                     )
                     return []
                 version = job.used_version = newer
-                middle = self._generate(
-                    loaded,
-                    job,
-                    prefix,
-                    constrain_suffix,
-                    settings.max_tokens,
-                    temperature,
-                    seed,
-                    settings.top_k,
-                    python_version=version,
-                )
+                middle = generate(version)
             if job.cancelled:
                 break
             if middle is not None and middle not in out:

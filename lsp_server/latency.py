@@ -43,9 +43,10 @@ def _cursors(text: str, n: int, seed: int = 0) -> list[int]:
 def _position(text: str, offset: int):
     from lsprotocol import types
 
-    line = text.count("\n", 0, offset)
-    start = text.rfind("\n", 0, offset) + 1
-    return types.Position(line=line, character=len(text[start:offset].encode("utf-16-le")) // 2)
+    from .documents import UTF16, position_at
+
+    line, character = position_at(text, offset, UTF16)
+    return types.Position(line=line, character=character)
 
 
 async def measure(model: str | None, path: Path, requests: int, options: dict) -> dict:

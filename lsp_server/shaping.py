@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from fimconstrain.decoding.positions import NEWLINE
+
 
 def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
     """Whether to offer a block (True) or one line (False) at the cursor between ``prefix`` and ``suffix``.
@@ -18,10 +20,10 @@ def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
         return True
     if policy == "never":
         return False
-    rest = re.split(r"\r\n|\r|\n", suffix, maxsplit=1)[0]
+    rest = NEWLINE.split(suffix, maxsplit=1)[0]
     if rest.strip():
         return False
-    line = re.split(r"\r\n|\r|\n", prefix)[-1]
+    line = NEWLINE.split(prefix)[-1]
     if not line.strip():
         return True
     code = re.sub(r"\s*#[^'\"]*$", "", line).rstrip()  # drop a trailing comment (not one inside a string)

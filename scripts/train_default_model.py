@@ -4,9 +4,10 @@ Data: the Python files of the running interpreter's standard library (its tests
 included, site-packages left out), a deterministic 5% of files held out for evaluation.
 Tokenizer: byte-level BPE trained here with SantaCoder's special tokens.  Examples:
 about half FIM with a random middle span (half of those in PSM order, half in SPM),
-half plain left-to-right windows.  Training runs for a fixed time budget (``--minutes``) on a GPU if there is one
-(bfloat16, examples drawn by worker processes), else on the CPU; the weights kept are those
-with the lowest held-out loss seen at the periodic evaluations.
+half plain left-to-right windows.  Training runs for a fixed time budget (``--minutes``)
+on a GPU if there is one (bfloat16, examples drawn by worker processes), else on the
+CPU; the weights kept are those with the lowest held-out loss seen at the periodic
+evaluations.
 
     python scripts/train_default_model.py --out fimconstrain/default_model
 
@@ -17,7 +18,6 @@ The defaults are the shipped model's recipe (7 minutes on one H100); on a CPU, g
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import math
@@ -37,6 +37,7 @@ from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedToke
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fimconstrain.decoding.fim_formats import split_budget
+from fimconstrain.decoding.oracle import ast_parses
 from fimconstrain.decoding.vocab import train_byte_level_bpe
 
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
@@ -71,8 +72,9 @@ def load_corpus(root: Path) -> Corpus:
             continue
         try:
             text = path.read_text(encoding="utf-8")
-            ast.parse(text)
-        except (UnicodeDecodeError, SyntaxError, ValueError):
+        except UnicodeDecodeError:
+            continue
+        if not ast_parses(text):
             continue
         (heldout if is_heldout(rel) else train)[rel] = text
     return Corpus(root, train, heldout)
@@ -248,11 +250,11 @@ def save(model, tokenizer, out: Path) -> None:
 
 
 EXAMPLES = (
-    "{fim:.0%} FIM, {spm:.0%} of them in SPM order and the rest in PSM: a middle of up to {mid} tokens that starts at any character, a line start or "
-    "after a line's indentation and ends at any character, before or after a line break (a third each); "
-    "the prefix is cut from the left and the suffix from the right to fit the context less a random 0-255 tokens of "
-    "generation room, as the decoder does. "
-    "The rest are left-to-right windows. Loss on every token."
+    "{fim:.0%} FIM, {spm:.0%} of them in SPM order and the rest in PSM: a middle of up to {mid} "
+    "tokens that starts at any character, a line start or after a line's indentation and ends at "
+    "any character, before or after a line break (a third each); the prefix is cut from the left "
+    "and the suffix from the right to fit the context less a random 0-255 tokens of generation "
+    "room, as the decoder does. The rest are left-to-right windows. Loss on every token."
 )
 
 
@@ -298,14 +300,16 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
   d={cfg["n_embd"]}, {cfg["n_head"]} heads, context {cfg["n_positions"]} tokens,
   {facts["parameters"] / 1e6:.2f} M parameters, stored in float16 ({facts["size_mb"]:.1f} MB).
 - Tokenizer: byte-level BPE, {facts["vocab_size"]} tokens, trained on the training files; special tokens
-  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>` (SantaCoder's FIM format, {orders}).
-- Data: the `.py` files of the CPython {facts["python"]} standard library, its tests included ({facts["train_files"]}
-  training files, {facts["train_chars"] / 1e6:.1f} M characters); `site-packages` left out, and files that are not
-  UTF-8 or that `ast.parse` rejects.  A deterministic 5% of the files ({facts["heldout_files"]}:
-  those whose path relative to the standard library has a sha256 that is 0 mod 20) is held out; `training.json`
-  lists them.  Evaluation sets must come from those files or from code outside the standard library.
-- Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all, each run
-  continuing from the one before:
+  `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>`
+  (SantaCoder's FIM format, {orders}).
+- Data: the `.py` files of the CPython {facts["python"]} standard library, its tests included
+  ({facts["train_files"]} training files, {facts["train_chars"] / 1e6:.1f} M characters);
+  `site-packages` left out, and files that are not UTF-8 or that `ast.parse` rejects.
+  A deterministic 5% of the files ({facts["heldout_files"]}: those whose path relative to the
+  standard library has a sha256 that is 0 mod 20) is held out; `training.json` lists them.
+  Evaluation sets must come from those files or from code outside the standard library.
+- Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all,
+  each run continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
 - Held-out loss (64 FIM examples in PSM order and 64 left-to-right examples of the held-out files):
   FIM {ev["fim_loss"]:.3f} (perplexity {ev["fim_perplexity"]:.1f}),

@@ -8,17 +8,17 @@ the test instead of stalling the run: 600 s by default, or
 
 from __future__ import annotations
 
-import ast
 import os
 import random
 import signal
 import sys
 import sysconfig
-import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from fimconstrain.decoding.oracle import ast_error, ast_parses
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -27,7 +27,7 @@ DEFAULT_TIME_LIMIT = 600
 # The engine's default target is the newest Python (3.14); the oracle of these tests is the
 # running interpreter's ast.parse, so the engine helpers here target the running version
 # (clamped to the versions the engine knows) to compare like with like.
-RUNNING_VERSION = "%d.%d" % min(max(sys.version_info[:2], (3, 8)), (3, 14))
+RUNNING_VERSION = "{}.{}".format(*min(max(sys.version_info[:2], (3, 8)), (3, 14)))
 
 
 def pytest_configure(config):
@@ -61,25 +61,14 @@ def _time_limit(request):
 # ---------------------------------------------------------------- oracle and engine
 
 
-def ast_ok(src: str) -> bool:
-    """The verdict of the running interpreter's ast.parse (warnings silenced)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(src)
-        return True
-    except (SyntaxError, ValueError, UnicodeError):
-        return False
+#: the verdict of the running interpreter's ast.parse (warnings silenced)
+ast_ok = ast_parses
 
 
 def ast_message(src: str) -> str:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(src)
-        return "accepted"
-    except (SyntaxError, ValueError, UnicodeError) as e:
-        return f"{type(e).__name__}: {e}"
+    """ "accepted", or what the running interpreter's ast.parse raised on ``src``."""
+    error = ast_error(src)
+    return "accepted" if error is None else f"{type(error).__name__}: {error}"
 
 
 class _EngineAtRunningVersion:
@@ -165,7 +154,8 @@ def where(text: str, offset: int) -> str:
 
 
 def feed_random_chunks(checker, text: str, rng: random.Random, lo: int = 1, hi: int = 8):
-    """Feed ``text`` in random chunks; return (final checker or None, offset of the rejected chunk or None)."""
+    """Feed ``text`` in random chunks; return (final checker or None, offset of the rejected chunk or
+    None)."""
     pos = 0
     while pos < len(text):
         k = rng.randint(lo, hi)

@@ -9,34 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 from ..engine.errors import FimConstrainError
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-def cursor_offset(text: str, cursor: str | int) -> int:
-    """Character offset of ``cursor``: ``LINE:COL`` (1-based, as editors show it) or a 0-based offset."""
-    if isinstance(cursor, int) or str(cursor).strip().isdigit():
-        offset = int(cursor)
-        if not 0 <= offset <= len(text):
-            raise FimConstrainError(f"cursor offset {offset} is outside the file (0..{len(text)})")
-        return offset
-    m = re.fullmatch(r"\s*(\d+):(\d+)\s*", str(cursor))
-    if not m:
-        raise FimConstrainError(f"cursor {cursor!r} is neither LINE:COL nor a character offset")
-    line, col = int(m.group(1)), int(m.group(2))
-    starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
-    if not 1 <= line <= len(starts):
-        raise FimConstrainError(f"cursor line {line} is outside the file (1..{len(starts)})")
-    end = starts[line] if line < len(starts) else len(text)
-    width = len(text[starts[line - 1] : end].rstrip("\r\n"))
-    if not 1 <= col <= width + 1:
-        raise FimConstrainError(f"cursor column {col} is outside line {line} (1..{width + 1})")
-    return starts[line - 1] + col - 1
+from .positions import cursor_offset
 
 
 def complete_file(
@@ -56,12 +33,14 @@ def complete_file(
     python_version=None,
     **options,
 ):
-    """Fill the middle of the file at ``path`` at ``cursor``; returns a :class:`~fimconstrain.decoding.generate.FimResult`.
+    """Fill the middle of the file at ``path`` at ``cursor``; returns a
+    :class:`~fimconstrain.decoding.generate.FimResult`.
 
-    ``model`` is a :class:`~fimconstrain.decoding.models.LoadedModel`, a directory or cached hub id, or None for the
-    shipped default model. ``python_version`` (``"3.12"`` or ``(3, 12)``; default: the newest) is the
-    syntax the middle must keep valid. ``options`` go to :meth:`~fimconstrain.decoding.generate.FimDecoder.generate`
-    (``finish_in_budget``, ``best_stop``, ``prefilter``).
+    ``model`` is a :class:`~fimconstrain.decoding.models.LoadedModel`, a directory or cached hub
+    id, or None for the shipped default model. ``python_version`` (``"3.12"`` or ``(3, 12)``;
+    default: the newest) is the syntax the middle must keep valid. ``options`` go to
+    :meth:`~fimconstrain.decoding.generate.FimDecoder.generate` (``finish_in_budget``,
+    ``best_stop``, ``prefilter``).
     """
     from ..engine.versions import parse_python_version
     from .generate import FimDecoder
@@ -127,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-best-stop",
         dest="best_stop",
         action="store_false",
-        help="constrained: when the budget runs out, do not cut at the likeliest point where the file was valid",
+        help="constrained: when the budget runs out, do not cut at the likeliest point where the file "
+        "was valid",
     )
     ap.add_argument(
         "--prefilter",
@@ -172,11 +152,8 @@ def main_complete(argv: list[str] | None = None) -> int:
         print(
             f"# {'valid' if result.valid else 'INVALID'} Python ({result.mode}, stopped: {result.stopped}); "
             f"{result.tokens} tokens, model {result.model_ms_per_token:.1f} ms/token, "
-            f"constraint {result.checker_ms_per_token:.2f} ms/token, setup {1000 * result.setup_seconds:.0f} ms",
+            f"constraint {result.checker_ms_per_token:.2f} ms/token, "
+            f"setup {1000 * result.setup_seconds:.0f} ms",
             file=sys.stderr,
         )
     return 0 if result.valid else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main_complete())

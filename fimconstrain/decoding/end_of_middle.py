@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 import time
 
+from .positions import NEWLINE
+
 _REPLACEMENT = "\ufffd"  # a token that ended inside a UTF-8 character decodes to this
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_CODE_LINE_END = re.compile(rf"\S[^\r\n]*({NEWLINE.pattern})")  # a line break after some code
 
 
 def single_line_end(text: str) -> int | None:
     """Where a one-line middle ends: the first line break after some code (None: not reached yet)."""
-    m = re.search(r"\S[^\r\n]*(\r\n|\r|\n)", text)
+    m = _CODE_LINE_END.search(text)
     return m.start(1) if m else None
 
 
@@ -121,12 +123,12 @@ def drop_repetition(checker, middle: str, suffix: str) -> str:
     """
     if not suffix or not middle:
         return middle
-    rest_of_line = _LINE_BREAK.split(suffix, maxsplit=1)[0]
+    rest_of_line = NEWLINE.split(suffix, maxsplit=1)[0]
     cuts: list[int] = []
     if len(rest_of_line.strip()) >= 2 and middle.endswith(rest_of_line) and len(middle) > len(rest_of_line):
         cuts.append(len(middle) - len(rest_of_line))
     body = suffix.lstrip("\r\n")
-    for m in _LINE_BREAK.finditer(middle):
+    for m in NEWLINE.finditer(middle):
         tail = middle[m.start() :].lstrip("\r\n")
         if len(tail.strip()) < 2 or not body.startswith(tail):
             continue

@@ -220,7 +220,8 @@ class TextCodec:
         return piece.replace("▁", " ").encode("utf-8")
 
     def _decode(self, ids: list[int]) -> str:
-        """The tokenizer's decoding with special tokens kept and no space clean-up (the Rust one when there is one)."""
+        """The tokenizer's decoding with special tokens kept and no space clean-up (the Rust one
+        when there is one)."""
         if self._backend is not None:
             return self._backend.decode(ids, skip_special_tokens=False)
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
@@ -239,7 +240,8 @@ _UNICODE_TO_BYTE = _byte_level_alphabet()
 
 
 def _byte_scheme(backend) -> str | None:
-    """ "byte-level" (GPT-2 style BPE), "byte-fallback" (SentencePiece ``<0xNN>``), or None, from the decoder."""
+    """ "byte-level" (GPT-2 style BPE), "byte-fallback" (SentencePiece ``<0xNN>``), or None, from
+    the decoder."""
     if backend is None or backend.decoder is None:
         return None
     spec = json.dumps(json.loads(backend.to_str()).get("decoder"))

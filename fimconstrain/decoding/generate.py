@@ -11,10 +11,8 @@ torch; the parser core does not.
 
 from __future__ import annotations
 
-import ast
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,6 +27,7 @@ from .end_of_middle import finish_middle, single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
 from .models import context_window
+from .oracle import ast_parses
 
 #: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
 MODES = ("unconstrained", "checked", "constrained", "prefix")
@@ -43,13 +42,7 @@ def parses(program: str, python_version: PythonVersion | None = None) -> bool:
     if python_version is not None and python_version != sys.version_info[:2]:
         checker = fim_checker("", "", python_version=python_version).feed(program)
         return checker is not None and checker.is_complete()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(program)
-    except (SyntaxError, ValueError, UnicodeError, MemoryError, RecursionError):
-        return False
-    return True
+    return ast_parses(program)
 
 
 @dataclass

@@ -38,7 +38,8 @@ class LoadedModel:
 
 
 def context_window(model, tokenizer) -> int:
-    """The model's window from its config (``n_positions`` or ``max_position_embeddings``), else the tokenizer's."""
+    """The model's window from its config (``n_positions`` or ``max_position_embeddings``), else
+    the tokenizer's."""
     for key in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
         value = getattr(model.config, key, None)
         if isinstance(value, int) and value > 0:
@@ -54,10 +55,10 @@ def _not_found(name: str, error: Exception) -> ModelNotFoundError:
             f"(needs config.json, weights and tokenizer files): {error}"
         )
     return ModelNotFoundError(
-        f"model {name!r} is not in the local Hugging Face cache, and fimconstrain never downloads at run time. "
-        f"Download it yourself first, e.g. `hf download {name}` (or `huggingface-cli download {name}`) on a "
-        f"machine with network access, or pass the path of a directory that holds it. ({type(error).__name__}: "
-        f"{str(error).splitlines()[0] if str(error) else ''})"
+        f"model {name!r} is not in the local Hugging Face cache, and fimconstrain never downloads at "
+        f"run time. Download it yourself first, e.g. `hf download {name}` (or `huggingface-cli "
+        f"download {name}`) on a machine with network access, or pass the path of a directory that "
+        f"holds it. ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
     )
 
 

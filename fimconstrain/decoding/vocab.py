@@ -36,12 +36,6 @@ class Vocabulary:
             h.update(b"\xff" if piece is None else len(piece).to_bytes(4, "little") + piece)
         return h.hexdigest()[:24]
 
-    def text(self, token: int) -> tuple[str, bytes] | None:
-        """``(text, unfinished)``: the decoded complete characters and the bytes of a UTF-8
-        character the token ends inside of (held back by the decoder until it is whole)."""
-        piece = self.pieces[token]
-        return None if piece is None else split_utf8(piece)
-
 
 def split_utf8(data: bytes) -> tuple[str, bytes]:
     """Decode ``data`` (invalid bytes become U+FFFD, as decoders do) except a trailing

@@ -11,7 +11,6 @@ the definitions; ``main_build`` is ``fimconstrain dataset``.
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import io
 import json
@@ -21,10 +20,11 @@ import site
 import sys
 import sysconfig
 import tokenize
-import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ..decoding.oracle import ast_parses
 
 KINDS = ("boundary", "randspan")
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".venv", "node_modules"}
@@ -78,7 +78,8 @@ class Exclusion:
 
 
 def default_root() -> Path:
-    """This Python's site-packages: real code that the default model (trained on the standard library) never saw."""
+    """This Python's site-packages: real code that the default model (trained on the standard
+    library) never saw."""
     return Path(site.getsitepackages()[0])
 
 
@@ -93,17 +94,6 @@ def python_files(root: Path) -> list[Path]:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def ast_parses(text: str) -> bool:
-    """Whether the running Python's ``ast.parse`` accepts ``text`` (warnings silenced)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return True
 
 
 def interpreter_version() -> tuple[int, int]:
@@ -149,7 +139,8 @@ def read_source(data: bytes, min_chars: int, max_chars: int, python_version=None
 
 
 def training_exclusions(model_dir: Path | None) -> Exclusion:
-    """The standard-library files the model in ``model_dir`` was trained on (``training.json``), else all of them.
+    """The standard-library files the model in ``model_dir`` was trained on (``training.json``),
+    else all of them.
 
     ``scripts/train_default_model.py`` trains on the standard library minus a held-out
     list that ``training.json`` records; every other ``.py`` file under that root
@@ -181,7 +172,8 @@ def training_exclusions(model_dir: Path | None) -> Exclusion:
 
 
 def line_offsets(text: str) -> list[int]:
-    """Offset of each line's start as ``tokenize`` numbers lines (split at ``\\n`` only, like ``StringIO``)."""
+    """Offset of each line's start as ``tokenize`` numbers lines (split at ``\\n`` only,
+    like ``StringIO``)."""
     starts, pos = [], 0
     for line in io.StringIO(text):
         starts.append(pos)
@@ -208,7 +200,8 @@ def symbols_by_level(text: str) -> dict[int, list[tuple[int, int]]]:
 
 
 def boundary_cut(levels: dict[int, list[tuple[int, int]]], rng: random.Random) -> tuple[int, int]:
-    """A uniformly random pair of symbols at one level: delete a non-empty tail of the first, all up to the second."""
+    """A uniformly random pair of symbols at one level: delete a non-empty tail of the first,
+    all up to the second."""
     pairs = {level: len(s) * (len(s) - 1) // 2 for level, s in levels.items() if len(s) > 1}
     level = rng.choices(sorted(pairs), weights=[pairs[k] for k in sorted(pairs)])[0]
     i, j = sorted(rng.sample(range(len(levels[level])), 2))
@@ -218,7 +211,8 @@ def boundary_cut(levels: dict[int, list[tuple[int, int]]], rng: random.Random) -
 
 
 def randspan_cut(size: int, rng: random.Random) -> tuple[int, int]:
-    """From a point up to 90% through, delete 100 characters, 20% of the file or to its end, whichever comes first."""
+    """From a point up to 90% through, delete 100 characters, 20% of the file or to its end,
+    whichever comes first."""
     start = rng.randint(0, int(RANDSPAN_START_FRACTION * size))
     length = min(RANDSPAN_MAX_CHARS, int(RANDSPAN_MAX_FRACTION * size), size - start)
     return start, start + length
@@ -287,14 +281,16 @@ def examples_of_file(text: str, data: bytes, rel: str, opts: BuildOptions) -> li
 
 
 def file_rank(seed: int, rel: str) -> str:
-    """A file's place in the seeded order: a hash of its path, so adding or removing files leaves the others' order."""
+    """A file's place in the seeded order: a hash of its path, so adding or removing files leaves
+    the others' order."""
     return sha256(f"{seed}:{rel}".encode())
 
 
 def build(
     root: Path, n: int, opts: BuildOptions, exclusion: Exclusion | None = None, stats: dict | None = None
 ) -> Iterator[Example]:
-    """The first ``n`` examples from the files of ``root`` in seeded order (:func:`file_rank`), ``per_file`` each."""
+    """The first ``n`` examples from the files of ``root`` in seeded order (:func:`file_rank`),
+    ``per_file`` each."""
     root = Path(root)
     files = sorted(
         python_files(root), key=lambda path: file_rank(opts.seed, path.relative_to(root).as_posix())
@@ -389,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def manifest_row(example: dict) -> dict:
-    """An example without its texts: enough to check that another build cut the same files at the same places."""
+    """An example without its texts: enough to check that another build cut the same files at the
+    same places."""
     return {
         "id": example["id"],
         "kind": example["kind"],
@@ -437,7 +434,3 @@ def main_build(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0 if count == args.n else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main_build())

@@ -11,7 +11,6 @@ draws PNG plots of one-time and per-token overhead against context size.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import statistics
 import sys
@@ -21,7 +20,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .datasets import Example, ast_parses, read_examples
+from ..decoding.oracle import ast_parses
+from .datasets import Example, read_examples
 
 #: record modes: unconstrained, checked-unconstrained, constrained with budget-aware finish on / off
 MODES = ("unconstrained", "checked", "constrained", "constrained-nofinish")
@@ -48,17 +48,6 @@ class EvalOptions:
     top_p: float = 1.0
     seed: int = 0
     with_context: bool = False
-
-
-def finish_kwargs(decoder, finish: bool) -> dict | None:
-    """``generate()`` keyword that turns budget-aware finishing on or off, or None when it has none.
-
-    Looks for a boolean parameter named like ``finish*`` / ``*budget*`` on ``FimDecoder.generate``.
-    """
-    for name, param in inspect.signature(decoder.generate).parameters.items():
-        if isinstance(param.default, bool) and ("finish" in name or "budget" in name):
-            return {name: finish}
-    return None
 
 
 def record_key(dataset: str, example_id: str, mode: str) -> str:
@@ -102,7 +91,8 @@ def result_fields(result, example: Example, max_new_tokens: int) -> dict:
 
 
 def checked_fields(decoder, result, example: Example, max_new_tokens: int) -> dict:
-    """Checked-unconstrained from an unconstrained run: cut its tokens to the longest prefix that parses (§VII-B).
+    """Checked-unconstrained from an unconstrained run: cut its tokens to the longest prefix that
+    parses (§VII-B).
 
     Greedy decoding is deterministic, so a second run would give the same tokens.
     ``parse_ms`` is one ``ast.parse`` of the whole file (best of 3): what checking online costs per token.
@@ -130,7 +120,8 @@ def checked_fields(decoder, result, example: Example, max_new_tokens: int) -> di
 
 
 def parse_seconds(program: str, repeat: int = 3) -> float:
-    """The fastest of ``repeat`` timed ``ast.parse`` calls (one slow outlier, e.g. a GC pause, is not the cost)."""
+    """The fastest of ``repeat`` timed ``ast.parse`` calls (one slow outlier, e.g. a GC pause,
+    is not the cost)."""
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
@@ -170,16 +161,16 @@ def run_example(
                 "wall_seconds": wall,
             }
     for mode in (m for m in modes if m in CONSTRAINED):
-        flag = finish_kwargs(decoder, mode == "constrained")
+        finish = mode == "constrained"  # budget-aware finish on, or off for constrained-nofinish
         clear_caches()  # a cold build each time, so the one-time cost is measured honestly
         start = time.perf_counter()
         result = decoder.generate(
-            example.prefix, example.suffix, mode="constrained", **common, **(flag or {})
+            example.prefix, example.suffix, mode="constrained", finish_in_budget=finish, **common
         )
         yield {
             **base_record(dataset, example, mode, opts),
             **result_fields(result, example, opts.max_new_tokens),
-            "finish": (mode == "constrained") if flag else None,
+            "finish": finish,
             "wall_seconds": time.perf_counter() - start,
         }
 
@@ -246,7 +237,8 @@ def eval_parser() -> argparse.ArgumentParser:
 
 
 def main_eval(argv: list[str] | None = None) -> int:
-    """Run the experiments that are not in ``--out`` yet, with a progress bar (torch threads restored after)."""
+    """Run the experiments that are not in ``--out`` yet, with a progress bar (torch threads
+    restored after)."""
     import torch
 
     args = eval_parser().parse_args(argv)
@@ -286,12 +278,6 @@ def run_all(args: argparse.Namespace) -> int:
     decoder = FimDecoder(
         loaded.model, loaded.tokenizer, loaded.fim_format, python_version=args.python_version
     )
-    if finish_kwargs(decoder, True) is None and set(CONSTRAINED) & set(args.modes):
-        print(
-            "fimconstrain eval: FimDecoder.generate has no budget-aware finish flag; both constrained modes "
-            "run with its defaults (records say finish=null)",
-            file=sys.stderr,
-        )
     opts = EvalOptions(
         args.max_new_tokens, args.top_k, args.temperature, args.top_p, args.seed, args.with_context
     )
@@ -346,8 +332,7 @@ def format_table(title: str, counts: dict) -> str:
     line = lambda r: (
         "| "
         + " | ".join(
-            str(v).ljust(w) if c == 0 else str(v).rjust(w)
-            for c, (v, w) in enumerate(zip(r, widths))
+            str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(r, widths))
         )
         + " |"
     )
@@ -374,7 +359,8 @@ def success_rates(records: list[dict]) -> dict:
 
 
 def overhead_summary(records: list[dict]) -> dict:
-    """Constraint time per token against the model's step time, and the one-time build cost, for constrained runs."""
+    """Constraint time per token against the model's step time, and the one-time build cost,
+    for constrained runs."""
     cons = [r for r in records if r["mode"] in CONSTRAINED and r["tokens"] > 0 and r["model_seconds"] > 0]
     checked = [r for r in records if r["mode"] == "checked" and "parse_ms" in r]
     if not cons:
@@ -413,8 +399,9 @@ def format_rates(rates: dict, overhead: dict) -> str:
         lines += [
             "",
             "Constraint overhead (constrained modes, model prefill and one-time build excluded):",
-            f"  model step {o['model_ms_per_token']:.2f} ms/token, constraint {o['constraint_ms_per_token']:.2f} "
-            f"ms/token: {100 * o['overhead_fraction']:.1f}% of the model's step time "
+            f"  model step {o['model_ms_per_token']:.2f} ms/token, "
+            f"constraint {o['constraint_ms_per_token']:.2f} ms/token: "
+            f"{100 * o['overhead_fraction']:.1f}% of the model's step time "
             f"(median per experiment {100 * o['median_overhead_fraction']:.1f}%)",
             f"  one-time build: mean {o['setup_ms_mean']:.1f} ms, {o['setup_ms_per_1000_chars']:.2f} ms per "
             f"1,000 characters of context (work the checker defers to its first EOS check counts per token)",
@@ -549,17 +536,3 @@ def main_report(argv: list[str] | None = None) -> int:
             text += f"plot: {path}\n"
     sys.stdout.write(text)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fimconstrain.evaluation.runs run|report ...``."""
-    argv = sys.argv[1:] if argv is None else argv
-    commands = {"run": main_eval, "report": main_report}
-    if not argv or argv[0] not in commands:
-        print("usage: python -m fimconstrain.evaluation.runs {run,report} ...", file=sys.stderr)
-        return 2
-    return commands[argv[0]](argv[1:])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

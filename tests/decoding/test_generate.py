@@ -507,7 +507,8 @@ needs_default = pytest.mark.skipif(
 
 @needs_default
 def test_default_model_completes_a_file(tmp_path):
-    from fimconstrain.decoding.complete_file import complete_file, cursor_offset
+    from fimconstrain.decoding.complete_file import complete_file
+    from fimconstrain.decoding.positions import cursor_offset
 
     path = tmp_path / "sample.py"
     path.write_text(
@@ -528,7 +529,7 @@ def test_default_model_completes_a_file(tmp_path):
 
 
 def test_cursor_offset():
-    from fimconstrain.decoding.complete_file import cursor_offset
+    from fimconstrain.decoding.positions import cursor_offset
 
     text = "ab\r\ncd\nef"
     assert [cursor_offset(text, c) for c in ("1:1", "1:3", "2:1", "3:2", "4", 0)] == [0, 2, 4, 8, 4, 0]

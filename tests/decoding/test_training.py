@@ -1,4 +1,5 @@
-"""The default model's training examples: FIM in PSM and SPM order, cut from real files, fitted to the context."""
+"""The default model's training examples: FIM in PSM and SPM order, cut from real files,
+fitted to the context."""
 
 import importlib.util
 import sys

@@ -24,6 +24,8 @@ from math import gcd
 
 from conftest import ast_ok, fc, read_utf8, sample_stdlib, uncompletable
 
+from fimconstrain.decoding.positions import NEWLINE
+
 # ================================================================ source layout (tokenize)
 
 _FSTART = getattr(tokenize, "FSTRING_START", -1)
@@ -966,7 +968,7 @@ class SnippetGen:
         """A program with every line under 190 characters (a few tries, then a tiny one)."""
         for _ in range(6):
             text = self._program()
-            if max(len(ln) for ln in re.split(r"\r\n|\r|\n", text)) < 190:
+            if max(len(ln) for ln in NEWLINE.split(text)) < 190:
                 return text
         return "x = 1\n"
 

@@ -1,24 +1,13 @@
 """shortest_finish: the text it returns always completes the program, and it finds one often."""
 
-import ast
 import random
 import sysconfig
-import warnings
 from pathlib import Path
 
+from conftest import ast_ok as parses
 from conftest import fc  # fim_checker at the running version: the oracle here is its ast.parse
 
 FILES = ["textwrap.py", "shlex.py", "fnmatch.py", "bisect.py", "colorsys.py", "heapq.py"]
-
-
-def parses(text: str) -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ast.parse(text)
-        except SyntaxError:
-            return False
-    return True
 
 
 def _sources():

@@ -1,27 +1,16 @@
 """Fill in the middle: the checker's verdict on prefix + middle + suffix must be ast.parse's."""
 
-import ast
 import random
 import sysconfig
-import warnings
 from pathlib import Path
 
 import pytest
+from conftest import ast_ok as parses
 from conftest import fc  # fim_checker at the running version: the oracle here is its ast.parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fimconstrain
-
-
-def parses(text: str) -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ast.parse(text)
-        except (SyntaxError, ValueError):
-            return False
-    return True
 
 
 def verdict(prefix: str, middle: str, suffix: str, chunk: int = 3) -> bool:
@@ -167,8 +156,8 @@ def _real_files():
 REAL_FILES = _real_files()
 
 
-def _boundary_cuts(source: str, rng: random.Random, count: int):
-    """Stack-Boundary-style cuts: the middle is whole lines; RandSpan-style: any span <= 100."""
+def _line_and_span_cuts(source: str, rng: random.Random, count: int):
+    """Pairs of cuts: 1-5 whole lines at a random line, then any span of up to 100 characters."""
     lines = source.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
@@ -184,7 +173,7 @@ def _boundary_cuts(source: str, rng: random.Random, count: int):
 @pytest.mark.parametrize("name,source", REAL_FILES, ids=[n for n, _ in REAL_FILES])
 def test_original_middles_of_real_files_are_accepted(name, source):
     rng = random.Random(name)
-    for a, b in _boundary_cuts(source, rng, 12):
+    for a, b in _line_and_span_cuts(source, rng, 12):
         checker = fc().fim_checker(source[:a], source[b:])
         middle = source[a:b]
         i = 0

@@ -1,4 +1,5 @@
-"""Tests for fimconstrain.engine.regex_dfa: the combined lazy DFA is checked against Python's ``re.fullmatch``."""
+"""Tests for fimconstrain.engine.regex_dfa: the combined lazy DFA is checked against Python's
+``re.fullmatch``."""
 
 import re
 

@@ -183,7 +183,8 @@ def test_same_verdict_as_ast(src, path):
 
 
 def test_lists_mean_what_they_say():
-    """The intent of the lists holds on this interpreter (a changed Python shows up here, not as engine bugs)."""
+    """The intent of the lists holds on this interpreter (a changed Python shows up here,
+    not as engine bugs)."""
     assert [s for s in REJECT if ast_ok(s)] == []
     assert [s for s in ACCEPT if not ast_ok(s)] == []
 

@@ -1,4 +1,5 @@
-"""Stack-Boundary / Stack-RandSpan builders: deterministic, reassemble to the file, cuts as §VII-A defines them."""
+"""Stack-Boundary / Stack-RandSpan builders: deterministic, reassemble to the file, cuts as §VII-A
+defines them."""
 
 from __future__ import annotations
 

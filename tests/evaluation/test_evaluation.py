@@ -1,4 +1,5 @@
-"""The evaluation end to end with a tiny random model: records, resuming, and the report's tables and plots."""
+"""The evaluation end to end with a tiny random model: records, resuming, and the report's tables
+and plots."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 pytest.importorskip("matplotlib")
 
+from fimconstrain.decoding.oracle import ast_parses  # noqa: E402
 from fimconstrain.evaluation import runs as evaluation  # noqa: E402
 from fimconstrain.evaluation.datasets import main_build, read_examples  # noqa: E402
 from fimconstrain.evaluation.runs import MODES, format_table, main_eval, main_report, read_records  # noqa: E402
@@ -91,7 +93,7 @@ def test_one_record_per_experiment(results, datasets):
     for rec in records:
         ex = examples[rec["id"]]
         assert rec["truth"] == ex.middle and rec["context_chars"] == len(ex.prefix) + len(ex.suffix)
-        assert rec["success"] == _parses(ex.prefix + rec["middle"] + ex.suffix)
+        assert rec["success"] == ast_parses(ex.prefix + rec["middle"] + ex.suffix)
         assert 0 <= rec["tokens"] <= 12 and rec["hit_budget"] == (rec["stopped"] in ("budget", "finished"))
         assert rec["model_seconds"] >= 0 and rec["constraint_seconds"] >= 0
         if rec["mode"] in ("constrained", "constrained-nofinish"):
@@ -100,16 +102,6 @@ def test_one_record_per_experiment(results, datasets):
             plain = next(r for r in records if r["id"] == rec["id"] and r["mode"] == "unconstrained")
             assert rec["raw_middle"] == plain["middle"] and plain["middle"].startswith(rec["middle"])
             assert rec["success"] >= plain["success"]  # checked succeeds on a superset
-
-
-def _parses(text: str) -> bool:
-    import ast
-
-    try:
-        ast.parse(text)
-    except SyntaxError:
-        return False
-    return True
 
 
 def test_resume_skips_done_work(results, datasets, tiny_dir, monkeypatch):

@@ -149,7 +149,7 @@ async def client(lsp_client: LanguageClient, tiny_model):
     await lsp_client.shutdown_session()
 
 
-# ---------------------------------------------------------------- with the shared server (VS Code's capabilities)
+# ---------------------------------------- with the shared server (VS Code's capabilities)
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -451,7 +451,7 @@ async def test_malformed_and_unknown_requests(client: LanguageClient):
     _assert_valid(SOURCE, CURSOR, items)
 
 
-# ---------------------------------------------------------------- a client that offers UTF-8; a model that fails
+# ---------------------------------------- a client that offers UTF-8; a model that fails
 
 
 @pytest.mark.asyncio(loop_scope="module")
