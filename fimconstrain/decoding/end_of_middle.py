@@ -3,9 +3,9 @@
 What the model produced may be complete, cut short (a deadline, the one-line policy, the
 token budget) or stray. :func:`finish_middle` turns it into a middle that makes the whole
 file valid, or nothing: cut to one line if asked; kept as it is when the checker reports the
-program complete; else completed with the checker's shortest finish (paper 004 §VII-B: the
-budget finish), trying shorter cuts of it when none is found; optionally without a tail
-that repeats the text after the cursor.
+program complete; else completed with the checker's shortest finish (the budget finish,
+docs/references.md [S9]), trying shorter cuts of it when none is found; optionally without a
+tail that repeats the text after the cursor.
 """
 
 from __future__ import annotations
