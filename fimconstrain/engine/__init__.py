@@ -1,11 +1,14 @@
 """The engine: grammar, lexer automaton, Earley charts, language layers, the checker and the
 right quotient by the suffix. Imports the standard library only (lark reads the grammar file).
 
-The public face is :func:`fim_checker` and :class:`Checker`; the rest is for the layers above.
+The public face is :func:`fim_checker` and :class:`Checker`; a language is a grammar plus a
+:class:`Layer` (:func:`register_language`); the rest is for the layers above.
 """
 
-from .checker import Checker, clear_caches, fim_checker, get_layer
+from .checker import Checker, Language, clear_caches, fim_checker, get_layer, register_language
 from .errors import FimConstrainError, GrammarError, InputError, UncompletableError
+from .layer_protocol import Branch, Layer, LexicalLayer
+from .layers import BaseLayer, PlainLayer, PythonLayer
 from .rejection import first_error_offset, first_rejection
 from .versions import (
     NEWEST,
@@ -21,10 +24,17 @@ __all__ = [
     "NEWEST",
     "OLDEST",
     "SUPPORTED",
+    "BaseLayer",
+    "Branch",
     "Checker",
     "FimConstrainError",
     "GrammarError",
     "InputError",
+    "Language",
+    "Layer",
+    "LexicalLayer",
+    "PlainLayer",
+    "PythonLayer",
     "PythonVersion",
     "UncompletableError",
     "VersionLike",
@@ -35,4 +45,5 @@ __all__ = [
     "format_version",
     "get_layer",
     "parse_python_version",
+    "register_language",
 ]

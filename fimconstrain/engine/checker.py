@@ -2,39 +2,93 @@
 
 from __future__ import annotations
 
-from functools import cache
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, NamedTuple
 
 from . import lexer
 from .errors import GrammarError, InputError, UncompletableError
-from .grammar import load_builtin
+from .grammar import Grammar, load_builtin, load_file
+from .layer_protocol import Branch, Layer, LayoutT
 from .layers import PlainLayer, PythonLayer
 from .prefix_cache import LRU, PrefixCache
 from .rejection import first_error_offset
-from .right_quotient import SuffixPlan, plan_suffix
+from .right_quotient import PlanKey, SuffixPlan, plan_suffix
 from .versions import PythonVersion, VersionLike, parse_python_version
 
-#: language name -> (grammar file, start rule, layer class, whether it has versions)
-LANGUAGES = {
-    "python": ("python", "file_input", PythonLayer, True),
-    "json": ("json", "value", PlainLayer, False),
+#: a layer class, or any callable that builds a layer: called as ``layer_class(grammar)``, or
+#: ``layer_class(grammar, version)`` for a language with versions
+LayerClass = Callable[..., Layer[Any]]
+
+
+class Language(NamedTuple):
+    """How to build a language: a grammar and a layer."""
+
+    #: a built-in grammar's name (``grammars/NAME.lark``), or the path of a ``.lark`` file
+    grammar: str | Path
+    #: the grammar's start rule
+    start: str
+    layer_class: LayerClass
+    #: whether the language has (Python) versions: version gates in the grammar, and the
+    #: version passed to the layer class
+    versioned: bool
+
+
+#: language name -> how to build it (see :func:`register_language`)
+LANGUAGES: dict[str, Language] = {
+    "python": Language("python", "file_input", PythonLayer, True),
+    "json": Language("json", "value", PlainLayer, False),
 }
 
 
-def get_layer(language: str, python_version: VersionLike | None = None) -> PlainLayer:
+def register_language(
+    name: str,
+    grammar: str | os.PathLike[str],
+    start: str,
+    layer_class: LayerClass = PlainLayer,
+    versioned: bool = False,
+) -> None:
+    """Add a language (or replace one): a Lark grammar (a built-in grammar's name, or the
+    path of a ``.lark`` file) with its start rule, and the layer that reads it
+    (:class:`~.layers.PlainLayer` for a grammar whose tokens go straight to the parser).
+    Afterwards ``fim_checker(prefix, suffix, language=name)`` checks it."""
+    LANGUAGES[name] = Language(
+        grammar if isinstance(grammar, str) else Path(grammar), start, layer_class, versioned
+    )
+    for cache in (_LAYERS, _CONTEXTS):
+        for key in [key for key in cache if key[0] == name]:
+            del cache[key]
+
+
+def get_layer(language: str, python_version: VersionLike | None = None) -> Layer[Any]:
     """The (shared, cached) language layer for ``language`` at a target Python version
     (default: the newest; ignored by languages without versions)."""
     return _layer(language, parse_python_version(python_version))
 
 
-@cache
-def _layer(language: str, version: PythonVersion) -> PlainLayer:
+_LAYERS: dict[tuple[str, PythonVersion], Layer[Any]] = {}
+
+
+def _layer(language: str, version: PythonVersion) -> Layer[Any]:
+    layer = _LAYERS.get((language, version))
+    if layer is None:
+        layer = _LAYERS[language, version] = _build_layer(language, version)
+    return layer
+
+
+def _build_layer(language: str, version: PythonVersion) -> Layer[Any]:
     try:
-        grammar_name, start, layer_class, versioned = LANGUAGES[language]
+        grammar_source, start, layer_class, versioned = LANGUAGES[language]
     except KeyError:
         raise GrammarError(f"unknown language {language!r}; known: {', '.join(sorted(LANGUAGES))}") from None
-    if not versioned:
-        return layer_class(load_builtin(grammar_name, start))
-    return layer_class(load_builtin(grammar_name, start, version), version)
+    gates = version if versioned else None
+    grammar: Grammar = (
+        load_builtin(grammar_source, start, gates)
+        if isinstance(grammar_source, str)
+        else load_file(grammar_source, start, gates)
+    )
+    return layer_class(grammar, version) if versioned else layer_class(grammar)
 
 
 def _clean(text: str, ending: str) -> tuple[str, str]:
@@ -73,7 +127,7 @@ def _is_valid_source_text(text: str) -> bool:
     return _invalid_character_at(text) is None
 
 
-class Checker:
+class Checker(Generic[LayoutT]):
     """An immutable constraint state: the text read so far keeps the program completable.
 
     ``feed`` never changes the checker it is called on, so one checker can be fed many
@@ -82,24 +136,30 @@ class Checker:
 
     __slots__ = ("_branches", "_ending", "_layer", "_plan")
 
-    def __init__(self, layer, branches, ending: str = "", plan: SuffixPlan | None = None):
+    def __init__(
+        self,
+        layer: Layer[LayoutT],
+        branches: list[Branch[LayoutT]],
+        ending: str = "",
+        plan: SuffixPlan[LayoutT] | None = None,
+    ) -> None:
         self._layer = layer
         self._branches = branches
         self._ending = ending  # how the raw text read so far ends: "\r", "\r\n" or ""
         self._plan = plan
 
     @property
-    def layer(self):
+    def layer(self) -> Layer[LayoutT]:
         """The language layer this checker reads with."""
         return self._layer
 
     @property
-    def branches(self) -> list:
+    def branches(self) -> list[Branch[LayoutT]]:
         """The lexer branches alive after the text read so far (see :mod:`.lexer`)."""
         return self._branches
 
     @property
-    def suffix_plan(self) -> SuffixPlan | None:
+    def suffix_plan(self) -> SuffixPlan[LayoutT] | None:
         """The suffix this checker must join, split for checking (None: no suffix)."""
         return self._plan
 
@@ -108,7 +168,7 @@ class Checker:
         """Whether the text read so far ends in a carriage return that a line feed may join."""
         return self._ending == "\r"
 
-    def feed(self, text: str) -> Checker | None:
+    def feed(self, text: str) -> Checker[LayoutT] | None:
         """The checker after ``text``, or None if no continuation can make a valid program."""
         if not isinstance(text, str):
             raise InputError(f"feed() takes str, not {type(text).__name__}")
@@ -122,7 +182,7 @@ class Checker:
             return None
         return Checker(self._layer, branches, ending, self._plan)
 
-    def with_suffix(self, plan: SuffixPlan | None) -> Checker:
+    def with_suffix(self, plan: SuffixPlan[LayoutT] | None) -> Checker[LayoutT]:
         """This checker with another suffix (the same text read so far)."""
         return Checker(self._layer, self._branches, self._ending, plan)
 
@@ -136,7 +196,9 @@ class Checker:
             if head == "\n" and not plan.split:  # ... and that \r\n ends the file
                 return self._complete_at_end(self._branches, "\r\n")
             at = 1
-        branches, visited, result = self._branches, [], None
+        branches = self._branches
+        visited: list[tuple[PlanKey[LayoutT], list[Branch[LayoutT]]]] = []
+        result: bool | None = None
         for stop in plan.checkpoints:
             if stop <= at:
                 continue
@@ -159,7 +221,7 @@ class Checker:
             plan.memo.put(key, (result, kept))
         return result
 
-    def _complete_at_end(self, branches: list, ending: str) -> bool:
+    def _complete_at_end(self, branches: list[Branch[LayoutT]], ending: str) -> bool:
         """Whether the file ends here, its raw text ending in ``ending``: before 3.12 CPython
         reads a final ``\\r\\n`` as two line breaks (see ``PythonLayer.crlf_end_adds_newline``)."""
         layer = self._layer
@@ -175,7 +237,7 @@ class Checker:
 
         return shortest_finish(self, seconds=seconds)
 
-    def _finish(self, plan: SuffixPlan, branches: list) -> bool:
+    def _finish(self, plan: SuffixPlan[LayoutT], branches: list[Branch[LayoutT]]) -> bool:
         """Complete after the whole head: use the tail's verdict where the head ends a file."""
         layer = self._layer
         if not plan.split:
@@ -185,7 +247,10 @@ class Checker:
         # middle gone wrong) is followed through the tail for real and usually dies at once.
         slow = []
         for branch in branches:
-            if layer.at_statement_boundary(branch) and layer.end_of_input(*branch[:4]):
+            parser, layout, lexeme_state, lexeme, _ = branch
+            if layer.at_statement_boundary(branch) and layer.end_of_input(
+                parser, layout, lexeme_state, lexeme
+            ):
                 if plan.tail_valid:
                     return True
             else:
@@ -197,13 +262,13 @@ class _Context:
     """Per-language (and version) state shared by all checkers: the empty-file checker and
     the caches."""
 
-    def __init__(self, language: str, version: PythonVersion):
+    def __init__(self, language: str, version: PythonVersion) -> None:
         self.layer = _layer(language, version)
-        self.start = Checker(self.layer, [self.layer.initial_branch()])
-        self.prefixes = PrefixCache()
-        self.suffixes = LRU(64)
+        self.start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()])
+        self.prefixes: PrefixCache[Any] = PrefixCache()
+        self.suffixes: LRU[str, SuffixPlan[Any]] = LRU(64)
 
-    def plan(self, suffix: str) -> SuffixPlan | None:
+    def plan(self, suffix: str) -> SuffixPlan[Any] | None:
         if not suffix:
             return None
         suffix, ending = _clean(suffix, "")
@@ -214,7 +279,7 @@ class _Context:
             if self.layer.splits_at_top_level:
                 plan = plan_suffix(self.start, suffix)
             else:
-                plan = SuffixPlan(suffix, start=self.start)
+                plan = SuffixPlan(self.start, suffix)
             self.suffixes.put(suffix, plan)
         return plan
 
@@ -224,7 +289,7 @@ _CONTEXTS: dict[tuple[str, PythonVersion], _Context] = {}
 
 def _context(language: str, python_version: VersionLike | None = None) -> _Context:
     version = parse_python_version(python_version)
-    if language in LANGUAGES and not LANGUAGES[language][3]:
+    if language in LANGUAGES and not LANGUAGES[language].versioned:
         version = parse_python_version(None)  # one context for a language without versions
     context = _CONTEXTS.get((language, version))
     if context is None:
@@ -234,7 +299,7 @@ def _context(language: str, python_version: VersionLike | None = None) -> _Conte
 
 def fim_checker(
     prefix: str, suffix: str = "", language: str = "python", python_version: VersionLike | None = None
-) -> Checker:
+) -> Checker[Any]:
     """A checker for middles between ``prefix`` and ``suffix``, for the syntax of
     ``python_version`` (``"3.12"`` or ``(3, 12)``; 3.8 to 3.14, default the newest, so that
     valid code of any version is accepted).

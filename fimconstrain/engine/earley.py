@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .grammar import Grammar
 
-_EMPTY: tuple = ()
+_EMPTY: tuple[()] = ()
 
 
 class Prediction:
@@ -27,7 +27,7 @@ class Prediction:
 
     __slots__ = ("advance", "terminals")
 
-    def __init__(self, grammar: Grammar, roots: frozenset[int]):
+    def __init__(self, grammar: Grammar, roots: frozenset[int]) -> None:
         next_symbol, skip, first_item = grammar.next_symbol, grammar.skip, grammar.rule_first_item
         seen: set[int] = set()
         stack = list(roots)
@@ -59,7 +59,7 @@ class EarleySet:
 
     __slots__ = ("__weakref__", "_expected", "accepting", "prediction", "waiting")
 
-    def __init__(self, waiting: dict[int, list], prediction: Prediction, accepting: bool):
+    def __init__(self, waiting: dict[int, list[Item]], prediction: Prediction, accepting: bool) -> None:
         #: symbol -> [(item after the symbol, origin set)] for kernel items expecting it
         self.waiting = waiting
         self.prediction = prediction
@@ -67,7 +67,7 @@ class EarleySet:
         self.accepting = accepting
         self._expected = -1
 
-    def signature(self) -> tuple:
+    def signature(self) -> Signature:
         """Equal for sets with the same kernel items over the same origin sets, which
         therefore accept the same continuations (origins compared by identity)."""
         return self.accepting, frozenset(
@@ -75,14 +75,22 @@ class EarleySet:
         )
 
 
+#: a kernel item: the dotted item after the awaited symbol, and the set it began in (None:
+#: the augmented start rule, whose completion means a whole program)
+Item = tuple[int, EarleySet | None]
+#: what :meth:`EarleySet.signature` returns
+Signature = tuple[bool, frozenset[tuple[int, int]]]
+
+
 class Recognizer:
     """Builds and advances :class:`EarleySet` states for one grammar."""
 
-    def __init__(self, grammar: Grammar):
+    def __init__(self, grammar: Grammar, initial: EarleySet | None = None) -> None:
+        """``initial``: the set to start from (default: the start of a whole text)."""
         self.grammar = grammar
         self._predictions: dict[frozenset[int], Prediction] = {}
         self._n_terminals = grammar.n_terminals
-        self.initial = self._close([(grammar.start_item, None)])
+        self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
 
     def prediction(self, roots: frozenset[int]) -> Prediction:
         pred = self._predictions.get(roots)
@@ -92,7 +100,7 @@ class Recognizer:
 
     def expected_terminals(self, state: EarleySet) -> int:
         """Bitmask of terminals ``state`` can scan (cached on the state)."""
-        mask = state._expected
+        mask = state._expected  # (this module's own: the cache lives on the set)
         if mask < 0:
             mask = state.prediction.terminals
             n = self._n_terminals
@@ -102,9 +110,9 @@ class Recognizer:
             state._expected = mask
         return mask
 
-    def scan(self, state: EarleySet, terminals) -> EarleySet | None:
-        """The state after reading one of ``terminals`` (an iterable of terminal ids), or None."""
-        seeds = []
+    def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
+        """The state after reading one of ``terminals`` (terminal ids), or None."""
+        seeds: list[Item] = []
         waiting, advance = state.waiting, state.prediction.advance
         for t in terminals:
             seeds.extend(waiting.get(t, _EMPTY))
@@ -114,14 +122,14 @@ class Recognizer:
             return None
         return self._close(seeds)
 
-    def _close(self, seeds: list) -> EarleySet:
+    def _close(self, seeds: list[Item]) -> EarleySet:
         """Complete and index ``seeds`` (items of the new set) into a new :class:`EarleySet`."""
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         n_terminals = self._n_terminals
-        seen: set = set()
-        done: set = set()
-        waiting: dict[int, list] = {}
+        seen: set[Item] = set()
+        done: set[tuple[int, EarleySet]] = set()
+        waiting: dict[int, list[Item]] = {}
         roots: set[int] = set()
         accepting = False
         stack = seeds

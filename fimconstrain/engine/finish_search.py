@@ -15,11 +15,17 @@ import itertools
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from functools import cache, cached_property
+from typing import TYPE_CHECKING
 
-from .grammar import Grammar
+from .earley import EarleySet
+from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer
 from .refutation import lex
 from .regex_dfa import DEAD
+
+if TYPE_CHECKING:
+    from .checker import Checker
 
 #: what declared layout terminals cost, in characters of text
 _LAYOUT_COST = {"_NEWLINE": 1, "_INDENT": 4, "_DEDENT": 0}
@@ -31,9 +37,9 @@ _CONTEXTS_PER_ITEM = 6
 class Planner:
     """Shortest yields of a grammar's symbols, and cheapest closings of Earley states."""
 
-    def __init__(self, layer):
+    def __init__(self, layer: LexicalLayer) -> None:
         self.layer = layer
-        g: Grammar = layer.grammar
+        g = layer.grammar
         self.grammar = g
         dfa = layer.dfa
         self.spelling: dict[int, str] = {}
@@ -56,7 +62,7 @@ class Planner:
         self.layout_terminals = {g.symbol_id[name] for name in g.declared} | set(
             layer.terminal_ids(layer.newline_mask)
         )
-        self._states_after: dict[tuple[int, ...], object] = {(): layer.recognizer.initial}
+        self._states_after: dict[tuple[int, ...], EarleySet | None] = {(): layer.recognizer.initial}
         literal = {i: t.literal for i, t in enumerate(g.terminals)}
         self.bracket_terminal = {text: i for i, text in literal.items() if text in ("(", "[", "{")}
         self.bracket_or_operator = {i for i, text in literal.items() if text in _NOISE}
@@ -121,7 +127,7 @@ class Planner:
         cheapest through one of them and the suffix may need another.)"""
         g, cost = self.grammar, self.cost
         found: dict[int, list[tuple[int, ...]]] = {}  # item -> symbols consumed on the way (distinct)
-        frontier = [(0.0, 0, g.start_item, ())]
+        frontier: list[tuple[float, int, int, tuple[int, ...]]] = [(0.0, 0, g.start_item, ())]
         count = 1
         while frontier:
             c, _, d, consumed = heapq.heappop(frontier)
@@ -139,7 +145,8 @@ class Planner:
                 count += 1
         contexts: dict[int, list[tuple[int, ...]]] = {}
         for d, sequences in found.items():
-            expanded = contexts[d] = []
+            expanded: list[tuple[int, ...]] = []
+            contexts[d] = expanded
             for consumed in sequences:
                 context = tuple(self.expand(consumed))
                 if context not in expanded:
@@ -154,14 +161,14 @@ class Planner:
         found = self._openers.get(key)
         if found is None:
             first_after, cost, layout = self.first_after, self.cost, self.layout_terminals
-            found = {
+            distinct = {
                 ctx
                 for d, ctxs in self.left_contexts.items()
                 if first_after[d] & first_mask
                 for ctx in ctxs
                 if (bool(ctx) and ctx[-1] in layout) == ends_line
             }
-            found = self._openers[key] = sorted(found, key=lambda ctx: (sum(cost[t] for t in ctx), ctx))
+            found = self._openers[key] = sorted(distinct, key=lambda ctx: (sum(cost[t] for t in ctx), ctx))
         return found
 
     def plain_context(self, terminals: tuple[int, ...]) -> bool:
@@ -172,7 +179,7 @@ class Planner:
             t in self.bracket_or_operator for t in terminals
         )
 
-    def state_after(self, terminals: tuple[int, ...]):
+    def state_after(self, terminals: tuple[int, ...]) -> EarleySet | None:
         """The recognizer's state after ``terminals`` from the start of a file (memoised), or None."""
         states = self._states_after
         if terminals not in states:
@@ -180,18 +187,20 @@ class Planner:
             states[terminals] = None if before is None else self.layer.recognizer.scan(before, terminals[-1:])
         return states[terminals]
 
-    def closing_items(self, state) -> list[int] | None:
+    def closing_items(self, state: EarleySet) -> list[int] | None:
         """The items (dot positions) whose remaining symbols, in order, close ``state`` most
-        cheaply: innermost first, up to the start rule. None if the state cannot be closed."""
+        cheaply: innermost first, up to the start rule (none if the state is complete and has
+        nothing open). None if the state cannot be closed."""
         item_lhs, rest = self.grammar.item_lhs, self.rest
-        frontier = []
+        # (cost, tie-break, origin set, nonterminal completed there, items on the way)
+        frontier: list[tuple[float, int, EarleySet | None, int, _Path]] = []
         count = 0
         for items in state.waiting.values():
             for d_next, origin in items:
                 d = d_next - 1
                 heapq.heappush(frontier, (rest[d], count, origin, item_lhs[d], (d, None)))
                 count += 1
-        seen = set()
+        seen: set[tuple[int, int]] = set()
         while frontier:
             c, _, origin, lhs, path = heapq.heappop(frontier)
             if origin is None:
@@ -208,7 +217,8 @@ class Planner:
             for d_next in origin.prediction.advance.get(lhs, ()):
                 heapq.heappush(frontier, (c + rest[d_next], count, origin, item_lhs[d_next], (d_next, path)))
                 count += 1
-        return None
+        # nothing left open: a state that already ends a whole text (JSON after its one value)
+        return [] if state.accepting else None
 
     def terminals(self, items: list[int]) -> list[int]:
         """The terminals of the cheapest yield of each item's remaining symbols, in order."""
@@ -220,7 +230,7 @@ class Planner:
                 d += 1
         return self.expand(symbols)
 
-    def expand(self, symbols) -> list[int]:
+    def expand(self, symbols: Iterable[int]) -> list[int]:
         """The terminals of the cheapest yield of ``symbols``, in order."""
         g = self.grammar
         out: list[int] = []
@@ -231,7 +241,7 @@ class Planner:
                 out.append(sym)
                 continue
             d = g.rule_first_item[self.rule_of[sym]]
-            expansion = []
+            expansion: list[int] = []
             while g.next_symbol[d] >= 0:
                 expansion.append(g.next_symbol[d])
                 d += 1
@@ -239,7 +249,11 @@ class Planner:
         return out
 
 
-def _unwind(path) -> list[int]:
+#: a chain of items, the last one first: ``(item, the chain before it)``
+_Path = tuple[int, "_Path"] | None
+
+
+def _unwind(path: _Path) -> list[int]:
     items = []
     while path is not None:
         d, path = path
@@ -249,11 +263,11 @@ def _unwind(path) -> list[int]:
 
 
 @cache
-def planner_for(layer) -> Planner:
+def planner_for(layer: LexicalLayer) -> Planner:
     return Planner(layer)
 
 
-def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
+def _finish_lexeme(layer: Layer[LayoutT], branch: Branch[LayoutT]) -> list[tuple[str, EarleySet, LayoutT]]:
     """Ways to end the symbol in progress cheaply: (added text, parser, layout) each. An
     indentation being typed may be padded to any column the parser could want next."""
     parser, layout, state, lexeme, _ = branch
@@ -296,7 +310,9 @@ def _finish_lexeme(layer, branch: tuple) -> list[tuple[str, object, object]]:
 _REPAIRS = ("}", ")}", "]}", "0", "00", "0000", "00000000")
 
 
-def _ended(layer, branch: tuple, additions: list[str]) -> list[tuple[str, object, object]]:
+def _ended(
+    layer: Layer[LayoutT], branch: Branch[LayoutT], additions: list[str]
+) -> list[tuple[str, EarleySet, LayoutT]]:
     """``(added text, parser, layout)`` for each addition that ends the branch's lexeme."""
     parser, layout, state, lexeme, _ = branch
     options = []
@@ -306,15 +322,18 @@ def _ended(layer, branch: tuple, additions: list[str]) -> list[tuple[str, object
             continue
         ended = layer.end_symbol(parser, layout, end, lexeme + added)
         if ended is not None:
-            options.append((added, *ended))
+            after, layout_after = ended
+            options.append((added, after, layout_after))
     return options
 
 
-def _spell(planner: Planner, terminals: list[int], layout, lead: str, spaced: bool) -> list[str]:
-    """Text for ``terminals`` after ``lead``: one candidate ending after each terminal. An
-    f-string is closed with the quote it was opened with."""
-    g, layer = planner.grammar, planner.layer
-    names = g.symbol_names
+def _spell(
+    planner: Planner, layer: Layer[LayoutT], terminals: list[int], layout: LayoutT, lead: str, spaced: bool
+) -> list[str]:
+    """Text for ``terminals`` after ``lead`` (``layout``: the layer's state before them): one
+    candidate ending after each terminal. An f-string is closed with the quote it was opened
+    with."""
+    names = planner.grammar.symbol_names
     columns = layer.indent_columns(layout)
     quotes = layer.open_quotes(layout)
     pieces, out = [lead], [lead]
@@ -347,19 +366,20 @@ def _spell(planner: Planner, terminals: list[int], layout, lead: str, spaced: bo
     return out
 
 
-def finishing_candidates(checker) -> list[str]:
+def finishing_candidates(checker: Checker[LayoutT]) -> list[str]:
     """Texts that may finish ``checker``'s middle, shortest first (not yet verified)."""
     layer = checker.layer
     planner = planner_for(layer)
-    found = set()
+    found: set[str] = set()
     for branch in checker.branches:
+        _, _, _, lexeme, _ = branch
         for added, parser, layout in _finish_lexeme(layer, branch):
             items = planner.closing_items(parser)
             if items is None:
                 continue
-            text = branch[3] + added
+            text = lexeme + added
             spaced = bool(text) and not text[-1].isspace()
-            found.update(_spell(planner, planner.terminals(items), layout, added, spaced))
+            found.update(_spell(planner, layer, planner.terminals(items), layout, added, spaced))
     return sorted(found, key=lambda t: (len(t), t))
 
 
@@ -367,7 +387,7 @@ def finishing_candidates(checker) -> list[str]:
 _OPENERS = [chr(c) for c in range(33, 127)] + ['"""', "'''", "\n"]
 
 
-def _joiners(checker) -> list[str]:
+def _joiners(checker: Checker[LayoutT]) -> list[str]:
     """Single symbols the parser could take next, spelled, and single characters that may
     open a symbol the suffix closes: bridges toward a suffix."""
     layer = checker.layer
@@ -394,7 +414,7 @@ def _openers_for(suffix: str) -> list[str]:
     return out
 
 
-def _header_joiners(checker) -> list[str]:
+def _header_joiners(checker: Checker[LayoutT]) -> list[str]:
     """A block header on a new line at each column the layout knows: a suffix that starts
     with an indented block needs a header to hang from."""
     columns = {0}
@@ -408,13 +428,13 @@ def _header_joiners(checker) -> list[str]:
 class _Search:
     """Candidate checks under an optional time limit."""
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None) -> None:
         self.until = None if seconds is None else time.monotonic() + seconds
 
     def expired(self) -> bool:
         return self.until is not None and time.monotonic() > self.until
 
-    def first_complete(self, base, texts) -> str | None:
+    def first_complete(self, base: Checker[LayoutT], texts: Iterable[str]) -> str | None:
         """The first text of ``texts`` that completes ``base``, or None (also when time is up)."""
         for text in texts:
             if self.expired():
@@ -425,7 +445,7 @@ class _Search:
         return None
 
 
-def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> str | None:
+def shortest_finish(checker: Checker[LayoutT], limit: int = 64, seconds: float | None = None) -> str | None:
     """A short text ``t`` with ``checker.feed(t).is_complete()`` (suffix included), or None
     when none is found (within ``seconds``, if given). Tries the cheapest closing of the open
     rules cut at every point; with a suffix also one more symbol, character or block header
@@ -435,10 +455,11 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
     search = _Search(seconds)
     candidates = finishing_candidates(checker)[:limit]
     found = search.first_complete(checker, candidates)
-    if found is not None or checker.suffix_plan is None:
+    plan = checker.suffix_plan
+    if found is not None or plan is None:
         return found
     bases = [(text, base) for text in candidates if (base := checker.feed(text)) is not None]
-    best = None
+    best: str | None = None
     for text, base in bases:
         if (best is not None and len(text) >= len(best)) or search.expired():
             break
@@ -448,10 +469,10 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
             best = text + tail
     if best is not None:
         return best
-    found = _bridge(bases[:8], checker.suffix_plan.head, search)
+    found = _bridge(bases[:8], plan.head, search)
     if found is not None:
         return found
-    openers = _openers_for(checker.suffix_plan.head)
+    openers = _openers_for(plan.head)
     for text, base in bases[:16]:
         for symbol in _joiners(base)[:64]:
             middle = base.feed(" " + symbol)
@@ -465,12 +486,15 @@ def shortest_finish(checker, limit: int = 64, seconds: float | None = None) -> s
     return None
 
 
-def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, ...], list[int]]]:
+def _head_starts(
+    layer: LexicalLayer, head: str, in_brackets: bool
+) -> list[tuple[tuple[str, ...], list[int]]]:
     """How a bridge can meet the head: ``(texts that may end the bridge, terminal bitmasks
     the grammar reads next)``. Either the head starts with its own symbols (the bridge ends
     with nothing or a space), or inside a comment or a string the bridge opens (with a
     quote the head closes). ``in_brackets``: line breaks do not end the head's first line."""
     text = head.lstrip(" \t")
+    starts: list[tuple[tuple[str, ...], list[int]]]
     if not text or text[0] in "\n#\\":
         starts = [(("",), [])]
     else:
@@ -479,7 +503,7 @@ def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, .
         starts = [(("", " "), symbols)]
         if layer.newline_mask:  # the head's first line may end a comment the bridge opens
             starts.append((("#", " #"), []))
-    string = getattr(layer, "string_mask", 0)
+    string = layer.string_mask
     for quote in ("'''", '"""', "'", '"'):
         at = head.find(quote)
         if not string or at < 0 or (len(quote) == 1 and "\n" in head[:at]):
@@ -489,7 +513,7 @@ def _head_starts(layer, head: str, in_brackets: bool) -> list[tuple[tuple[str, .
     return starts
 
 
-def _lex(layer, text: str):
+def _lex(layer: LexicalLayer, text: str) -> Iterator[tuple[int, str]]:
     """``(terminal bitmask, lexeme)`` of the symbols of ``text`` by longest match, layout and
     ignored symbols left out, up to the first text that does not lex."""
     for begin, end, mask in lex(layer, text):
@@ -499,7 +523,7 @@ def _lex(layer, text: str):
             yield mask, text[begin:end]
 
 
-def _line_terminals(layer, text: str, limit: int = 8, across_lines: bool = False) -> list[int]:
+def _line_terminals(layer: LexicalLayer, text: str, limit: int = 8, across_lines: bool = False) -> list[int]:
     """The symbols of the first logical line of ``text`` (a string may span lines) as terminal
     bitmasks, up to ``limit``; with ``across_lines`` (inside brackets) its line breaks are
     kept too, for :func:`_before_unopened_closer` to pass over while the brackets are open."""
@@ -518,7 +542,7 @@ _CLOSES = {")": "(", "]": "[", "}": "{"}
 _WRAPPERS = {")": "A(", "]": "A[", "}": "{A:"}
 
 
-def _unmatched_closers(layer, head: str, window: int = 20_000) -> list[str]:
+def _unmatched_closers(layer: LexicalLayer, head: str, window: int = 20_000) -> list[str]:
     """Brackets the head closes that it did not open, innermost first: the bridge must open
     them. A head that begins inside a string is read from its closing quote."""
     text = head[:window]
@@ -528,7 +552,8 @@ def _unmatched_closers(layer, head: str, window: int = 20_000) -> list[str]:
         # the first line does not lex: a string the bridge opens ends in it
         quote = min((i for i in (text.find("'"), text.find('"')) if i >= 0), default=-1)
         symbols = list(lex(layer, text, quote + 1)) if quote >= 0 else symbols
-    stack, closers = [], []
+    stack: list[str] = []
+    closers: list[str] = []
     for begin, end, mask in symbols:
         lexeme = text[begin:end]
         if not mask:  # where the text stops lexing
@@ -556,11 +581,11 @@ def _open_brackets(planner: Planner, terminals: tuple[int, ...]) -> str | None:
     return "".join(reversed(stack))
 
 
-def _before_unopened_closer(layer, terminals: list[int], owned: int) -> list[int]:
+def _before_unopened_closer(layer: LexicalLayer, terminals: list[int], owned: int) -> list[int]:
     """``terminals`` up to the first that closes a bracket neither they nor the ``owned``
     brackets open before them opened (one a wrapper opens, which the check leaves out), or
     to a line break outside brackets; line breaks inside brackets left out."""
-    deltas, depth, out = getattr(layer, "bracket_delta", {}), owned, []
+    deltas, depth, out = layer.bracket_delta, owned, []
     for mask in terminals:
         if mask & layer.newline_mask:
             if depth <= 0:
@@ -574,8 +599,8 @@ def _before_unopened_closer(layer, terminals: list[int], owned: int) -> list[int
 
 
 def _wrapped_openers(
-    planner: Planner, openers: list[tuple[int, ...]], terminals: list[int], closers: list[str]
-):
+    planner: Planner, openers: Iterable[tuple[int, ...]], terminals: list[int], closers: list[str]
+) -> Iterator[tuple[str, tuple[int, ...], int]]:
     """``(wrapper, opener, number of its own brackets)``, lazily, for each opener whose own
     open brackets are the first ones the head closes, and after which the grammar (layout
     aside) reads ``terminals`` as far as those brackets reach; the wrapper opens the rest."""
@@ -601,13 +626,14 @@ _CONNECTOR_SYMBOLS = {"NAME", ":", "=", ".", ",", "->", "in", "for"}
 _CONNECTOR_DEPTH = 3
 
 
-def _connectors(planner: Planner, state, goal: int, limit: int = 3) -> list[tuple[int, ...]]:
+def _connectors(planner: Planner, state: EarleySet, goal: int, limit: int = 3) -> list[tuple[int, ...]]:
     """Up to ``limit`` shortest terminal sequences (at most :data:`_CONNECTOR_DEPTH` of
     :data:`_CONNECTOR_SYMBOLS`) after which ``state`` can read the grammar terminal ``goal``."""
     recognizer, alphabet = planner.layer.recognizer, planner.connector_terminals
-    found, frontier = [], [((), state)]
+    found: list[tuple[int, ...]] = []
+    frontier: list[tuple[tuple[int, ...], EarleySet]] = [((), state)]
     for depth in range(_CONNECTOR_DEPTH + 1):
-        deeper = []
+        deeper: list[tuple[tuple[int, ...], EarleySet]] = []
         for sequence, current in frontier:
             expected = recognizer.expected_terminals(current)
             if expected >> goal & 1:
@@ -623,7 +649,9 @@ def _connectors(planner: Planner, state, goal: int, limit: int = 3) -> list[tupl
     return found
 
 
-def _nested_openers(planner: Planner, closers: list[str], first: int, limit: int = 96):
+def _nested_openers(
+    planner: Planner, closers: list[str], first: int, limit: int = 96
+) -> Iterator[tuple[int, ...]]:
     """Openers that open every bracket the head closes, nested: the cheapest left contexts
     of a place where the outermost bracket may open (``def A``, ``if``, ``except``, ``A``),
     that bracket, then for each inner one a short connector and the bracket (``A: A[``),
@@ -687,7 +715,9 @@ def _column_hint(head: str) -> int:
     return 0
 
 
-def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | None:
+def _bridge(
+    bases: list[tuple[str, Checker[LayoutT]]], head: str, search: _Search, limit: int = 48
+) -> str | None:
     """The shortest verified ``base text + bridge`` where the bridge begins a construct the
     suffix's head goes on with: the cheapest left context of every grammar item that can be
     followed by the head's first symbol, on the same line, on a new line at each column the
@@ -707,7 +737,7 @@ def _bridge(bases: list, head: str, search: _Search, limit: int = 48) -> str | N
         # head closes (checked further), are taken apart: the many cheaper ones must not crowd
         # them out
         for ends_line in (False, True):
-            taken = Counter()
+            taken: Counter[bool] = Counter()
             for wrapper, opener, owned in _wrapped_openers(
                 planner, planner.openers(first, ends_line), terminals, closers
             ):

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from lark.exceptions import GrammarError as LarkGrammarError
-from lark.lexer import PatternStr
-from lark.load_grammar import load_grammar
+from lark.lexer import Pattern, PatternStr
+from lark.load_grammar import GrammarBuilder
 
 from .errors import GrammarError
 
@@ -47,7 +47,7 @@ class Grammar:
         declared: list[str],
         rules: list[tuple[str, tuple[str, ...]]],
         start: str,
-    ):
+    ) -> None:
         self.terminals = terminals
         self.declared = declared
         names = [t.name for t in terminals] + declared
@@ -73,16 +73,16 @@ class Grammar:
         self.item_lhs: list[int] = []
         self.rules_of: dict[int, list[int]] = {}
         for lhs_name, rhs_names in all_rules:
-            lhs = self.symbol_id[lhs_name]
+            lhs_id = self.symbol_id[lhs_name]
             rule = len(self.rule_lhs)
-            self.rule_lhs.append(lhs)
+            self.rule_lhs.append(lhs_id)
             self.rule_first_item.append(len(self.next_symbol))
-            self.rules_of.setdefault(lhs, []).append(rule)
+            self.rules_of.setdefault(lhs_id, []).append(rule)
             for sym in rhs_names:
                 self.next_symbol.append(self.symbol_id[sym])
-                self.item_lhs.append(lhs)
+                self.item_lhs.append(lhs_id)
             self.next_symbol.append(-1)
-            self.item_lhs.append(lhs)
+            self.item_lhs.append(lhs_id)
         self.nullable = self._nullable_symbols()
         self.skip = self._nullable_skips()
         self.start_item = self.rule_first_item[0]
@@ -108,7 +108,7 @@ class Grammar:
 
     def _nullable_skips(self) -> list[tuple[int, ...]]:
         """For each item, the items reached by stepping over nullable symbols (itself first)."""
-        skips = []
+        skips: list[tuple[int, ...]] = []
         for d in range(len(self.next_symbol)):
             chain = [d]
             while self.next_symbol[chain[-1]] in self.nullable:
@@ -123,7 +123,7 @@ class Grammar:
         return sym
 
 
-def _pattern_source(pattern) -> str:
+def _pattern_source(pattern: Pattern) -> str:
     if isinstance(pattern, PatternStr):
         return re.escape(pattern.value)
     return pattern.value
@@ -133,7 +133,9 @@ def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
     """Compile Lark grammar text into a :class:`Grammar`; unused terminals are kept (they act
     as error lexemes that take part in longest match but are never accepted)."""
     try:
-        lark_grammar, _ = load_grammar(text, source, [], False)
+        builder = GrammarBuilder(False, [])
+        builder.load_grammar(text, source)
+        lark_grammar = builder.build()
         keep = {name for name, *_ in lark_grammar.term_defs}
         term_defs, rule_defs, ignore = lark_grammar.compile([start], keep)
     except LarkGrammarError as exc:
@@ -196,3 +198,12 @@ def load_builtin(name: str, start: str, version: tuple[int, int] | None = None) 
     except FileNotFoundError as exc:
         raise GrammarError(f"no built-in grammar named {name!r}") from exc
     return parse_lark(apply_version_gates(text, version), start, source=f"{name}.lark")
+
+
+def load_file(path: Path, start: str, version: tuple[int, int] | None = None) -> Grammar:
+    """Load a Lark grammar file (its version gates applied for ``version``, if given)."""
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise GrammarError(f"cannot read grammar file {str(path)!r}: {exc}") from exc
+    return parse_lark(apply_version_gates(text, version), start, source=path.name)

@@ -11,69 +11,93 @@ from __future__ import annotations
 import ast
 import keyword
 import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Generic
 
 from .earley import EarleySet, Recognizer
 from .grammar import Grammar
+from .layer_protocol import Branch, LayoutT, ModeFrame, Modes
 from .regex_dfa import LexerDFA
+from .versions import PythonVersion, format_version
 
 _OPENERS = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 
 
-class PlainLayer:
-    """Tokens go to the parser as lexed; ignored terminals are dropped."""
+class BaseLayer(ABC, Generic[LayoutT]):
+    """What layers share: the grammar's recognizer and lexer automaton, terminal classes, and
+    the behaviour of a language without layout, for layouts of type ``LayoutT`` (a subclass
+    says where a file starts and may override the rest). Implements
+    :class:`~fimconstrain.engine.layer_protocol.Layer`."""
 
-    def __init__(self, grammar: Grammar):
+    #: whether a suffix may be split before a top-level statement line (see right_quotient.py)
+    splits_at_top_level = False
+    #: terminals that end logical lines (none: no layout)
+    newline_mask = 0
+    #: the line-break terminal (-1: none) and what is scanned for it, an INDENT and a DEDENT
+    newline = -1
+    newline_ids: tuple[int, ...] = ()
+    indent: tuple[int, ...] = ()
+    dedent: tuple[int, ...] = ()
+    #: string literal terminals (none told apart)
+    string_mask = 0
+    #: terminals that open and close strings lexed in modes (none here)
+    string_start_mask = string_end_mask = 0
+    #: whether a file whose raw text ends in ``\r\n`` is read with one more line break
+    crlf_end_adds_newline = False
+    #: the target Python version (None: a language without versions)
+    version: PythonVersion | None = None
+
+    def __init__(self, grammar: Grammar) -> None:
         self.grammar = grammar
         self.recognizer = Recognizer(grammar)
         self.dfa = LexerDFA([t.pattern for t in grammar.terminals], [t.flags for t in grammar.terminals])
         self.ignore_mask = _mask(i for i, t in enumerate(grammar.terminals) if t.ignored)
         #: a lexer state that knows every terminal, whatever the mode (to spell terminals)
         self.every_terminal_start = self.dfa.start
+        #: the lexer state of the lexeme a file starts inside (none: the DFA's start)
+        self.initial_lexeme = self.dfa.start
+        #: bracket terminal bitmask -> +1 (opens) or -1 (closes); none without layout
+        self.bracket_delta: dict[int, int] = {}
         self._ids: dict[int, tuple[int, ...]] = {}
 
-    #: whether a suffix may be split before a top-level statement line (see context.py)
-    splits_at_top_level = False
-    #: terminals that end logical lines (none: this layer has no layout)
-    newline_mask = 0
-    #: terminals that open and close strings lexed in modes (none here)
-    string_start_mask = string_end_mask = 0
-    #: bracket terminal bitmask -> +1 (opens) or -1 (closes); none without layout
-    bracket_delta: dict[int, int] = {}
-    #: whether a file whose raw text ends in ``\r\n`` is read with one more line break
-    crlf_end_adds_newline = False
+    @abstractmethod
+    def initial_branch(self) -> Branch[LayoutT]:
+        """The branch at the start of a file."""
 
-    def indent_columns(self, layout) -> list[int]:
-        """Columns of the open indentation levels, outermost first (none without layout)."""
-        return []
-
-    def initial_branch(self) -> tuple:
-        return (self.recognizer.initial, None, self.dfa.start, "", ())
-
-    def at_statement_boundary(self, branch: tuple) -> bool:
-        """Whether ``branch`` stands at the start of a top-level line with nothing pending."""
-        return False
-
-    def lex_start(self, layout) -> int:
-        """The lexer state a new symbol starts from (one mode: the DFA's start)."""
-        return self.dfa.start
-
-    def mode_start(self, modes: tuple, depth: int) -> int:
-        """The lexer state for a mode stack (one mode: the DFA's start)."""
-        return self.dfa.start
-
-    def open_quotes(self, layout) -> list[str]:
-        """The quotes of the strings lexed in modes that are open, outermost first (none)."""
-        return []
-
-    def next_modes(self, modes: tuple, mask: int, text: str, depth: int) -> tuple | None:
-        """The mode stack after a symbol (one mode: nothing to keep)."""
-        return modes
-
-    def open_layouts(self, indents: list[str], depth: int) -> list:
+    @abstractmethod
+    def open_layouts(self, indents: list[str], depth: int) -> list[LayoutT]:
         """Layouts a text may start from when what came before it is unknown and left
         ``depth`` brackets open; ``indents``: its newline lexemes that begin measured lines
         (see :mod:`fimconstrain.engine.refutation`)."""
-        return [None]
+
+    def describe(self) -> str:
+        """The language, in words, for messages."""
+        return f"another grammar ({type(self).__name__})"
+
+    def indent_columns(self, layout: LayoutT) -> list[int]:
+        """Columns of the open indentation levels, outermost first (none without layout)."""
+        return []
+
+    def at_statement_boundary(self, branch: Branch[LayoutT]) -> bool:
+        """Whether ``branch`` stands at the start of a top-level line with nothing pending."""
+        return False
+
+    def lex_start(self, layout: LayoutT) -> int:
+        """The lexer state a new symbol starts from (one mode: the DFA's start)."""
+        return self.dfa.start
+
+    def mode_start(self, modes: Modes, depth: int) -> int:
+        """The lexer state for a mode stack (one mode: the DFA's start)."""
+        return self.dfa.start
+
+    def open_quotes(self, layout: LayoutT) -> list[str]:
+        """The quotes of the strings lexed in modes that are open, outermost first (none)."""
+        return []
+
+    def next_modes(self, modes: Modes, mask: int, text: str, depth: int) -> Modes | None:
+        """The mode stack after a symbol (one mode: nothing to keep)."""
+        return modes
 
     def terminal_ids(self, mask: int) -> tuple[int, ...]:
         """The terminal ids of a bitmask (memoised)."""
@@ -86,26 +110,48 @@ class PlainLayer:
         """Terminals a finished lexeme can be."""
         return self.dfa.accept[lexeme_state]
 
-    def allowed(self, parser: EarleySet, layout) -> int:
+    def allowed(self, parser: EarleySet, layout: LayoutT) -> int:
+        """Bitmask of terminals that may be lexed next in this parser/layout state."""
         return self.recognizer.expected_terminals(parser) | self.ignore_mask
 
-    def end_symbol(self, parser: EarleySet, layout, lexeme_state: int, text: str):
+    def end_symbol(
+        self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str
+    ) -> tuple[EarleySet, LayoutT] | None:
+        """Feed the symbol that just ended; ``(parser, layout)`` after it, or None if rejected."""
         mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
         if not mask:
             return None
         if mask & self.ignore_mask:
             return parser, layout
-        parser = self.recognizer.scan(parser, self.terminal_ids(mask))
-        return None if parser is None else (parser, layout)
+        after = self.recognizer.scan(parser, self.terminal_ids(mask))
+        return None if after is None else (after, layout)
 
-    def end_of_input(self, parser: EarleySet, layout, lexeme_state: int, text: str) -> bool:
+    def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:
+        """Whether ending the input here (after this last symbol) gives a complete program."""
         if lexeme_state == self.dfa.start:
             return parser.accepting
         ended = self.end_symbol(parser, layout, lexeme_state, text)
         return ended is not None and ended[0].accepting
 
+    def next_terminals(self, parser: EarleySet, layout: LayoutT, terminal: int) -> int:
+        """Terminals that may be lexed after a lexeme ends as ``terminal`` here."""
+        if 1 << terminal & self.ignore_mask:
+            return self.allowed(parser, layout)
+        after = self.recognizer.scan(parser, (terminal,))
+        return 0 if after is None else self.recognizer.expected_terminals(after) | self.ignore_mask
 
-def _mask(indices) -> int:
+
+class PlainLayer(BaseLayer[None]):
+    """Tokens go to the parser as lexed; ignored terminals are dropped. No layout (``None``)."""
+
+    def initial_branch(self) -> Branch[None]:
+        return (self.recognizer.initial, None, self.dfa.start, "", ())
+
+    def open_layouts(self, indents: list[str], depth: int) -> list[None]:
+        return [None]
+
+
+def _mask(indices: Iterable[int]) -> int:
     mask = 0
     for i in indices:
         mask |= 1 << i
@@ -122,7 +168,7 @@ def _last_line(text: str) -> list[str]:
     return lines[start:]
 
 
-def _indent_columns(text: str) -> tuple[int, int]:
+def line_indentation(text: str) -> Columns:
     """Indentation of the line a newline lexeme ends on, as CPython's tokenizer measures it:
     tabs to multiples of 8, and tabs as 1 (both are compared, to reject inconsistent tabs);
     when the line starts with backslash continuations, the column of the first backslash
@@ -143,6 +189,10 @@ def _indent_columns(text: str) -> tuple[int, int]:
     return (continued, continued) if continued else (col, alt)
 
 
+#: the former name of :func:`line_indentation` (``decoding/mask_store.py`` imports it)
+_indent_columns = line_indentation
+
+
 def _ends_in_continuation(text: str) -> bool:
     """Whether a newline lexeme's last line break is a backslash continuation."""
     return len(_last_line(text)) > 1
@@ -152,8 +202,15 @@ def _ends_in_continuation(text: str) -> bool:
 #: expression, its format spec, and (before 3.12) the field right after its conversion
 _TEXT, _FIELD, _SPEC, _CONVERTED = 0, 1, 2, 3
 
+#: an indentation level: ``(column, column with tabs as 1)``
+Columns = tuple[int, int]
+#: the open indentation levels above column 0, outermost first
+Indents = tuple[Columns, ...]
+#: Python's layout: ``(indents, bracket depth, line_open, f-string mode stack)``
+PythonLayout = tuple[Indents, int, bool, Modes]
 
-class PythonLayer(PlainLayer):
+
+class PythonLayer(BaseLayer[PythonLayout]):
     """Python's layout on top of the grammar in ``grammars/python.lark``.
 
     Layout state is ``(indents, depth, line_open, fstrings)``: the indentation stack above
@@ -165,12 +222,14 @@ class PythonLayer(PlainLayer):
     reads each mode with that mode's terminals only (:meth:`lex_start`).
     """
 
-    INITIAL_LAYOUT = ((), 0, False, ())
+    INITIAL_LAYOUT: PythonLayout = ((), 0, False, ())
     #: CPython's tokenizer limits ("too many nested parentheses", "too many levels of indentation")
     MAX_BRACKET_DEPTH = 200
     MAX_INDENT_LEVELS = 99
 
-    def __init__(self, grammar: Grammar, version: tuple[int, int]):
+    version: PythonVersion
+
+    def __init__(self, grammar: Grammar, version: PythonVersion) -> None:
         super().__init__(grammar)
         self.version = version
         term = grammar.terminal_id
@@ -205,7 +264,7 @@ class PythonLayer(PlainLayer):
         dfa, names = self.dfa, {t.name: i for i, t in enumerate(grammar.terminals)}
         literal = {t.literal: i for i, t in enumerate(grammar.terminals) if t.literal is not None}
 
-        def bits(*wanted) -> int:
+        def bits(*wanted: str) -> int:
             return _mask(names[n] if n in names else literal[n] for n in wanted if n in names or n in literal)
 
         kinds = {"'": "S", '"': "D", "'''": "TS", '"""': "TD"}
@@ -224,8 +283,8 @@ class PythonLayer(PlainLayer):
         self.field_start = dfa.restrict(
             full, ordinary & ~bits(":", ":=") | bits("FSPEC_START", "FCONVERSION")
         )
-        self.text_starts = {}
-        self.spec_starts = {}
+        self.text_starts: dict[tuple[str, int], int] = {}  # (quote, raw) -> lexer state
+        self.spec_starts: dict[str, int] = {}
         for quote, kind in kinds.items():
             quotes = bits(f"FQUOTES_{kind}")
             for raw in (False, True):
@@ -242,15 +301,18 @@ class PythonLayer(PlainLayer):
 
     splits_at_top_level = True
 
-    def lex_start(self, layout) -> int:
+    def describe(self) -> str:
+        return f"Python {format_version(self.version)}"
+
+    def lex_start(self, layout: PythonLayout) -> int:
         """The lexer state a new symbol starts from: the mode of the innermost f-string frame."""
         return self.mode_start(layout[3], layout[1])
 
-    def open_quotes(self, layout) -> list[str]:
+    def open_quotes(self, layout: PythonLayout) -> list[str]:
         """The quotes of the f-strings open in ``layout``, outermost first."""
         return [frame[1] for frame in layout[3] if frame[0] == _TEXT]
 
-    def mode_start(self, fstrings: tuple, depth: int) -> int:
+    def mode_start(self, fstrings: Modes, depth: int) -> int:
         """The lexer state for f-string mode stack ``fstrings`` at bracket ``depth``."""
         if not fstrings:
             return self.dfa.start
@@ -261,13 +323,13 @@ class PythonLayer(PlainLayer):
             return self.spec_starts[quote]
         return self.field_start if depth == extra else self.dfa.start  # _FIELD, _CONVERTED
 
-    def initial_branch(self) -> tuple:
+    def initial_branch(self) -> Branch[PythonLayout]:
         return (self.recognizer.initial, self.INITIAL_LAYOUT, self.initial_lexeme, "\n", ())
 
-    def indent_columns(self, layout) -> list[int]:
+    def indent_columns(self, layout: PythonLayout) -> list[int]:
         return [col for col, _ in layout[0]]
 
-    def at_statement_boundary(self, branch: tuple) -> bool:
+    def at_statement_boundary(self, branch: Branch[PythonLayout]) -> bool:
         _, layout, lexeme_state, text, guards = branch
         return (
             not guards
@@ -277,7 +339,7 @@ class PythonLayer(PlainLayer):
             and self.token_mask(lexeme_state) == self.newline_mask
         )
 
-    def open_layouts(self, indents: list[str], depth: int) -> list:
+    def open_layouts(self, indents: list[str], depth: int) -> list[PythonLayout]:
         """Layouts a text may start from in the middle of a line when what came before is
         unknown: ``depth`` brackets open; the line indented at any column that a line of the
         text itself uses (or 0), with every such column below it on the stack, since what
@@ -285,10 +347,10 @@ class PythonLayer(PlainLayer):
         lexemes that begin lines the tokenizer measures (not inside brackets or continued)."""
         columns = {(0, 0)}
         for lexeme in indents:
-            columns.add(_indent_columns(lexeme))
-        layouts = {((), depth, True, ())}
+            columns.add(line_indentation(lexeme))
+        layouts: set[PythonLayout] = {((), depth, True, ())}
         for top in sorted(columns - {(0, 0)}):
-            below = []
+            below: list[Columns] = []
             for col, alt in sorted(columns):
                 if (
                     0 < col < top[0]
@@ -311,13 +373,15 @@ class PythonLayer(PlainLayer):
             self._token_masks[lexeme_state] = mask
         return mask
 
-    def allowed(self, parser: EarleySet, layout) -> int:
+    def allowed(self, parser: EarleySet, layout: PythonLayout) -> int:
         mask = self.recognizer.expected_terminals(parser) | self.ignore_mask
         if layout[1] or not layout[2]:
             mask |= self.newline_mask
         return mask
 
-    def end_symbol(self, parser: EarleySet, layout, lexeme_state: int, text: str):
+    def end_symbol(
+        self, parser: EarleySet, layout: PythonLayout, lexeme_state: int, text: str
+    ) -> tuple[EarleySet, PythonLayout] | None:
         mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
         if not mask:
             return None
@@ -331,10 +395,11 @@ class PythonLayer(PlainLayer):
             if depth:
                 return parser, layout
             if line_open:
-                parser = self.recognizer.scan(parser, self.newline_ids)
-                if parser is None:
+                closed = self.recognizer.scan(parser, self.newline_ids)
+                if closed is None:
                     return None
-            return self._indentation(parser, indents, _indent_columns(text))
+                parser = closed
+            return self._indentation(parser, indents, line_indentation(text))
         if mask & self.name_mask and not text.isascii() and not _identifier_ok(text):
             mask &= ~self.name_mask
             if not mask:
@@ -351,15 +416,52 @@ class PythonLayer(PlainLayer):
             if depth < 0 or depth > self.MAX_BRACKET_DEPTH:
                 return None
         if fstrings or mask & self.string_start_mask:  # (the test spares the call outside f-strings)
-            fstrings = self.next_modes(fstrings, mask, text, depth)
-            if fstrings is None:
+            modes = self.next_modes(fstrings, mask, text, depth)
+            if modes is None:
                 return None
-        parser = self.recognizer.scan(parser, self.terminal_ids(mask))
-        if parser is None:
+            fstrings = modes
+        after = self.recognizer.scan(parser, self.terminal_ids(mask))
+        if after is None:
             return None
-        return parser, (indents, depth, True, fstrings)
+        return after, (indents, depth, True, fstrings)
 
-    def next_modes(self, fstrings: tuple, mask: int, text: str, depth: int) -> tuple | None:
+    def next_terminals(self, parser: EarleySet, layout: PythonLayout, terminal: int) -> int:
+        """Terminals that may be lexed after a lexeme ends as ``terminal`` here: a superset,
+        since after a line break an INDENT and every number of DEDENTs are all tried."""
+        bit = 1 << terminal
+        if bit & self.ignore_mask:
+            return self.allowed(parser, layout)
+        rec = self.recognizer
+        indents, depth, line_open, _ = layout
+        if terminal == self.newline:
+            if depth:
+                return self.allowed(parser, layout)
+            if line_open:
+                closed = rec.scan(parser, self.newline_ids)
+                if closed is None:
+                    return 0
+                parser = closed
+            out = rec.expected_terminals(parser)
+            indented = rec.scan(parser, self.indent)
+            if indented is not None:
+                out |= rec.expected_terminals(indented)
+            for _ in indents:
+                dedented = rec.scan(parser, self.dedent)
+                if dedented is None:
+                    break
+                parser = dedented
+                out |= rec.expected_terminals(parser)
+            return out | self.ignore_mask | self.newline_mask
+        depth += self.bracket_delta.get(bit, 0)
+        if depth < 0:
+            return 0
+        after = rec.scan(parser, (terminal,))
+        if after is None:
+            return 0
+        out = rec.expected_terminals(after) | self.ignore_mask
+        return out | self.newline_mask if depth else out
+
+    def next_modes(self, fstrings: Modes, mask: int, text: str, depth: int) -> Modes | None:
         """The f-string mode stack after a symbol (``depth``: the bracket depth after it); None
         when the symbol opens a field nested deeper than CPython allows."""
         if not fstrings and not mask & self.string_start_mask:
@@ -388,7 +490,7 @@ class PythonLayer(PlainLayer):
             return fstrings[:-1] + ((_CONVERTED, quote, extra),)
         return fstrings
 
-    def _old_fstring_ok(self, fstrings: tuple, mask: int, text: str) -> bool:
+    def _old_fstring_ok(self, fstrings: Modes, mask: int, text: str) -> bool:
         """Before 3.12 an f-string was one string token, parsed again inside: its fields hold no
         backslash, no comment, no line break in a one-quote string, no quote of an enclosing
         string, and a conversion is followed at once by ':' or '}'."""
@@ -405,7 +507,9 @@ class PythonLayer(PlainLayer):
             return False
         return not (kind == _CONVERTED and mask & self.ignore_mask)
 
-    def _indentation(self, parser: EarleySet, indents: tuple, columns: tuple[int, int]):
+    def _indentation(
+        self, parser: EarleySet, indents: Indents, columns: Columns
+    ) -> tuple[EarleySet, PythonLayout] | None:
         """Compare a new line's indentation with the stack; scan INDENT or DEDENTs."""
         col, alt = columns
         top, top_alt = indents[-1] if indents else (0, 0)
@@ -415,22 +519,23 @@ class PythonLayer(PlainLayer):
         elif col > top:
             if alt <= top_alt or len(indents) == self.MAX_INDENT_LEVELS:
                 return None
-            parser = self.recognizer.scan(parser, self.indent)
-            if parser is None:
+            indented = self.recognizer.scan(parser, self.indent)
+            if indented is None:
                 return None
-            indents = indents + (columns,)
+            parser, indents = indented, indents + (columns,)
         else:
             while indents and col < indents[-1][0]:
                 indents = indents[:-1]
-                parser = self.recognizer.scan(parser, self.dedent)
-                if parser is None:
+                dedented = self.recognizer.scan(parser, self.dedent)
+                if dedented is None:
                     return None
+                parser = dedented
             top, top_alt = indents[-1] if indents else (0, 0)
             if col != top or alt != top_alt:
                 return None  # unindent does not match any outer indentation level
         return parser, (indents, 0, False, ())
 
-    def end_of_input(self, parser: EarleySet, layout, lexeme_state: int, text: str) -> bool:
+    def end_of_input(self, parser: EarleySet, layout: PythonLayout, lexeme_state: int, text: str) -> bool:
         mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
         if not mask or mask & self.continuation_mask:
             return False  # a backslash continuation may not end the file
@@ -444,13 +549,14 @@ class PythonLayer(PlainLayer):
         indents, depth, line_open, fstrings = layout
         if depth or fstrings:
             return False
+        state: EarleySet | None = parser
         if line_open:
-            parser = self.recognizer.scan(parser, self.newline_ids)
+            state = self.recognizer.scan(parser, self.newline_ids)
         for _ in indents:
-            if parser is None:
+            if state is None:
                 return False
-            parser = self.recognizer.scan(parser, self.dedent)
-        return parser is not None and parser.accepting
+            state = self.recognizer.scan(state, self.dedent)
+        return state is not None and state.accepting
 
 
 def _identifier_ok(text: str) -> bool:
@@ -459,7 +565,7 @@ def _identifier_ok(text: str) -> bool:
     return text.isidentifier()
 
 
-def _fstring_text_ok(text: str, frame: tuple) -> bool:
+def _fstring_text_ok(text: str, frame: ModeFrame) -> bool:
     """CPython's checks on the escapes of an f-string's literal text (raw text has none): the
     text, braces unescaped, must be a valid plain string literal. A lone backslash before a
     field is a character of its own (an invalid escape: a warning, not an error)."""

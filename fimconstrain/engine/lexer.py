@@ -1,8 +1,10 @@
 """Branching incremental lexer (paper 004, section V-A).
 
-The lexer state is a small list of *branches*. Each branch is a tuple
+The lexer state is a small list of *branches*. Each branch is a tuple (a
+:data:`~fimconstrain.engine.layer_protocol.Branch`; the language is a
+:class:`~fimconstrain.engine.layer_protocol.Layer`)
 
-    (parser, layout, lexeme_state, lexeme_text, guards)
+    (parser, layout, lexeme_state, lexeme, guards)
 
 ``parser`` is an Earley state, ``layout`` the language layer's state (indentation, brackets),
 ``lexeme_state`` the lexer-automaton state of the symbol in progress, and ``guards`` the
@@ -18,40 +20,28 @@ the parser allows (``f(a andy`` is rejected at ``andy`` once ``and`` is ruled ou
 
 from __future__ import annotations
 
-from typing import Protocol
+from .earley import Signature
+from .layer_protocol import Branch, Guards, Layer, LayoutT
+from .regex_dfa import DEAD
 
-from .regex_dfa import DEAD, LexerDFA
+__all__ = ["Branch", "Layer", "advance", "branch_key", "complete"]
 
-
-class Layer(Protocol):
-    """What the lexer needs from a language: filtering and what happens when a symbol ends."""
-
-    dfa: LexerDFA
-
-    def allowed(self, parser, layout) -> int:
-        """Bitmask of terminals that may be lexed next in this parser/layout state."""
-
-    def end_symbol(self, parser, layout, lexeme_state: int, text: str):
-        """Feed the symbol that just ended; return ``(parser, layout)`` or None if rejected."""
-
-    def end_of_input(self, parser, layout, lexeme_state: int, text: str) -> bool:
-        """Whether ending the input here (after this last symbol) gives a complete program."""
-
-    def lex_start(self, layout) -> int:
-        """The lexer state a symbol starting in this layout starts from (its lexing mode)."""
+#: what :func:`branch_key` returns
+BranchKey = tuple[Signature, LayoutT, int, str, Guards]
 
 
-def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
+def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -> list[Branch[LayoutT]]:
     """Read ``text`` character by character; return the surviving branches (maybe none)."""
     dfa = layer.dfa
     trans, accept, live = dfa.trans, dfa.accept, dfa.live
     step = dfa.step
     allowed, end_symbol, lex_start = layer.allowed, layer.end_symbol, layer.lex_start
     for ch in text:
-        survivors = []
+        survivors: list[Branch[LayoutT]] = []
         for parser, layout, state, lexeme, guards in branches:
             if guards:
                 kept = []
+                longer = False
                 for g in guards:
                     g2 = trans[g].get(ch)
                     if g2 is None:
@@ -59,13 +49,12 @@ def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
                     if g2 == DEAD:
                         continue
                     if accept[g2]:
+                        longer = True
                         break
                     kept.append(g2)
-                else:
-                    guards = tuple(kept)
-                    kept = None
-                if kept is not None:  # a guard saw a longer match: this branch is wrong
+                if longer:  # a guard saw a longer match: this branch is wrong
                     continue
+                guards = tuple(kept)
             # (a) the symbol in progress continues with ch
             nxt = trans[state].get(ch)
             if nxt is None:
@@ -97,13 +86,13 @@ def advance(layer: Layer, branches: list[tuple], text: str) -> list[tuple]:
     return branches
 
 
-def complete(layer: Layer, branches: list[tuple]) -> bool:
+def complete(layer: Layer[LayoutT], branches: list[Branch[LayoutT]]) -> bool:
     """Whether some branch, ended here, is a complete program."""
     end_of_input = layer.end_of_input
     return any(end_of_input(parser, layout, state, lexeme) for parser, layout, state, lexeme, _ in branches)
 
 
-def branch_key(branch: tuple) -> tuple:
+def branch_key(branch: Branch[LayoutT]) -> BranchKey[LayoutT]:
     """A hashable key equal for branches that behave the same on any further input."""
     parser, layout, state, lexeme, guards = branch
     return parser.signature(), layout, state, lexeme, guards

@@ -9,22 +9,39 @@ every keystroke, and most of the file has not changed since the last request.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Generic, TypeVar, overload
+
+from .layer_protocol import LayoutT
+
+if TYPE_CHECKING:
+    from .checker import Checker
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
 
 
-class LRU(OrderedDict):
+class LRU(OrderedDict[K, V]):
     """A small least-recently-used map."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
 
-    def get(self, key, default=None):
+    @overload
+    def get(self, key: K, default: None = None) -> V | None: ...
+    @overload
+    def get(self, key: K, default: V) -> V: ...
+    @overload
+    def get(self, key: K, default: T) -> V | T: ...
+    def get(self, key: K, default: object = None) -> object:
+        """The value of ``key`` (now the most recently used), or ``default``."""
         if key in self:
             self.move_to_end(key)
             return self[key]
         return default
 
-    def put(self, key, value) -> None:
+    def put(self, key: K, value: V) -> None:
         self[key] = value
         self.move_to_end(key)
         while len(self) > self.size:
@@ -45,7 +62,7 @@ def common_prefix_length(a: str, b: str) -> int:
     return lo
 
 
-class PrefixCache:
+class PrefixCache(Generic[LayoutT]):
     """Checkers at line starts of recently seen prefixes, reused up to the first edit.
 
     Feeding is exact and pure, so the checker after ``prefix[:p]`` serves any later prefix
@@ -54,14 +71,14 @@ class PrefixCache:
     anywhere resumes from the last checkpoint before the edit.
     """
 
-    def __init__(self, documents: int = 8, spacing: int = 256):
-        self._documents: list[tuple[str, list[tuple[int, object]]]] = []
+    def __init__(self, documents: int = 8, spacing: int = 256) -> None:
+        self._documents: list[tuple[str, list[tuple[int, Checker[LayoutT]]]]] = []
         self.size = documents
         self.spacing = spacing
         self.hits = 0
         self.misses = 0
 
-    def checker_for(self, start, prefix: str):
+    def checker_for(self, start: Checker[LayoutT], prefix: str) -> Checker[LayoutT] | None:
         """The checker after ``prefix`` (None if the prefix is rejected)."""
         best, shared = -1, 0
         for i, (text, _) in enumerate(self._documents):
@@ -74,7 +91,8 @@ class PrefixCache:
             self.hits += 1
         else:
             self.misses += 1
-        at, checker = checkpoints[-1]
+        at, resumed = checkpoints[-1]
+        checker: Checker[LayoutT] | None = resumed
         next_mark = at + self.spacing
         pos = prefix.find("\n", next_mark - 1)
         while checker is not None and 0 <= pos < len(prefix) - 1:

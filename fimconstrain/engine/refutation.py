@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from functools import cache
+from typing import Any, Generic
 
 from . import lexer
-from .earley import EarleySet, Recognizer
+from .earley import EarleySet, Item, Recognizer, Signature
 from .grammar import Grammar
+from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer, Modes
 from .regex_dfa import DEAD
 
 #: how much of the head is read, without and with layout (the refutation stays sound; it
@@ -42,13 +45,14 @@ _QUOTES = ("'''", '"""', "'", '"')
 _LINE_INDENT = re.compile(r"\n[ \t\f]*")
 
 
-def lex(layer, text: str, start: int = 0):
+def lex(layer: LexicalLayer, text: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
     """``(begin, end, terminal bitmask)`` of each lexeme of ``text`` from ``start`` by longest
     match, ignored ones included, in the lexing mode of what came before (f-strings read as
     PEP 701 tokenizes them); ends with ``(at, at, 0)`` where nothing lexes."""
     dfa = layer.dfa
     deltas = layer.bracket_delta
-    at, depth, modes = start, 0, ()
+    at, depth = start, 0
+    modes: Modes = ()
     while at < len(text):
         state, end, mask = layer.mode_start(modes, depth), at, 0
         for i in range(at, len(text)):
@@ -62,23 +66,23 @@ def lex(layer, text: str, start: int = 0):
             return
         yield at, end, mask
         depth += deltas.get(mask, 0)
-        modes = layer.next_modes(modes, mask, text[at:end], depth)
-        if modes is None:
+        after = layer.next_modes(modes, mask, text[at:end], depth)
+        if after is None:
             yield end, end, 0
             return
-        at = end
+        modes, at = after, end
 
 
-class InfixRecognizer:
+class InfixRecognizer(Generic[LayoutT]):
     """The layer's grammar with layout erased, parsed from the universal set."""
 
-    def __init__(self, layer):
-        g: Grammar = layer.grammar
+    def __init__(self, layer: Layer[LayoutT]) -> None:
+        g = layer.grammar
         self.full_universal = _universal(layer.recognizer)
         erased = {g.symbol_id[name] for name in g.declared} | set(layer.terminal_ids(layer.newline_mask))
-        rules = []
+        rules: list[tuple[str, tuple[str, ...]]] = []
         for rule in range(1, len(g.rule_lhs)):  # rule 0 is the augmented start
-            d, rhs = g.rule_first_item[rule], []
+            d, rhs = g.rule_first_item[rule], list[str]()
             while g.next_symbol[d] >= 0:
                 if g.next_symbol[d] not in erased:
                     rhs.append(g.symbol_names[g.next_symbol[d]])
@@ -107,9 +111,10 @@ class InfixRecognizer:
                 return begin
             if mask & self.skipped:
                 continue
-            state = scan(state, ids(mask))
-            if state is None:
+            after = scan(state, ids(mask))
+            if after is None:
                 return begin
+            state = after
         if must_end and state is not self.universal and not state.accepting:
             return end
         return None
@@ -121,7 +126,7 @@ class InfixRecognizer:
         piece = text[start:end]
         # as many brackets open as the piece closes unopened, or more (closed after it)
         unclosed = self._unclosed(piece)
-        branches = []
+        branches: list[Branch[LayoutT]] = []
         for depth in (unclosed, unclosed + 1):
             indents = self._measured_lines(piece, depth)
             branches += [
@@ -154,7 +159,7 @@ class InfixRecognizer:
         at bracket depth 0, given ``depth`` brackets open before. Past text that does not lex,
         every line counts (more layouts: the refutation only weakens)."""
         deltas, newline = self.layer.bracket_delta, self.layer.newline_mask
-        lines = []
+        lines: list[str] = []
         for begin, stop, mask in lex(self.layer, text):
             if not mask:
                 return lines + _LINE_INDENT.findall(text, begin)
@@ -173,7 +178,7 @@ class InfixRecognizer:
         return -lowest
 
 
-class ForgetfulRecognizer:
+class ForgetfulRecognizer(Recognizer):
     """A recognizer whose sets forget where their items began: after each scan every origin
     becomes the universal set, which holds every item and so accepts at least what the true
     origin would (a sound over-approximation for refuting). Sets then differ only in their
@@ -182,20 +187,19 @@ class ForgetfulRecognizer:
     its lists are, where an exact parse from the universal set keeps one item per possible
     start (a statement may begin after any comma once layout is erased) and grows cubically."""
 
-    def __init__(self, recognizer: Recognizer, universal: EarleySet):
-        self.grammar = recognizer.grammar
-        self.initial = universal
-        self.expected_terminals = recognizer.expected_terminals
+    def __init__(self, recognizer: Recognizer, universal: EarleySet) -> None:
+        super().__init__(recognizer.grammar, initial=universal)
         self._recognizer = recognizer
         self._universal = universal
-        self._interned: dict[tuple, EarleySet] = {}
-        self._scanned: dict[tuple, EarleySet | None] = {}
+        self._interned: dict[Signature, EarleySet] = {}
+        self._scanned: dict[tuple[EarleySet, tuple[int, ...]], EarleySet | None] = {}
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         key = (state, terminals)  # sets compare by identity; the key keeps the set alive
-        after = self._scanned.get(key, key)
-        if after is not key:
-            return after
+        try:
+            return self._scanned[key]
+        except KeyError:
+            pass
         after = self._recognizer.scan(state, terminals)
         if after is not None:
             after = self._forget_origins(after)
@@ -207,7 +211,7 @@ class ForgetfulRecognizer:
 
     def _forget_origins(self, state: EarleySet) -> EarleySet:
         universal = self._universal
-        waiting = {
+        waiting: dict[int, list[Item]] = {
             sym: list(dict.fromkeys((d, universal if origin is not None else None) for d, origin in items))
             for sym, items in state.waiting.items()
         }
@@ -218,21 +222,27 @@ class ForgetfulRecognizer:
 def _universal(recognizer: Recognizer) -> EarleySet:
     """The set holding every item of the recognizer's grammar, each begun before the text
     (its origin the set itself); the start rule's item has no origin: completing it means
-    "a whole program"."""
+    "a whole program". It is accepting: what came before may itself be a whole program, so a
+    text that adds nothing but ignored symbols (a JSON suffix ``"\n"``) may end one."""
     g = recognizer.grammar
-    universal = EarleySet({}, recognizer.prediction(frozenset()), False)
+    universal = EarleySet({}, recognizer.prediction(frozenset()), True)
     for d, sym in enumerate(g.next_symbol):
         if sym >= 0:
             universal.waiting.setdefault(sym, []).append((d + 1, None if d == g.start_item else universal))
     return universal
 
 
+def infix_recognizer(layer: Layer[LayoutT]) -> InfixRecognizer[LayoutT]:
+    """The infix recognizer of ``layer`` (built once per layer)."""
+    return _infix_recognizer(layer)
+
+
 @cache
-def infix_recognizer(layer) -> InfixRecognizer:
+def _infix_recognizer(layer: Layer[Any]) -> InfixRecognizer[Any]:
     return InfixRecognizer(layer)
 
 
-def first_symbol_starts(layer, head: str, most: int = MAX_READINGS) -> list[int]:
+def first_symbol_starts(layer: LexicalLayer, head: str, most: int = MAX_READINGS) -> list[int]:
     """Where the head's first whole symbol may begin, likeliest first: at the cursor; after the
     rest of a name or number, or of an operator, that the cursor split; at the end of the first
     line (the cursor inside a comment, which may run to the end of the file); after a closing
@@ -240,13 +250,14 @@ def first_symbol_starts(layer, head: str, most: int = MAX_READINGS) -> list[int]
     not only the first: nested strings (PEP 701 f-strings nest the same quotes to any depth)
     close before the one the cursor is in."""
     starts = [0]
-    word = _WORD.match(head).end()
+    match = _WORD.match(head)  # (it matches the empty string: always a match)
+    word = match.end() if match else 0
     if word:
         starts.append(word)
     starts += [len(tail) for tail in _literal_tails(layer) if head.startswith(tail)]
     line_end = head.find("\n")
     starts.append(len(head) if line_end < 0 else line_end)  # a comment ends there
-    quotes = []
+    quotes: list[int] = []
     for quote in _QUOTES:  # the first ``most`` of each kind hold the first ``most`` of all
         found, at = 0, head.find(quote)
         while at >= 0 and found <= most:
@@ -263,9 +274,9 @@ _WORD = re.compile(r"(?:[\w.]|(?<=[eE])[+-])*")
 
 
 @cache
-def _literal_tails(layer) -> tuple[str, ...]:
+def _literal_tails(layer: LexicalLayer) -> tuple[str, ...]:
     """Proper ends of the grammar's punctuation literals (``*`` of ``**``, ``=`` of ``//=``)."""
-    tails = set()
+    tails: set[str] = set()
     for terminal in layer.grammar.terminals:
         literal = terminal.literal
         if literal and len(literal) > 1 and not literal[-1].isalnum():
@@ -273,7 +284,7 @@ def _literal_tails(layer) -> tuple[str, ...]:
     return tuple(sorted(tails))
 
 
-def refuted_at(layer, suffix: str, head_end: int, ends_file: bool) -> int | None:
+def refuted_at(layer: Layer[LayoutT], suffix: str, head_end: int, ends_file: bool) -> int | None:
     """An offset in ``suffix[:head_end]`` (its head) where every reading of it dies (the
     likeliest reading's), when no program can contain it (or end with it, if it
     ``ends_file``); None when some reading survives the head's first ``WINDOW_CHARS``. A

@@ -9,13 +9,18 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-try:  # Python >= 3.11
-    from re import _constants as _sre
-    from re import _parser as _sre_parse
-except ImportError:  # Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+if TYPE_CHECKING:  # typeshed describes the regex parser under its pre-3.11 names
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
+else:
+    try:  # Python >= 3.11
+        from re import _constants as _sre
+        from re import _parser as _sre_parse
+    except ImportError:  # Python 3.10
+        import sre_constants as _sre
+        import sre_parse as _sre_parse
 
 from fimconstrain.engine.errors import GrammarError
 
@@ -24,6 +29,10 @@ DEAD = 0
 _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": re.UNICODE}
 
 CharTest = Callable[[str], bool]
+#: the argument of a node of the stdlib regex parser's tree; its shape depends on the opcode
+#: (a code point for LITERAL, ``(lo, hi, body)`` for MAX_REPEAT, ...), which the parser's
+#: own types do not tie together, so it is read per opcode below
+_NodeArg = Any
 
 
 def _is_word(ch: str) -> bool:
@@ -84,11 +93,11 @@ class _CharSets:
     """Builds (and shares between patterns) the char sets of LITERAL / NOT_LITERAL / ANY / IN nodes."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple, _CharSet] = {}
+        self._cache: dict[tuple[object, object, int], _CharSet] = {}
 
-    def get(self, op: object, av: object, flags: int, source: str) -> _CharSet:
+    def get(self, op: object, av: _NodeArg, flags: int, source: str) -> _CharSet:
         if op == _sre.IN:
-            av = tuple(av)  # type: ignore[arg-type]
+            av = tuple(av)
         key = (op, av, flags & (re.IGNORECASE | re.ASCII | re.DOTALL))
         cs = self._cache.get(key)
         if cs is None:
@@ -96,7 +105,7 @@ class _CharSets:
         return cs
 
 
-def _build_charset(op: object, av, flags: int, source: str) -> _CharSet:
+def _build_charset(op: object, av: _NodeArg, flags: int, source: str) -> _CharSet:
     """The char set matched by one single-character regex node under ``flags``."""
     icase, ascii_only = bool(flags & re.IGNORECASE), bool(flags & re.ASCII)
     if op == _sre.ANY:
@@ -115,7 +124,9 @@ def _build_charset(op: object, av, flags: int, source: str) -> _CharSet:
     return _CharSet(None, test, _first_member(test, hints))
 
 
-def _class_member(items: Sequence, ascii_only: bool, source: str) -> tuple[CharTest, list[str], bool]:
+def _class_member(
+    items: Sequence[tuple[object, _NodeArg]], ascii_only: bool, source: str
+) -> tuple[CharTest, list[str], bool]:
     """Membership predicate of a ``[...]`` class (before negation), hint chars, and whether it is negated."""
     lits: set[str] = set()
     ranges: list[tuple[str, str]] = []
@@ -177,12 +188,12 @@ class _PatternCompiler:
         self.nfa.finals[final] = self.index
         self.nfa.starts.append(self.seq(parsed, parsed.state.flags, final))
 
-    def seq(self, items: Iterable, flags: int, nxt: int) -> int:
-        for op, av in reversed(list(items)):
+    def seq(self, items: _sre_parse.SubPattern, flags: int, nxt: int) -> int:
+        for op, av in reversed(items.data):
             nxt = self.node(op, av, flags, nxt)
         return nxt
 
-    def node(self, op, av, flags: int, nxt: int) -> int:
+    def node(self, op: object, av: _NodeArg, flags: int, nxt: int) -> int:
         if op in (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN):
             return self.char(self.charsets.get(op, av, flags, self.source), nxt)
         if op == _sre.BRANCH:
@@ -191,7 +202,8 @@ class _PatternCompiler:
             _group, add_flags, del_flags, body = av
             return self.seq(body, (flags | add_flags) & ~del_flags, nxt)
         if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
-            return self.repeat(*av, flags, nxt)
+            lo, hi, body = av
+            return self.repeat(lo, hi, body, flags, nxt)
         what = f"{op} {av}" if op == _sre.AT else str(op)
         raise GrammarError(f"terminal pattern {self.source!r}: unsupported regex construct {what}")
 
@@ -206,7 +218,7 @@ class _PatternCompiler:
         self.nfa.eps[s] = targets
         return s
 
-    def repeat(self, lo: int, hi: int, body, flags: int, nxt: int) -> int:
+    def repeat(self, lo: int, hi: int, body: _sre_parse.SubPattern, flags: int, nxt: int) -> int:
         cur = nxt
         if hi == _sre.MAXREPEAT:
             cur = self.fork([])
@@ -297,9 +309,12 @@ class LexerDFA:
                 accept |= self._bit[q]
                 continue
             cs, clo = out
-            table, key = (lits, cs.char) if cs.char is not None else (preds, cs.test)
-            prev = table.get(key)
-            table[key] = clo if prev is None else prev | clo
+            if cs.char is not None:
+                prev = lits.get(cs.char)
+                lits[cs.char] = clo if prev is None else prev | clo
+            else:
+                prev = preds.get(cs.test)
+                preds[cs.test] = clo if prev is None else prev | clo
         sid = len(self._sets)
         self._ids[nfa_set] = sid
         self._sets.append(nfa_set)
@@ -338,6 +353,15 @@ class LexerDFA:
         """The state with only the patterns in bitmask ``mask`` kept (DEAD if none is left)."""
         bit = self._bit
         return self._intern(frozenset(q for q in self._sets[state] if bit[q] & mask))
+
+    def char_labels(self) -> tuple[frozenset[str], tuple[CharTest, ...]]:
+        """What the transitions test characters for: the single characters some edge reads,
+        and the character-class tests of the others (each label once, in NFA order). Two
+        characters that are the same literal (or neither is one) and that every test answers
+        alike are read alike by every state."""
+        labels = {id(edge[0]): edge[0] for edge in self._out.values() if edge is not None}.values()
+        literals = frozenset(cs.char for cs in labels if cs.char is not None)
+        return literals, tuple(cs.test for cs in labels if cs.char is None)
 
     def shortest_completion(self, state: int, mask: int = -1) -> str | None:
         """A shortest string taking ``state`` to one accepting a pattern in ``mask``; None if impossible.

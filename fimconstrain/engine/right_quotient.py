@@ -13,10 +13,19 @@ are followed through the tail for real. A suffix that no middle can join is refu
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Generic
 
+from .layer_protocol import Branch, LayoutT, LexicalLayer
+from .lexer import BranchKey
 from .prefix_cache import LRU
 from .refutation import lex, refuted_at
 from .rejection import first_error_offset
+
+if TYPE_CHECKING:
+    from .checker import Checker
+
+#: where a :class:`SuffixPlan`'s memo stands: an offset in the head and the branches there
+PlanKey = tuple[int, tuple[BranchKey[LayoutT], ...]]
 
 #: keywords that continue a compound statement, so a line starting with one is no split point
 _CONTINUATIONS = re.compile(r"(?:else|elif|except|finally)\b")
@@ -32,10 +41,7 @@ def top_level_starts(text: str, start: int = 0) -> list[int]:
     return [m.end() for m in _TOP_LEVEL_LINE.finditer(text, start) if not _CONTINUATIONS.match(text, m.end())]
 
 
-_UNKNOWN = object()
-
-
-class SuffixPlan:
+class SuffixPlan(Generic[LayoutT]):
     """A suffix split into a head parsed per middle and a tail checked once on its own.
 
     ``memo`` remembers how finishing the head turned out from a given point and parser state.
@@ -45,15 +51,19 @@ class SuffixPlan:
     checks cost about one line of the head.
     """
 
-    def __init__(self, head: str, tail: str = "", start=None):
+    def __init__(self, start: Checker[LayoutT], head: str, tail: str = "") -> None:
+        """``start``: the checker of an empty file (to check the tail on its own)."""
         self.head = head
         self.tail = tail
         self._start = start
         self._tail_valid: bool | None = None
-        self._unjoinable = _UNKNOWN
+        self._unjoinable: tuple[int, str] | None = None
+        self._unjoinable_known = False
         self.checkpoints = [m.end() + 1 for m in _LINE_FIRST_CHAR.finditer(head)]
         self.checkpoints.append(len(head))
-        self.memo = LRU(4096)
+        #: (checkpoint, branches there) -> (verdict, the branches: they hold the origin sets
+        #: whose ids are in the key)
+        self.memo: LRU[PlanKey[LayoutT], tuple[bool, list[Branch[LayoutT]]]] = LRU(4096)
 
     @property
     def split(self) -> bool:
@@ -72,13 +82,12 @@ class SuffixPlan:
         can be part of no program (see :mod:`fimconstrain.engine.refutation`), or the tail is broken in a
         way nothing before it can change; None otherwise (which does not promise that some
         middle joins). Computed once per suffix."""
-        if self._unjoinable is _UNKNOWN:
+        if not self._unjoinable_known:
             self._unjoinable = self._head_refuted() or self._tail_refuted()
+            self._unjoinable_known = True
         return self._unjoinable
 
     def _head_refuted(self) -> tuple[int, str] | None:
-        if self._start is None:
-            return None
         return self._refuted(len(self.head), ends_file=not self.split)
 
     def _refuted(self, end: int, ends_file: bool) -> tuple[int, str] | None:
@@ -115,7 +124,7 @@ class SuffixPlan:
         )
 
 
-def _isolated(layer, tail: str) -> bool:
+def _isolated(layer: LexicalLayer, tail: str) -> bool:
     """Whether text before ``tail`` (a line at column 0 that follows no backslash in the
     suffix) can change how it is read only by making its first line a continuation line, by
     the tokenizer's rules for what spans lines:
@@ -150,10 +159,10 @@ def _closes_unopened(text: str, start: int, depth: int) -> bool:
     return False
 
 
-def plan_suffix(start, suffix: str) -> SuffixPlan:
+def plan_suffix(start: Checker[LayoutT], suffix: str) -> SuffixPlan[LayoutT]:
     """Split ``suffix`` before its first top-level statement line; ``start`` is the checker
     of an empty file, used to check the tail on its own."""
     starts = top_level_starts(suffix)
     if not starts:
-        return SuffixPlan(suffix, start=start)
-    return SuffixPlan(suffix[: starts[0]], suffix[starts[0] :], start)
+        return SuffixPlan(start, suffix)
+    return SuffixPlan(start, suffix[: starts[0]], suffix[starts[0] :])

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Union
 
 from .errors import InputError
 
 #: a target version as ``(major, minor)``
 PythonVersion = tuple[int, int]
 #: what callers may pass: ``"3.12"`` or ``(3, 12)``
-VersionLike = Union[str, tuple[int, int], PythonVersion]
+VersionLike = str | tuple[int, int]
 
 SUPPORTED: tuple[PythonVersion, ...] = tuple((3, minor) for minor in range(8, 15))
 OLDEST: PythonVersion = SUPPORTED[0]
@@ -52,7 +51,7 @@ def format_version(version: PythonVersion) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def python_version_arg(value: str):
+def python_version_arg(value: str) -> PythonVersion:
     """argparse ``type`` of ``--python-version``: ``"3.12"`` as ``(3, 12)``; a bad or unsupported
     value is a usage error (exit code 2) that names the supported range."""
     try:

@@ -1,0 +1,154 @@
+"""What the engine needs from a language: the :class:`Layer` protocol and the types it speaks.
+
+A language is a grammar plus a *layer*: what happens between the lexer and the parser when a
+symbol ends (Python's indentation and brackets, JSON's nothing). The lexer, the checker, the
+suffix refutation, the finish search and the mask store see a language only through this
+protocol; :mod:`fimconstrain.engine.layers` has the two layers there are.
+
+Each layer keeps its own state beside the parser's as a small immutable, hashable value, its
+*layout* (``None`` for JSON, ``(indents, depth, line_open, fstrings)`` for Python): the
+protocol is generic in that type. Callers that hold a layer of any language (a checker built
+from a language name) see ``Layer[Any]``: the layout is the layer's own business.
+
+:class:`LexicalLayer` is the part that does not touch layouts (the grammar, the lexer
+automaton, lexing modes): enough to lex a text or plan a grammar-level search.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+from .earley import EarleySet, Recognizer
+from .grammar import Grammar
+from .regex_dfa import LexerDFA
+from .versions import PythonVersion
+
+#: a layer's layout type (``None`` for :class:`~.layers.PlainLayer`, :data:`~.layers.PythonLayout`)
+LayoutT = TypeVar("LayoutT")
+
+#: the lexer-automaton states of symbols a branch already ended, advanced over the text since
+Guards = tuple[int, ...]
+
+#: one lexer branch (see :mod:`fimconstrain.engine.lexer`):
+#: ``(parser, layout, lexeme_state, lexeme, guards)``. A plain tuple, not a NamedTuple: the
+#: lexer builds one per branch per character, and tuple displays are much cheaper. Read it by
+#: unpacking, with these names.
+Branch = tuple[EarleySet, LayoutT, int, str, Guards]
+
+#: a lexing-mode frame ``(kind, quote, extra)`` (Python's f-string modes; see ``layers.py``)
+ModeFrame = tuple[int, str, int]
+#: a stack of lexing modes, innermost last (empty: ordinary code)
+Modes = tuple[ModeFrame, ...]
+
+
+class LexicalLayer(Protocol):
+    """The layout-free part of a layer: grammar, lexer automaton, terminal classes, modes."""
+
+    grammar: Grammar
+    #: the layer's recognizer (replaceable: the refutation reads with a forgetful one)
+    recognizer: Recognizer
+    dfa: LexerDFA
+    #: terminals that are lexed but never reach the parser (spaces, comments)
+    ignore_mask: int
+    #: terminals that end logical lines (0 without layout)
+    newline_mask: int
+    #: the line-break terminal (-1 without layout) and the terminals scanned for it, for an
+    #: INDENT and for a DEDENT (empty without layout)
+    newline: int
+    newline_ids: tuple[int, ...]
+    indent: tuple[int, ...]
+    dedent: tuple[int, ...]
+    #: string literal terminals (0 if none are told apart)
+    string_mask: int
+    #: terminals that open and close strings lexed in modes (f-strings), 0 if none
+    string_start_mask: int
+    string_end_mask: int
+    #: bracket terminal bitmask -> +1 (opens) or -1 (closes); empty without layout
+    bracket_delta: dict[int, int]
+    #: a lexer state that knows every terminal, whatever the mode (to spell terminals)
+    every_terminal_start: int
+    #: the lexer state of the lexeme a file starts inside (Python: a line break before it)
+    initial_lexeme: int
+    #: whether a suffix may be split before a top-level statement line (see right_quotient.py)
+    splits_at_top_level: bool
+    #: whether a file whose raw text ends in ``\r\n`` is read with one more line break
+    crlf_end_adds_newline: bool
+
+    def __hash__(self) -> int:
+        """Layers are hashable (by identity): grammar-level tables are cached per layer."""
+        ...
+
+    @property
+    def version(self) -> PythonVersion | None:
+        """The target Python version (None for languages without versions)."""
+        ...
+
+    def describe(self) -> str:
+        """The language, in words, for messages (``"Python 3.12"``)."""
+        ...
+
+    def terminal_ids(self, mask: int) -> tuple[int, ...]:
+        """The terminal ids of a bitmask."""
+        ...
+
+    def token_mask(self, lexeme_state: int) -> int:
+        """Terminals a finished lexeme can be."""
+        ...
+
+    def mode_start(self, modes: Modes, depth: int) -> int:
+        """The lexer state for a mode stack at bracket ``depth``."""
+        ...
+
+    def next_modes(self, modes: Modes, mask: int, text: str, depth: int) -> Modes | None:
+        """The mode stack after a symbol (``depth``: the bracket depth after it); None when
+        the symbol may not come there."""
+        ...
+
+
+class Layer(LexicalLayer, Protocol[LayoutT]):
+    """What the lexer, the checker and the layers above need from a language, for layouts
+    of type ``LayoutT``: filtering, and what happens when a symbol ends."""
+
+    def initial_branch(self) -> Branch[LayoutT]:
+        """The branch at the start of a file."""
+        ...
+
+    def allowed(self, parser: EarleySet, layout: LayoutT) -> int:
+        """Bitmask of terminals that may be lexed next in this parser/layout state."""
+        ...
+
+    def end_symbol(
+        self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str
+    ) -> tuple[EarleySet, LayoutT] | None:
+        """Feed the symbol that just ended; return ``(parser, layout)`` or None if rejected."""
+        ...
+
+    def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:
+        """Whether ending the input here (after this last symbol) gives a complete program."""
+        ...
+
+    def lex_start(self, layout: LayoutT) -> int:
+        """The lexer state a symbol starting in this layout starts from (its lexing mode)."""
+        ...
+
+    def next_terminals(self, parser: EarleySet, layout: LayoutT, terminal: int) -> int:
+        """Terminals that may be lexed after a lexeme ends as ``terminal`` here: a superset
+        (after a line break, an INDENT and every number of DEDENTs are all tried)."""
+        ...
+
+    def indent_columns(self, layout: LayoutT) -> list[int]:
+        """Columns of the open indentation levels, outermost first (none without layout)."""
+        ...
+
+    def open_quotes(self, layout: LayoutT) -> list[str]:
+        """The quotes of the strings lexed in modes that are open, outermost first."""
+        ...
+
+    def at_statement_boundary(self, branch: Branch[LayoutT]) -> bool:
+        """Whether ``branch`` stands at the start of a top-level line with nothing pending."""
+        ...
+
+    def open_layouts(self, indents: list[str], depth: int) -> list[LayoutT]:
+        """Layouts a text may start from when what came before it is unknown and left
+        ``depth`` brackets open; ``indents``: its newline lexemes that begin measured lines."""
+        ...
