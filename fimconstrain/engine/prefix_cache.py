@@ -1,5 +1,5 @@
-"""Checkers after recently seen prefixes, reused up to the first edit (paper 004, section VI:
-incremental checking).
+"""Checkers after recently seen prefixes, reused up to the first edit (paper 004 §III and
+§IV-A footnote 2: work shared across calls with a common prefix; docs/references.md [R11]).
 
 Feeding is exact and pure, so the checker after ``prefix[:p]`` can be stored and reused for any
 later prefix that starts with the same text, wherever the edit was: an editor asks again after

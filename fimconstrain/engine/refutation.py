@@ -255,8 +255,9 @@ def first_symbol_starts(layer: LexicalLayer, head: str, most: int = MAX_READINGS
     if word:
         starts.append(word)
     starts += [len(tail) for tail in _literal_tails(layer) if head.startswith(tail)]
-    line_end = head.find("\n")
-    starts.append(len(head) if line_end < 0 else line_end)  # a comment ends there
+    if _has_comments(layer):
+        line_end = head.find("\n")
+        starts.append(len(head) if line_end < 0 else line_end)  # a comment ends there
     quotes: list[int] = []
     for quote in _QUOTES:  # the first ``most`` of each kind hold the first ``most`` of all
         found, at = 0, head.find(quote)
@@ -271,6 +272,13 @@ def first_symbol_starts(layer: LexicalLayer, head: str, most: int = MAX_READINGS
 
 #: the rest of a name or a number (with a signed exponent) that began before the cursor
 _WORD = re.compile(r"(?:[\w.]|(?<=[eE])[+-])*")
+
+
+@cache
+def _has_comments(layer: LexicalLayer) -> bool:
+    """Whether the language has ``#`` comments (a skipped symbol may start with ``#``)."""
+    state = layer.dfa.run("#")
+    return state != DEAD and bool(layer.dfa.live[state] & (layer.ignore_mask | layer.newline_mask))
 
 
 @cache

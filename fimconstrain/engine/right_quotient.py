@@ -1,5 +1,7 @@
 """The right quotient by the suffix: what the far side of the cursor allows, computed once
-per suffix and cached between requests (paper 004, section V-B).
+per suffix and cached between requests (paper 004 §IV-B, §V-B, §VI-A, §VI-C: the suffix is
+read forward from each middle's branches rather than through a reversed grammar;
+docs/references.md [R4]).
 
 Python source splits cleanly before a line at column 0 that does not continue a compound
 statement (``else``, ``elif``, ``except``, ``finally``): when the text before such a line is a
