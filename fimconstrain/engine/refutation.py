@@ -263,7 +263,8 @@ def first_symbol_starts(layer: LexicalLayer, head: str, most: int = MAX_READINGS
         found, at = 0, head.find(quote)
         while at >= 0 and found <= most:
             backslashes = len(head[:at]) - len(head[:at].rstrip("\\"))
-            if backslashes % 2 == 0:  # an escaped quote closes nothing
+            if backslashes % 2 == 0 or backslashes == at:  # an escaped quote closes nothing (unless
+                # the cursor may have split the escape: only backslashes before it)
                 quotes.append(at + len(quote))
                 found += 1
             at = head.find(quote, at + 1)
@@ -271,7 +272,9 @@ def first_symbol_starts(layer: LexicalLayer, head: str, most: int = MAX_READINGS
 
 
 #: the rest of a name or a number (with a signed exponent) that began before the cursor
-_WORD = re.compile(r"(?:[\w.]|(?<=[eE])[+-])*")
+_WORD = re.compile(
+    r"[+-]?(?:[\w.]|(?<=[eE])[+-])*"
+)  # a leading sign: an exponent's, the "e" before the cursor
 
 
 @cache
