@@ -111,7 +111,7 @@ def soundness(store: MaskStore, vocab, states: list, n: int, seed: int, show: bo
         accepted += int(exact.sum())
         loose = np.flatnonzero(mask & ~exact)
         if len(loose) and len(examples) < 8:
-            tail = checker.branches[0][3]
+            _, _, _, tail, _ = checker.branches[0]
             examples.append(
                 {"lexeme": tail[-30:], "loose": len(loose), "tokens": [variants[t][0] for t in loose[:6]]}
             )

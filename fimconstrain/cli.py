@@ -366,14 +366,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:
+        input_errors: tuple[type[Exception], ...] = ()
+        library_errors: tuple[type[Exception], ...] = ()
         try:
             from fimconstrain.engine.errors import FimConstrainError, InputError
+
+            input_errors, library_errors = (InputError,), (FimConstrainError,)
         except Exception:  # pragma: no cover
-            FimConstrainError = InputError = ()  # type: ignore[assignment]
-        if InputError and isinstance(e, InputError):
+            pass
+        if isinstance(e, input_errors):
             print(f"fimconstrain: input error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        if FimConstrainError and isinstance(e, FimConstrainError):
+        if isinstance(e, library_errors):
             print(f"fimconstrain: {type(e).__name__}: {e}", file=sys.stderr)
             return EXIT_USAGE
         traceback.print_exc()

@@ -17,8 +17,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import Settings
+
+if TYPE_CHECKING:
+    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.engine.versions import PythonVersion
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +51,9 @@ class Job:
         # checked at it since it was opened or changed a lot, its whole text to check first
         self.python_version = python_version
         self.verify_text = verify_text
-        self.used_version = None  # the version the completion was constrained by (set by Engine.complete)
+        self.used_version: PythonVersion | None = (
+            None  # the version the completion was constrained by (set by Engine.complete)
+        )
         self.reason: str | None = None  # "cancelled", "superseded"...: stopped from outside
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
         self._event = threading.Event()
@@ -83,7 +90,7 @@ class Loaded:
     """A loaded model ready to complete."""
 
     name: str
-    decoder: object
+    decoder: FimDecoder
     fim_format: str
     load_seconds: float
 

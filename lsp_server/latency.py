@@ -26,6 +26,10 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lsprotocol.types import StringValue
 
 
 def _cursors(text: str, n: int, seed: int = 0) -> list[int]:
@@ -38,6 +42,11 @@ def _cursors(text: str, n: int, seed: int = 0) -> list[int]:
         pos += len(line)
     rng = random.Random(seed)
     return sorted(rng.sample(ends, min(n, len(ends))))
+
+
+def _text(insert_text: str | StringValue) -> str:
+    """An inline completion's text (a snippet's template as written)."""
+    return insert_text if isinstance(insert_text, str) else insert_text.value
 
 
 def _position(text: str, offset: int):
@@ -73,8 +82,11 @@ async def measure(model: str | None, path: Path, requests: int, options: dict) -
                 ),
             )
         )
-        items = list(result.items) if result else []
-        return time.perf_counter() - start, len(items), sum(len(i.insert_text) for i in items)
+        if isinstance(result, types.InlineCompletionList):
+            items = list(result.items)
+        else:
+            items = list(result or [])
+        return time.perf_counter() - start, len(items), sum(len(_text(i.insert_text)) for i in items)
 
     init = {"deadlineMs": 600_000, **options}
     if model:

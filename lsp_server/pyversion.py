@@ -87,10 +87,11 @@ def lower_bound(spec: str) -> PythonVersion | None:
     if not spec:
         return None
     if "||" in spec:
-        bounds = [lower_bound(part) for part in spec.split("||")]
-        if not bounds or None in bounds:
+        alternatives = [lower_bound(part) for part in spec.split("||")]
+        known = [bound for bound in alternatives if bound is not None]
+        if not alternatives or len(known) < len(alternatives):
             return None
-        return min(bounds)
+        return min(known)
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:

@@ -87,6 +87,7 @@ class FimProtocol(LanguageServerProtocol):
         general = params.capabilities.general if params.capabilities else None
         offered = list(general.position_encodings or []) if general else []
         if types.PositionEncodingKind.Utf8 in offered or "utf-8" in offered:
+            assert general is not None  # offered is empty without it
             general.position_encodings = [types.PositionEncodingKind.Utf8] + [
                 e for e in offered if encoding_name(e) != UTF8
             ]
@@ -282,6 +283,7 @@ class FimServer(LanguageServer):
 
     def start_load(self) -> None:
         self.loading += 1
+        assert self.model_ready is not None  # made by attach_loop
         self.model_ready.clear()
         self.load_task = asyncio.ensure_future(self._load(self.loading, self.settings))
 
@@ -310,6 +312,7 @@ class FimServer(LanguageServer):
                     loaded.fim_format,
                     time.perf_counter() - start,
                 )
+                assert self.model_ready is not None  # made by attach_loop
                 self.model_ready.set()
         finally:
             if progress:

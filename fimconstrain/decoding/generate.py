@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import product
+from typing import Any
 
 import torch
 from transformers import LogitsProcessor
@@ -271,7 +272,8 @@ class FimDecoder:
     syntax the constraint accepts; :meth:`generate` can override it per call.
     """
 
-    model: object
+    #: a causal LM: a transformers ``PreTrainedModel`` or anything with its call and ``config``
+    model: Any
     tokenizer: object
     fim_format: FimFormat | None = None
     order: str = "psm"
@@ -308,7 +310,10 @@ class FimDecoder:
 
     def version_for(self, python_version: VersionLike | None = None) -> PythonVersion:
         """``python_version`` checked, or the decoder's own when None."""
-        return self.python_version if python_version is None else parse_python_version(python_version)
+        if python_version is None:
+            assert isinstance(self.python_version, tuple)  # parsed in __post_init__
+            return self.python_version
+        return parse_python_version(python_version)
 
     def ends(self, token: int) -> bool:
         """Whether ``token`` ends the middle: a stop token, or (unconstrained) any other FIM marker."""
@@ -355,6 +360,7 @@ class FimDecoder:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         version = self.version_for(python_version)
+        assert self.window is not None and self.fim_format is not None  # set in __post_init__
         max_new_tokens = max(1, min(max_new_tokens, self.window // 2))
         prompt = build_prompt(
             self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order
@@ -379,6 +385,7 @@ class FimDecoder:
             if best_stop and run.state is not None:
                 run.note_stop_point(logits)
             if store is not None:
+                assert run.state is not None  # the store is used only in modes with a constraint
                 keys = mask_logits(keys, store.allowed(run.state.checker, run.state.held), self.stop_ids)
             run.result.checker_seconds += time.perf_counter() - started
             token = run.choose(keys, top_k)
@@ -443,6 +450,7 @@ class _Run:
     def note_stop_point(self, logits: torch.Tensor) -> None:
         """Remember this point as a place to stop, scored by the probability of a stop token
         here times the middle's length in tokens (checked only if it is needed, at the end)."""
+        assert self.state is not None  # called only under a constraint
         if self.ids:
             stop = list(self.decoder.stop_ids)
             p_stop = float(torch.softmax(logits.float(), dim=-1)[stop].sum())
@@ -497,6 +505,7 @@ class _Run:
         dec = self.decoder
         if token in dec.stop_ids or token in dec.banned_ids:
             return None
+        assert self.state is not None  # called only under a constraint
         return self.state.end_inside(token, self.suffix)
 
     def finish(self, single_line: bool, drop_repeats: bool, seconds: float) -> None:
@@ -608,9 +617,10 @@ class FimLogitsProcessor(LogitsProcessor):
         for token in middle:
             if token in self.stop_ids:
                 return state
-            state = state.child(token)
-            if state is None:
+            child = state.child(token)
+            if child is None:
                 return None
+            state = child
         return state
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -634,7 +644,8 @@ class FimLogitsProcessor(LogitsProcessor):
             allowed = allowed or sorted(self.stop_ids)
             masked[row, allowed] = scores[row, allowed]
         self.seconds += time.perf_counter() - start
-        return masked
+        # torch's stubs type full_like as Tensor; transformers' LogitsProcessor says FloatTensor
+        return masked  # type: ignore[return-value]
 
 
 def _take(items: Iterator, n: int) -> list:

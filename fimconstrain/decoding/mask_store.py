@@ -20,11 +20,14 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..engine.layers import PlainLayer, PythonLayer, _indent_columns
-from ..engine.regex_dfa import DEAD
+from ..engine.earley import EarleySet
+from ..engine.layer_protocol import Layer
+from ..engine.layers import line_indentation
+from ..engine.regex_dfa import DEAD, LexerDFA
 from ..engine.versions import VersionLike, format_version, parse_python_version
 from .vocab import Vocabulary, split_utf8, vocabulary
 
@@ -49,10 +52,8 @@ class Alphabet:
     character-class test of the lexer's regexes gives them the same answer.
     """
 
-    def __init__(self, dfa):
-        labels = {id(edge[0]): edge[0] for edge in dfa._out.values() if edge is not None}.values()
-        self._literals = frozenset(cs.char for cs in labels if cs.char is not None)
-        self._tests = tuple(cs.test for cs in labels if cs.char is None)
+    def __init__(self, dfa: LexerDFA):
+        self._literals, self._tests = dfa.char_labels()
         self._ids: dict[tuple, int] = {}
         self._of: dict[str, int] = {}
         self.reps: list[str] = []  # a member of each class (the first one seen)
@@ -100,14 +101,14 @@ class _Automaton:
     one process can find the same states in another process's lazily numbered DFA.
     """
 
-    def __init__(self, layer: PlainLayer, alphabet: Alphabet):
+    def __init__(self, layer: Layer[Any], alphabet: Alphabet):
         dfa = layer.dfa
-        roots = [dfa.start, layer.initial_branch()[2]]
+        roots = [dfa.start, layer.initial_lexeme]
         reps = alphabet.reps
         local = {DEAD: 0}
         self.paths: list[tuple[int, str]] = [(-1, "")]
         sids = [DEAD]
-        queue = deque()
+        queue: deque[int] = deque()
         for r, sid in enumerate(roots):
             if sid not in local:
                 local[sid] = len(sids)
@@ -199,7 +200,7 @@ class _Variants:
 class _Builder:
     """Computes the store's bitsets (see :class:`MaskStore` for what each family means)."""
 
-    def __init__(self, layer: PlainLayer, vocab: Vocabulary, progress: bool):
+    def __init__(self, layer: Layer[Any], vocab: Vocabulary, progress: bool):
         self.layer = layer
         self.vocab = vocab
         self.progress = progress
@@ -331,7 +332,10 @@ class _Builder:
             if sel.any():
                 fresh[t2] = self.row(self.tokens_of(sel))
         zero = np.full(auto.size, -1, dtype=np.int32)
-        cont, ext, self._nl_groups, self._nl_keys = [], [], [], {}
+        cont: list[tuple[int, int, int]] = []
+        ext: list[tuple[int, int, int, int]] = []
+        self._nl_groups: list[tuple[int, int, int]] = []  # (state, newline key or -1, row)
+        self._nl_keys: dict[str, int] = {}  # text added to the newline -> its key
         chunk = 32
         bar = _bar(range(1, auto.size), self.progress, "states", "state")
         for lo in range(1, auto.size, chunk):
@@ -389,12 +393,12 @@ class _Builder:
             return
         t1_bits = tm_b[at[later]]
         u_bits = u_b[uid[later]]
-        for t1 in np.flatnonzero(t1_bits.any(axis=0)):
+        for t1 in np.flatnonzero(t1_bits.any(axis=0)).tolist():
             pick = later[t1_bits[:, t1]]
             u_pick = u_bits[t1_bits[:, t1]]
             for t2 in np.flatnonzero(u_pick.any(axis=0)):
                 ext.append((q, int(t1), int(t2), self.row(self.tokens_of(pick[u_pick[:, t2]]))))
-            if isinstance(self.layer, PythonLayer) and t1 == self.layer.newline:
+            if t1 == self.layer.newline:
                 self._newline_groups(q, pick, last[pick])
 
     def _newline_groups(self, q: int, picked: np.ndarray, ends: np.ndarray) -> None:
@@ -428,7 +432,7 @@ def _ids(mask: int) -> list[int]:
 # ---------------------------------------------------------------- keys and cache
 
 
-def grammar_key(layer: PlainLayer) -> str:
+def grammar_key(layer: Layer[Any]) -> str:
     """A hash of what the store depends on: the terminals (patterns, flags, ignored, literal),
     the layer's class and the store format's version. Rules do not matter (they are read at run time)."""
     terms = [(t.name, t.pattern, t.flags, t.ignored, t.literal) for t in layer.grammar.terminals]
@@ -447,7 +451,7 @@ def store_version_tag(language: str, python_version: VersionLike | None = None) 
     return format_version(parse_python_version(python_version))
 
 
-def _store_layer(language: str, tag: str | None) -> PlainLayer:
+def _store_layer(language: str, tag: str | None) -> Layer[Any]:
     from ..engine.checker import get_layer
 
     return get_layer(language, tag)
@@ -489,7 +493,7 @@ class MaskStore:
       last point maximal munch allows), and go on with a lexeme that can be ``b``.
     """
 
-    def __init__(self, layer: PlainLayer, vocab_size: int, data: dict, meta: dict):
+    def __init__(self, layer: Layer[Any], vocab_size: int, data: dict, meta: dict):
         self.layer = layer
         self.vocab_size = vocab_size
         self.meta = meta
@@ -623,7 +627,7 @@ class MaskStore:
         entries = [_Entry(int(z)) for z in data["zero"].tolist()]
         for q, t1, row in data["cont"].tolist():
             entries[q].cont.append((1 << t1, row))
-        newline = getattr(self.layer, "newline", -1)
+        newline = self.layer.newline
         for q, g, row in data["nl_groups"].tolist():
             entries[q].newline_groups.append((None if g < 0 else nl_keys[g], row))
         for q, t1, t2, row in data["ext"].tolist():
@@ -637,7 +641,7 @@ class MaskStore:
     def _locate(self, paths: list) -> dict[int, int]:
         """Runtime DFA state id -> local state, by running each state's access string."""
         dfa = self.layer.dfa
-        roots = [dfa.start, self.layer.initial_branch()[2]]
+        roots = [dfa.start, self.layer.initial_lexeme]
         local = {}
         for q, (root, text) in enumerate(paths):
             if root >= 0:
@@ -671,9 +675,8 @@ class MaskStore:
         return out
 
     @staticmethod
-    def _describe(layer) -> str:
-        version = getattr(layer, "version", None)
-        return f"Python {format_version(version)}" if version else f"another grammar ({type(layer).__name__})"
+    def _describe(layer: Layer[Any]) -> str:
+        return layer.describe()
 
     def allowed(self, checker, held: int = 0) -> np.ndarray:
         """The mask as a bool vector over token ids (length ``vocab_size``)."""
@@ -702,7 +705,7 @@ class MaskStore:
         allowed = self.layer.allowed(parser, layout)
         after = self._after_end(parser, layout, sid, text) if e.zero > 0 and e.token_mask & allowed else 0
         ext_next = tuple(self._next(parser, layout, t1) if allowed >> t1 & 1 else 0 for t1 in e.ext)
-        nl_next = ()
+        nl_next: tuple[int, ...] = ()
         if e.newline_groups and allowed & self.layer.newline_mask:
             nl_next = tuple(
                 self._after_newline(parser, layout, text + key)
@@ -772,7 +775,7 @@ class MaskStore:
         """Terminals allowed after a newline lexeme ``text`` ends (its last line's indentation
         decides INDENT/DEDENT); memoised per parser state and indentation."""
         memo = self._memo_for(parser)
-        key = ("newline", layout, _indent_columns(text))
+        key = ("newline", layout, line_indentation(text))
         hit = memo.get(key)
         if hit is None:
             layer = self.layer
@@ -806,42 +809,10 @@ class MaskStore:
         }
 
 
-def next_terminals(layer: PlainLayer, parser, layout, terminal: int) -> int:
+def next_terminals(layer: Layer[Any], parser: EarleySet, layout: Any, terminal: int) -> int:
     """Bitmask of terminals that may be lexed after a lexeme ends as ``terminal`` in this
     state (a superset: INDENT and every number of DEDENTs are all tried after a newline)."""
-    bit = 1 << terminal
-    if bit & layer.ignore_mask:
-        return layer.allowed(parser, layout)
-    rec = layer.recognizer
-    if not isinstance(layer, PythonLayer):
-        after = rec.scan(parser, (terminal,))
-        return 0 if after is None else rec.expected_terminals(after) | layer.ignore_mask
-    indents, depth, line_open, _ = layout
-    if terminal == layer.newline:
-        if depth:
-            return layer.allowed(parser, layout)
-        if line_open:
-            parser = rec.scan(parser, layer.newline_ids)
-            if parser is None:
-                return 0
-        out = rec.expected_terminals(parser)
-        indented = rec.scan(parser, layer.indent)
-        if indented is not None:
-            out |= rec.expected_terminals(indented)
-        for _ in indents:
-            parser = rec.scan(parser, layer.dedent)
-            if parser is None:
-                break
-            out |= rec.expected_terminals(parser)
-        return out | layer.ignore_mask | layer.newline_mask
-    depth += layer.bracket_delta.get(bit, 0)
-    if depth < 0:
-        return 0
-    after = rec.scan(parser, (terminal,))
-    if after is None:
-        return 0
-    out = rec.expected_terminals(after) | layer.ignore_mask
-    return out | layer.newline_mask if depth else out
+    return layer.next_terminals(parser, layout, terminal)
 
 
 def unpack(words: np.ndarray, size: int) -> np.ndarray:

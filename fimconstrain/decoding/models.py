@@ -97,5 +97,6 @@ def load_model(
                 f"(--trust-remote-code) if you trust it"
             ) from error
         raise _not_found(name, error) from error
-    model.to(device).eval()
+    # transformers wraps PreTrainedModel.to in a decorator whose stub loses the signature
+    model.to(device).eval()  # type: ignore[arg-type]
     return LoadedModel(model, tokenizer, resolve_format(tokenizer, fim_format), name)

@@ -189,10 +189,6 @@ def line_indentation(text: str) -> Columns:
     return (continued, continued) if continued else (col, alt)
 
 
-#: the former name of :func:`line_indentation` (``decoding/mask_store.py`` imports it)
-_indent_columns = line_indentation
-
-
 def _ends_in_continuation(text: str) -> bool:
     """Whether a newline lexeme's last line break is a backslash continuation."""
     return len(_last_line(text)) > 1

@@ -85,7 +85,7 @@ def default_root() -> Path:
 
 def python_files(root: Path) -> list[Path]:
     """Every ``.py`` file under ``root``, sorted, without caches and VCS folders."""
-    found = []
+    found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         found.extend(Path(dirpath) / name for name in filenames if name.endswith(".py"))
@@ -101,7 +101,7 @@ def interpreter_version() -> tuple[int, int]:
     version whose syntax :func:`ast_parses` judges, so the engine's verdict should agree with it."""
     from ..engine.versions import NEWEST, OLDEST
 
-    return min(max(tuple(sys.version_info[:2]), OLDEST), NEWEST)
+    return min(max((sys.version_info.major, sys.version_info.minor), OLDEST), NEWEST)
 
 
 def engine_accepts(text: str, python_version=None) -> bool:

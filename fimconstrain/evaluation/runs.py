@@ -292,7 +292,7 @@ def run_all(args: argparse.Namespace) -> int:
         for dataset, example in todo:
             for rec in run_example(decoder, dataset, example, missing[dataset, example.id], opts):
                 rec["model"] = loaded.name
-                rec["python_version"] = format_version(decoder.python_version)
+                rec["python_version"] = format_version(decoder.version_for())
                 out.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 out.flush()
                 bar.update(1)
@@ -440,7 +440,8 @@ def draw_plots(records: list[dict], out_dir: Path) -> list[Path]:
         ylabel="one-time overhead (ms)",
         title="Building the FIM constraint (once per generation)",
     )
-    ax.legend(), ax.grid(alpha=0.3)
+    ax.legend()
+    ax.grid(alpha=0.3)
     paths.append(_save(fig, out_dir / "one_time_overhead.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -467,7 +468,8 @@ def draw_plots(records: list[dict], out_dir: Path) -> list[Path]:
         title="Per-token overhead",
         yscale="log",
     )
-    ax.legend(), ax.grid(alpha=0.3)
+    ax.legend()
+    ax.grid(alpha=0.3)
     paths.append(_save(fig, out_dir / "per_token_overhead.png"))
     return paths
 

@@ -48,6 +48,7 @@ def build_tiny_model(
     )
     torch.manual_seed(seed)
     eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert isinstance(eos, int)  # one token in, one id out
     config = GPTBigCodeConfig(
         vocab_size=len(tokenizer),
         n_positions=context,
