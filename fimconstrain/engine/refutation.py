@@ -24,7 +24,7 @@ import copy
 import re
 from collections.abc import Iterator
 from functools import cache
-from typing import Any, Generic
+from typing import Any, Generic, NamedTuple
 
 from . import lexer
 from .earley import EarleySet, Item, Recognizer, Signature
@@ -124,23 +124,24 @@ class InfixRecognizer(Generic[LayoutT]):
         from every layout ``text[start:]`` may begin in (None: some branch lives)."""
         layer = self.layout_layer
         piece = text[start:end]
-        # as many brackets open as the piece closes unopened, or more (closed after it)
-        unclosed = self._unclosed(piece)
+        reading = read_brackets(self.layer, piece)
+        # the middle may end in a backslash, making the piece's first line break a continuation
+        after_backslash = (
+            layer.dfa.run("\\", layer.dfa.start) if start == 0 and piece.startswith("\n") else DEAD
+        )
+        continued = read_brackets(self.layer, "\\" + piece) if after_backslash != DEAD else None
         branches: list[Branch[LayoutT]] = []
-        for depth in (unclosed, unclosed + 1):
-            indents = self._measured_lines(piece, depth)
+        # as many brackets open as the piece closes unopened, or more (closed after it)
+        for depth in (-reading.lowest, 1 - reading.lowest):
             branches += [
                 (self.full_universal, layout, layer.dfa.start, "", ())
-                for layout in layer.open_layouts(indents, depth)
+                for layout in layer.open_layouts(reading.measured_lines(depth), depth)
             ]
-            if start == 0 and piece.startswith("\n"):  # the middle may end in a backslash: a continuation
-                after_backslash = layer.dfa.run("\\", layer.dfa.start)
-                if after_backslash != DEAD:
-                    continued = self._measured_lines("\\" + piece, depth)
-                    branches += [
-                        (self.full_universal, layout, after_backslash, "\\", ())
-                        for layout in layer.open_layouts(continued, depth)
-                    ]
+            if continued is not None:
+                branches += [
+                    (self.full_universal, layout, after_backslash, "\\", ())
+                    for layout in layer.open_layouts(continued.measured_lines(depth), depth)
+                ]
         at = 0
         while at < len(piece):
             after = lexer.advance(layer, branches, piece[at : at + 64])
@@ -154,28 +155,37 @@ class InfixRecognizer(Generic[LayoutT]):
             return end
         return None
 
-    def _measured_lines(self, text: str, depth: int) -> list[str]:
-        """The newline lexemes of ``text`` after which the tokenizer measures indentation: those
-        at bracket depth 0, given ``depth`` brackets open before. Past text that does not lex,
-        every line counts (more layouts: the refutation only weakens)."""
-        deltas, newline = self.layer.bracket_delta, self.layer.newline_mask
-        lines: list[str] = []
-        for begin, stop, mask in lex(self.layer, text):
-            if not mask:
-                return lines + _LINE_INDENT.findall(text, begin)
-            depth += deltas.get(mask, 0)
-            if mask & newline and depth <= 0:
-                lines.append(text[begin:stop])
-        return lines
 
-    def _unclosed(self, text: str) -> int:
-        """How many brackets ``text`` closes that it did not open (its readers' depth)."""
-        deltas = self.layer.bracket_delta
-        depth = lowest = 0
-        for _, _, mask in lex(self.layer, text):
-            depth += deltas.get(mask, 0)
-            lowest = min(lowest, depth)
-        return -lowest
+class BracketReading(NamedTuple):
+    """One layout-free lexing of a text (:func:`read_brackets`): its bracket depths, counted
+    from 0 before it, and its line breaks."""
+
+    lowest: int  #: the lowest depth reached (the brackets it closes that it did not open, negated)
+    depth: int  #: the depth where lexing stopped
+    stopped: int | None  #: where the text stopped lexing (None: it lexed to its end)
+    newlines: list[tuple[int, str]]  #: each newline lexeme, with the depth at it
+    unlexed_lines: list[str]  #: line breaks and indentation past where lexing stopped
+
+    def measured_lines(self, depth: int) -> list[str]:
+        """The newline lexemes after which the tokenizer measures indentation: those at bracket
+        depth 0, given ``depth`` brackets open before the text. Past text that does not lex,
+        every line counts (more layouts: the refutation only weakens)."""
+        return [lexeme for at, lexeme in self.newlines if at + depth <= 0] + self.unlexed_lines
+
+
+def read_brackets(layer: LexicalLayer, text: str) -> BracketReading:
+    """Read ``text`` with the layer's lexer (its modes, no layout) for its brackets and lines."""
+    deltas, newline = layer.bracket_delta, layer.newline_mask
+    depth = lowest = 0
+    newlines: list[tuple[int, str]] = []
+    for begin, stop, mask in lex(layer, text):
+        if not mask:
+            return BracketReading(lowest, depth, begin, newlines, _LINE_INDENT.findall(text, begin))
+        depth += deltas.get(mask, 0)
+        lowest = min(lowest, depth)
+        if mask & newline:
+            newlines.append((depth, text[begin:stop]))
+    return BracketReading(lowest, depth, None, newlines, [])
 
 
 class ForgetfulRecognizer(Recognizer):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Generic
 from .layer_protocol import Branch, LayoutT, LexicalLayer
 from .lexer import BranchKey
 from .prefix_cache import LRU
-from .refutation import lex, refuted_at
+from .refutation import read_brackets, refuted_at
 from .rejection import first_error_offset
 
 if TYPE_CHECKING:
@@ -138,14 +138,10 @@ def _isolated(layer: LexicalLayer, tail: str) -> bool:
     """
     if '"""' in tail or "'''" in tail:
         return False
-    depth, deltas = 0, layer.bracket_delta
-    for begin, _, mask in lex(layer, tail):
-        if not mask:
-            return not _closes_unopened(tail, begin, depth)
-        depth += deltas.get(mask, 0)
-        if depth < 0:
-            return False
-    return True
+    reading = read_brackets(layer, tail)
+    if reading.lowest < 0:
+        return False
+    return reading.stopped is None or not _closes_unopened(tail, reading.stopped, reading.depth)
 
 
 def _closes_unopened(text: str, start: int, depth: int) -> bool:
