@@ -9,6 +9,7 @@ from typing import Any, Generic, NamedTuple
 
 from . import lexer
 from .errors import GrammarError, InputError, UncompletableError
+from .finish_search import shortest_finish
 from .grammar import Grammar, load_builtin, load_file
 from .layer_protocol import Branch, Layer, LayoutT
 from .layers import PlainLayer, PythonLayer
@@ -233,9 +234,8 @@ class Checker(Generic[LayoutT]):
         """A short text that completes the program from here (suffix included), checked
         with ``is_complete``; None if the search finds none (within ``seconds``, if given).
         For ending inside a budget."""
-        from .finish_search import shortest_finish
-
-        return shortest_finish(self, seconds=seconds)
+        head = None if self._plan is None else self._plan.head
+        return shortest_finish(self, head, seconds=seconds)
 
     def _finish(self, plan: SuffixPlan[LayoutT], branches: list[Branch[LayoutT]]) -> bool:
         """Complete after the whole head: use the tail's verdict where the head ends a file."""
@@ -265,7 +265,7 @@ class _Context:
     def __init__(self, language: str, version: PythonVersion) -> None:
         self.layer = _layer(language, version)
         self.start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()])
-        self.prefixes: PrefixCache[Any] = PrefixCache()
+        self.prefixes: PrefixCache[Checker[Any]] = PrefixCache()
         self.suffixes: LRU[str, SuffixPlan[Any]] = LRU(64)
 
     def plan(self, suffix: str) -> SuffixPlan[Any] | None:

@@ -17,15 +17,11 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from functools import cache, cached_property
-from typing import TYPE_CHECKING
 
 from .earley import EarleySet
-from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer
+from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer, ParseState
 from .refutation import lex
 from .regex_dfa import DEAD
-
-if TYPE_CHECKING:
-    from .checker import Checker
 
 #: what declared layout terminals cost, in characters of text
 _LAYOUT_COST = {"_NEWLINE": 1, "_INDENT": 4, "_DEDENT": 0}
@@ -366,7 +362,7 @@ def _spell(
     return out
 
 
-def finishing_candidates(checker: Checker[LayoutT]) -> list[str]:
+def finishing_candidates(checker: ParseState[LayoutT]) -> list[str]:
     """Texts that may finish ``checker``'s middle, shortest first (not yet verified)."""
     layer = checker.layer
     planner = planner_for(layer)
@@ -387,7 +383,7 @@ def finishing_candidates(checker: Checker[LayoutT]) -> list[str]:
 _OPENERS = [chr(c) for c in range(33, 127)] + ['"""', "'''", "\n"]
 
 
-def _joiners(checker: Checker[LayoutT]) -> list[str]:
+def _joiners(checker: ParseState[LayoutT]) -> list[str]:
     """Single symbols the parser could take next, spelled, and single characters that may
     open a symbol the suffix closes: bridges toward a suffix."""
     layer = checker.layer
@@ -414,7 +410,7 @@ def _openers_for(suffix: str) -> list[str]:
     return out
 
 
-def _header_joiners(checker: Checker[LayoutT]) -> list[str]:
+def _header_joiners(checker: ParseState[LayoutT]) -> list[str]:
     """A block header on a new line at each column the layout knows: a suffix that starts
     with an indented block needs a header to hang from."""
     columns = {0}
@@ -434,7 +430,7 @@ class _Search:
     def expired(self) -> bool:
         return self.until is not None and time.monotonic() > self.until
 
-    def first_complete(self, base: Checker[LayoutT], texts: Iterable[str]) -> str | None:
+    def first_complete(self, base: ParseState[LayoutT], texts: Iterable[str]) -> str | None:
         """The first text of ``texts`` that completes ``base``, or None (also when time is up)."""
         for text in texts:
             if self.expired():
@@ -445,18 +441,20 @@ class _Search:
         return None
 
 
-def shortest_finish(checker: Checker[LayoutT], limit: int = 64, seconds: float | None = None) -> str | None:
-    """A short text ``t`` with ``checker.feed(t).is_complete()`` (suffix included), or None
-    when none is found (within ``seconds``, if given). Tries the cheapest closing of the open
-    rules cut at every point; with a suffix also one more symbol, character or block header
-    after each cut point, then one more symbol followed by an opener of a string the suffix
-    may close; then the start of a construct the suffix goes on with (``def f(`` before a
-    suffix that begins ``) -> int:``) on a new line at each column the layout knows."""
+def shortest_finish(
+    checker: ParseState[LayoutT], suffix_head: str | None, limit: int = 64, seconds: float | None = None
+) -> str | None:
+    """A short text ``t`` with ``checker.feed(t).is_complete()`` (suffix included), or None when none is
+    found (within ``seconds``, if given); ``suffix_head``: the part of the suffix parsed per middle (see
+    :class:`~.right_quotient.SuffixPlan`), None without a suffix. Tries the cheapest closing of the open
+    rules cut at every point; with a suffix also one more symbol, character or block header after each
+    cut point, then one more symbol followed by an opener of a string the suffix may close; then the
+    start of a construct the suffix goes on with (``def f(`` before a suffix that begins ``) -> int:``)
+    on a new line at each column the layout knows."""
     search = _Search(seconds)
     candidates = finishing_candidates(checker)[:limit]
     found = search.first_complete(checker, candidates)
-    plan = checker.suffix_plan
-    if found is not None or plan is None:
+    if found is not None or suffix_head is None:
         return found
     bases = [(text, base) for text in candidates if (base := checker.feed(text)) is not None]
     best: str | None = None
@@ -469,10 +467,10 @@ def shortest_finish(checker: Checker[LayoutT], limit: int = 64, seconds: float |
             best = text + tail
     if best is not None:
         return best
-    found = _bridge(bases[:8], plan.head, search)
+    found = _bridge(bases[:8], suffix_head, search)
     if found is not None:
         return found
-    openers = _openers_for(plan.head)
+    openers = _openers_for(suffix_head)
     for text, base in bases[:16]:
         for symbol in _joiners(base)[:64]:
             middle = base.feed(" " + symbol)
@@ -716,7 +714,7 @@ def _column_hint(head: str) -> int:
 
 
 def _bridge(
-    bases: list[tuple[str, Checker[LayoutT]]], head: str, search: _Search, limit: int = 48
+    bases: list[tuple[str, ParseState[LayoutT]]], head: str, search: _Search, limit: int = 48
 ) -> str | None:
     """The shortest verified ``base text + bridge`` where the bridge begins a construct the
     suffix's head goes on with: the cheapest left context of every grammar item that can be

@@ -10,18 +10,25 @@ Each layer keeps its own state beside the parser's as a small immutable, hashabl
 protocol is generic in that type. Callers that hold a layer of any language (a checker built
 from a language name) see ``Layer[Any]``: the layout is the layer's own business.
 
+The module ends with :class:`ParseState`, what the suffix planning, the rejection search, the
+prefix cache and the finish search need of a checker: they take it through this protocol, so
+``checker.py`` imports them and none of them imports it back.
+
 :class:`LexicalLayer` is the part that does not touch layouts (the grammar, the lexer
 automaton, lexing modes): enough to lex a text or plan a grammar-level search.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .earley import EarleySet, Recognizer
 from .grammar import Grammar
 from .regex_dfa import LexerDFA
 from .versions import PythonVersion
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 #: a layer's layout type (``None`` for :class:`~.layers.PlainLayer`, :data:`~.layers.PythonLayout`)
 LayoutT = TypeVar("LayoutT")
@@ -152,3 +159,30 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         """Layouts a text may start from when what came before it is unknown and left
         ``depth`` brackets open; ``indents``: its newline lexemes that begin measured lines."""
         ...
+
+
+class ParseState(Protocol[LayoutT]):
+    """The branches after a text, in one language: what the engine's helpers need of a
+    :class:`~.checker.Checker` (which is the one implementation)."""
+
+    @property
+    def layer(self) -> Layer[LayoutT]:
+        """The language layer the branches are read with."""
+        ...
+
+    @property
+    def branches(self) -> list[Branch[LayoutT]]:
+        """The live lexer branches."""
+        ...
+
+    def feed(self, text: str) -> Self | None:
+        """The state after ``text`` more (pure), or None when no continuation can complete it."""
+        ...
+
+    def is_complete(self) -> bool:
+        """Whether the text so far (suffix included) is a complete program."""
+        ...
+
+
+#: a concrete parse state type, for helpers that hand back what they were given
+StateT = TypeVar("StateT", bound=ParseState[Any])

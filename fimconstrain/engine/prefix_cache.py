@@ -9,12 +9,9 @@ every keystroke, and most of the file has not changed since the last request.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Generic, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
-from .layer_protocol import LayoutT
-
-if TYPE_CHECKING:
-    from .checker import Checker
+from .layer_protocol import StateT
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -62,7 +59,7 @@ def common_prefix_length(a: str, b: str) -> int:
     return lo
 
 
-class PrefixCache(Generic[LayoutT]):
+class PrefixCache(Generic[StateT]):
     """Checkers at line starts of recently seen prefixes, reused up to the first edit.
 
     Feeding is exact and pure, so the checker after ``prefix[:p]`` serves any later prefix
@@ -72,13 +69,13 @@ class PrefixCache(Generic[LayoutT]):
     """
 
     def __init__(self, documents: int = 8, spacing: int = 256) -> None:
-        self._documents: list[tuple[str, list[tuple[int, Checker[LayoutT]]]]] = []
+        self._documents: list[tuple[str, list[tuple[int, StateT]]]] = []
         self.size = documents
         self.spacing = spacing
         self.hits = 0
         self.misses = 0
 
-    def checker_for(self, start: Checker[LayoutT], prefix: str) -> Checker[LayoutT] | None:
+    def checker_for(self, start: StateT, prefix: str) -> StateT | None:
         """The checker after ``prefix`` (None if the prefix is rejected)."""
         best, shared = -1, 0
         for i, (text, _) in enumerate(self._documents):
@@ -92,7 +89,7 @@ class PrefixCache(Generic[LayoutT]):
         else:
             self.misses += 1
         at, resumed = checkpoints[-1]
-        checker: Checker[LayoutT] | None = resumed
+        checker: StateT | None = resumed
         next_mark = at + self.spacing
         pos = prefix.find("\n", next_mark - 1)
         while checker is not None and 0 <= pos < len(prefix) - 1:

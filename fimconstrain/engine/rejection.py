@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from .layer_protocol import LayoutT
-
-if TYPE_CHECKING:
-    from .checker import Checker
+from .layer_protocol import ParseState, StateT
 
 
 def first_rejection(
-    checker: Checker[LayoutT], text: str, start: int = 0, chunk: int = 256
-) -> tuple[int | None, Checker[LayoutT]]:
+    checker: StateT, text: str, start: int = 0, chunk: int = 256
+) -> tuple[int | None, StateT]:
     """Where feeding ``text[start:]`` to ``checker`` is first rejected: ``(offset of the
     character that is rejected, or None, last checker before it)``. Feeds whole chunks and
     goes character by character only inside the chunk that fails."""
@@ -32,7 +29,7 @@ def first_rejection(
     return None, checker
 
 
-def first_error_offset(checker: Checker[LayoutT], text: str) -> int:
+def first_error_offset(checker: ParseState[Any], text: str) -> int:
     """The offset of the first character of ``text`` that ``checker`` rejects (``len(text)``
     when none is)."""
     offset, _ = first_rejection(checker, text)

@@ -15,16 +15,13 @@ are followed through the tail for real. A suffix that no middle can join is refu
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Generic
+from typing import Generic
 
-from .layer_protocol import Branch, LayoutT, LexicalLayer
+from .layer_protocol import Branch, LayoutT, LexicalLayer, ParseState
 from .lexer import BranchKey
 from .prefix_cache import LRU
 from .refutation import read_brackets, refuted_at
 from .rejection import first_error_offset
-
-if TYPE_CHECKING:
-    from .checker import Checker
 
 #: where a :class:`SuffixPlan`'s memo stands: an offset in the head and the branches there
 PlanKey = tuple[int, tuple[BranchKey[LayoutT], ...]]
@@ -53,7 +50,7 @@ class SuffixPlan(Generic[LayoutT]):
     checks cost about one line of the head.
     """
 
-    def __init__(self, start: Checker[LayoutT], head: str, tail: str = "") -> None:
+    def __init__(self, start: ParseState[LayoutT], head: str, tail: str = "") -> None:
         """``start``: the checker of an empty file (to check the tail on its own)."""
         self.head = head
         self.tail = tail
@@ -157,7 +154,7 @@ def _closes_unopened(text: str, start: int, depth: int) -> bool:
     return False
 
 
-def plan_suffix(start: Checker[LayoutT], suffix: str) -> SuffixPlan[LayoutT]:
+def plan_suffix(start: ParseState[LayoutT], suffix: str) -> SuffixPlan[LayoutT]:
     """Split ``suffix`` before its first top-level statement line; ``start`` is the checker
     of an empty file, used to check the tail on its own."""
     starts = top_level_starts(suffix)
