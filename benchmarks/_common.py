@@ -194,9 +194,11 @@ def engine_setup():
 
 
 def uncompletable_error():
-    from fimconstrain.engine.errors import UncompletableError
+    """What ``fim_checker`` raises when no middle can make the file valid: a file that is wrong
+    before the cursor or after it, or one with a character no file may contain."""
+    from fimconstrain.engine.errors import InputError, UncompletableError
 
-    return UncompletableError
+    return (UncompletableError, InputError)
 
 
 # ---------------------------------------------------------------- cli / output

@@ -43,7 +43,7 @@ def run_middle(fc, prefix: str, middle: str, suffix: str, rng: random.Random) ->
     """Feed ``middle`` in random chunks; (accepted, how it ended)."""
     try:
         checker = fc.fim_checker(prefix, suffix)
-    except fc.UncompletableError:
+    except (fc.UncompletableError, fc.InputError):
         return False, "prefix rejected"
     i = 0
     while i < len(middle):

@@ -47,7 +47,7 @@ def check_file(task) -> dict:
         prefix, truth, suffix = source[:a], source[a:b], source[b:]
         try:
             start = fc.fim_checker(prefix, suffix)
-        except fc.UncompletableError:
+        except (fc.UncompletableError, fc.InputError):
             continue
         for kind in ("stray", "partial"):
             text = stray_text(donors, rng) if kind == "stray" else truth[: rng.randint(0, len(truth))]

@@ -12,7 +12,9 @@ import warnings
 
 
 def ast_error(text: str) -> Exception | None:
-    """What the running interpreter's ``ast.parse`` raises on ``text``, or None when it accepts it.
+    """What the running interpreter's ``ast.parse`` raises on ``text`` read as a file's
+    contents (a leading byte order mark dropped, as CPython drops it from a file), or None
+    when it accepts it.
 
     A SyntaxError for invalid code, a ValueError for NUL characters or lone surrogates (a
     UnicodeError is one), and a RecursionError or MemoryError where nesting overflows the parser.
@@ -20,7 +22,7 @@ def ast_error(text: str) -> Exception | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(text)
+            ast.parse(text[1:] if text.startswith("\ufeff") else text)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as error:
         return error
     return None

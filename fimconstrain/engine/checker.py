@@ -113,9 +113,14 @@ def _clean(text: str, ending: str) -> tuple[str, str]:
     return text, ending
 
 
+#: the byte order mark CPython drops from the start of a source file (and only there)
+BOM = "\ufeff"
+
+
 def _invalid_character_at(text: str) -> int | None:
-    """The offset of the first character no program may contain (NUL, a lone surrogate,
-    which CPython rejects before tokenizing), or None."""
+    """The offset of the first character no source file may contain, or None: NUL and lone
+    surrogates, which CPython rejects before tokenizing (every other character is the
+    grammar's business: U+0001 is fine in a string and an error in code)."""
     nul = text.find("\0")
     try:
         text.encode("utf-8")
@@ -304,7 +309,9 @@ def fim_checker(
     ``python_version`` (``"3.12"`` or ``(3, 12)``; 3.8 to 3.14, default the newest, so that
     valid code of any version is accepted).
 
-    Raises :class:`InputError` for non-text input and :class:`UncompletableError` when the
+    A byte order mark at the start of the prefix is dropped, as CPython drops it from a file.
+    Raises :class:`InputError` for non-text input or a character no source file may contain
+    (NUL, a lone surrogate) and :class:`UncompletableError` when the
     prefix already rules out every program, or when the suffix does (a part of it that must be
     valid on its own is not); ``offset`` says where in prefix + suffix it went wrong. Work on the
     far parts of the file is cached between calls, so a request after a small edit near the
@@ -317,24 +324,40 @@ def fim_checker(
         if not isinstance(value, str):
             raise InputError(f"{name} must be str, not {type(value).__name__}")
     context = _context(language, python_version)
+    _check_characters(prefix, suffix)
+    if prefix.startswith(BOM):  # as CPython reads a file that starts with one
+        return _checker(context, prefix[1:], suffix, shift=1)
+    return _checker(context, prefix, suffix, shift=0)
+
+
+def _check_characters(prefix: str, suffix: str) -> None:
+    """Raise :class:`InputError` at the first character no source file may contain."""
     for name, text, base in (("prefix", prefix, 0), ("suffix", suffix, len(prefix))):
         bad = _invalid_character_at(text)
         if bad is not None:
-            raise UncompletableError(
-                f"the {name} contains {text[bad]!r}, which no program may contain", offset=base + bad
+            line = (prefix + suffix).count("\n", 0, base + bad)
+            raise InputError(
+                f"the {name} contains {text[bad]!r} at offset {base + bad} (line {line + 1}), "
+                "which no source file may contain",
+                offset=base + bad,
             )
+
+
+def _checker(context: _Context, prefix: str, suffix: str, shift: int) -> Checker[Any]:
+    """:func:`fim_checker` after the input checks; ``shift``: characters dropped from the
+    front of the prefix (a byte order mark), added back to the offsets of errors."""
     checker = context.prefixes.checker_for(context.start, prefix)
     if checker is None:
         raise UncompletableError(
             "the prefix cannot be completed to a valid program",
-            offset=first_error_offset(context.start, prefix),
+            offset=shift + first_error_offset(context.start, prefix),
         )
     plan = context.plan(suffix)
     if plan is not None:
         broken = plan.unjoinable()
         if broken is not None:
             offset, reason = broken
-            raise UncompletableError(reason, offset=len(prefix) + offset)
+            raise UncompletableError(reason, offset=shift + len(prefix) + offset)
     return checker.with_suffix(plan)
 
 

@@ -10,7 +10,12 @@ class GrammarError(FimConstrainError):
 
 
 class InputError(FimConstrainError):
-    """Input text the engine cannot take (undecodable bytes, NUL, wrong type)."""
+    """Input the engine cannot take: a wrong type, or a character no source file may contain
+    (NUL, a lone surrogate); ``offset`` says where in prefix + suffix, when it is a character."""
+
+    def __init__(self, message: str, offset: int | None = None):
+        super().__init__(message)
+        self.offset = offset
 
 
 class UncompletableError(FimConstrainError):

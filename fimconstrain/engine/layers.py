@@ -17,7 +17,7 @@ from typing import Generic
 
 from .earley import EarleySet, Recognizer
 from .grammar import Grammar
-from .layer_protocol import Branch, LayoutT, ModeFrame, Modes
+from .layer_protocol import Branch, LayoutT, Modes
 from .regex_dfa import LexerDFA
 from .versions import PythonVersion, format_version
 
@@ -270,7 +270,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
             *(
                 f"{p}{k}"
                 for k in kinds.values()
-                for p in ("FTEXT_", "RFTEXT_", "FQUOTES_", "FEND_", "FSPEC_")
+                for p in ("FTEXT_", "RFTEXT_", "FQUOTES_", "FEND_", "FSPEC_", "RFSPEC_")
             ),
         )
         ordinary = (1 << len(grammar.terminals)) - 1 & ~in_fstrings
@@ -280,16 +280,18 @@ class PythonLayer(BaseLayer[PythonLayout]):
             full, ordinary & ~bits(":", ":=") | bits("FSPEC_START", "FCONVERSION")
         )
         self.text_starts: dict[tuple[str, int], int] = {}  # (quote, raw) -> lexer state
-        self.spec_starts: dict[str, int] = {}
+        self.spec_starts: dict[tuple[str, int], int] = {}  # (quote, raw) -> lexer state
         for quote, kind in kinds.items():
             quotes = bits(f"FQUOTES_{kind}")
             for raw in (False, True):
-                text = bits(("RFTEXT_" if raw else "FTEXT_") + kind, f"FEND_{kind}", "{") | quotes
+                r = "R" if raw else ""
+                text = bits(f"{r}FTEXT_{kind}", f"FEND_{kind}", "{") | quotes
                 self.text_starts[quote, raw] = dfa.restrict(full, text)
-            self.spec_starts[quote] = dfa.restrict(full, bits(f"FSPEC_{kind}", "{", "}") | quotes)
+                self.spec_starts[quote, raw] = dfa.restrict(full, bits(f"{r}FSPEC_{kind}", "{", "}") | quotes)
         self.string_start_mask = bits("FSTRING_START", "TSTRING_START")
         self.string_end_mask = bits(*(f"FEND_{k}" for k in kinds.values()))
-        self.text_mask = bits(*(f"{p}{k}" for k in kinds.values() for p in ("FTEXT_", "RFTEXT_")))
+        # literal text whose escapes CPython decodes (raw text's it does not)
+        self.text_mask = bits(*(f"{p}{k}" for k in kinds.values() for p in ("FTEXT_", "RFTEXT_", "FSPEC_")))
         self.spec_start_bit = bits("FSPEC_START")
         self.conversion_bit = bits("FCONVERSION")
         self.open_brace = bits("{")
@@ -316,7 +318,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         if kind == _TEXT:
             return self.text_starts[quote, extra]
         if kind == _SPEC:
-            return self.spec_starts[quote]
+            return self.spec_starts[quote, _raw(fstrings)]
         return self.field_start if depth == extra else self.dfa.start  # _FIELD, _CONVERTED
 
     def initial_branch(self) -> Branch[PythonLayout]:
@@ -404,7 +406,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
             mask &= ~self.string_mask
             if not mask:
                 return None
-        if mask & self.text_mask and not _fstring_text_ok(text, fstrings[-1]):
+        if mask & self.text_mask and not _fstring_text_ok(text, quote=fstrings[-1][1], raw=_raw(fstrings)):
             return None
         delta = self.bracket_delta.get(mask)
         if delta:
@@ -488,17 +490,24 @@ class PythonLayer(BaseLayer[PythonLayout]):
 
     def _old_fstring_ok(self, fstrings: Modes, mask: int, text: str) -> bool:
         """Before 3.12 an f-string was one string token, parsed again inside: its fields hold no
-        backslash, no comment, no line break in a one-quote string, no quote of an enclosing
-        string, and a conversion is followed at once by ':' or '}'."""
+        backslash (nor do strings nested in them), no comment, no line break inside a one-quote
+        string (however deeply nested), no quote of an enclosing string, and a conversion is
+        followed at once by ':' or '}'."""
         kind = fstrings[-1][0]
         frames = fstrings if kind in (_FIELD, _CONVERTED) else fstrings[:-1]
         for frame in frames:
             if frame[0] == _TEXT and (frame[1] in text if len(frame[1]) == 3 else frame[1][0] in text):
                 return False
+        in_field = in_one_quote_field = one_quote = False
+        for frame in frames:
+            if frame[0] == _TEXT:
+                one_quote = one_quote or len(frame[1]) == 1
+            elif frame[0] in (_FIELD, _CONVERTED):
+                in_field, in_one_quote_field = True, in_one_quote_field or one_quote
+        if (in_field and "\\" in text) or (in_one_quote_field and "\n" in text):
+            return False
         if kind in (_TEXT, _SPEC):
             return True
-        if "\\" in text or (len(fstrings[-1][1]) == 1 and "\n" in text):
-            return False
         if mask & self.newline_mask and "#" in text:  # a comment (a '#' in a string is fine)
             return False
         return not (kind == _CONVERTED and mask & self.ignore_mask)
@@ -561,16 +570,22 @@ def _identifier_ok(text: str) -> bool:
     return text.isidentifier()
 
 
-def _fstring_text_ok(text: str, frame: ModeFrame) -> bool:
-    """CPython's checks on the escapes of an f-string's literal text (raw text has none): the
-    text, braces unescaped, must be a valid plain string literal. A lone backslash before a
-    field is a character of its own (an invalid escape: a warning, not an error)."""
-    if frame[2] or "\\" not in text:
+def _raw(fstrings: Modes) -> int:
+    """Whether the innermost f-string open in ``fstrings`` is raw (its text frame says)."""
+    return next(frame[2] for frame in reversed(fstrings) if frame[0] == _TEXT)
+
+
+def _fstring_text_ok(text: str, quote: str, raw: int) -> bool:
+    """CPython's checks on the escapes of an f-string's literal text or format spec (raw text
+    has none): the text, braces unescaped, must be a valid plain string literal. A lone
+    backslash before a field is a character of its own (an invalid escape: a warning, not an
+    error)."""
+    if raw or "\\" not in text:
         return True
     body = text.replace("{{", "{").replace("}}", "}")
     if (len(body) - len(body.rstrip("\\"))) % 2:
         body = body[:-1]
-    return _string_ok(frame[1] + body + frame[1])
+    return _string_ok(quote + body + quote)
 
 
 def _string_ok(text: str) -> bool:
