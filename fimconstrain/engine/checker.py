@@ -140,7 +140,7 @@ class Checker(Generic[LayoutT]):
     candidate continuations (top-k checking forks for free).
     """
 
-    __slots__ = ("_branches", "_ending", "_layer", "_plan")
+    __slots__ = ("_at_file_start", "_branches", "_ending", "_layer", "_plan")
 
     def __init__(
         self,
@@ -148,11 +148,13 @@ class Checker(Generic[LayoutT]):
         branches: list[Branch[LayoutT]],
         ending: str = "",
         plan: SuffixPlan[LayoutT] | None = None,
+        at_file_start: bool = False,
     ) -> None:
         self._layer = layer
         self._branches = branches
         self._ending = ending  # how the raw text read so far ends: "\r", "\r\n" or ""
         self._plan = plan
+        self._at_file_start = at_file_start  # nothing read yet (a byte order mark may come)
 
     @property
     def layer(self) -> Layer[LayoutT]:
@@ -178,8 +180,12 @@ class Checker(Generic[LayoutT]):
         """The checker after ``text``, or None if no continuation can make a valid program."""
         if not isinstance(text, str):
             raise InputError(f"feed() takes str, not {type(text).__name__}")
+        if not text:
+            return self
         if not _is_valid_source_text(text):
             return None
+        if self._at_file_start and text.startswith(BOM):
+            text = text[1:]  # CPython drops a byte order mark from the start of a file
         text, ending = _clean(text, self._ending)
         if not text:
             return Checker(self._layer, self._branches, ending, self._plan)
@@ -190,13 +196,16 @@ class Checker(Generic[LayoutT]):
 
     def with_suffix(self, plan: SuffixPlan[LayoutT] | None) -> Checker[LayoutT]:
         """This checker with another suffix (the same text read so far)."""
-        return Checker(self._layer, self._branches, self._ending, plan)
+        return Checker(self._layer, self._branches, self._ending, plan, self._at_file_start)
 
     def is_complete(self) -> bool:
         """Whether everything fed so far, followed by the suffix, is a complete valid program."""
         plan, layer = self._plan, self._layer
         if plan is None:
             return self._complete_at_end(self._branches, self._ending)
+        if self._at_file_start and plan.head.startswith(BOM):  # an empty middle: the suffix starts the file
+            rest = Checker(layer, self._branches).feed(plan.head[1:] + plan.tail)
+            return rest is not None and rest.is_complete()
         head, at = plan.head, 0
         if self._ending == "\r" and head.startswith("\n"):  # the middle ended in \r, the suffix opens with \n
             if head == "\n" and not plan.split:  # ... and that \r\n ends the file
@@ -269,7 +278,9 @@ class _Context:
 
     def __init__(self, language: str, version: PythonVersion) -> None:
         self.layer = _layer(language, version)
-        self.start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()])
+        self.start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()], at_file_start=True)
+        #: an empty file's checker for a suffix's tail, which never starts the file (no BOM there)
+        self.tail_start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()])
         self.prefixes: PrefixCache[Checker[Any]] = PrefixCache()
         self.suffixes: LRU[str, SuffixPlan[Any]] = LRU(64)
 
@@ -282,9 +293,9 @@ class _Context:
         plan = self.suffixes.get(suffix)
         if plan is None:
             if self.layer.splits_at_top_level:
-                plan = plan_suffix(self.start, suffix)
+                plan = plan_suffix(self.tail_start, suffix)
             else:
-                plan = SuffixPlan(self.start, suffix)
+                plan = SuffixPlan(self.tail_start, suffix)
             self.suffixes.put(suffix, plan)
         return plan
 
@@ -325,9 +336,19 @@ def fim_checker(
             raise InputError(f"{name} must be str, not {type(value).__name__}")
     context = _context(language, python_version)
     _check_characters(prefix, suffix)
-    if prefix.startswith(BOM):  # as CPython reads a file that starts with one
-        return _checker(context, prefix[1:], suffix, shift=1)
-    return _checker(context, prefix, suffix, shift=0)
+    checker = context.prefixes.checker_for(context.start, prefix)
+    if checker is None:
+        raise UncompletableError(
+            "the prefix cannot be completed to a valid program",
+            offset=first_error_offset(context.start, prefix),
+        )
+    plan = context.plan(suffix)
+    if plan is not None:
+        broken = plan.unjoinable()
+        if broken is not None:
+            offset, reason = broken
+            raise UncompletableError(reason, offset=len(prefix) + offset)
+    return checker.with_suffix(plan)
 
 
 def _check_characters(prefix: str, suffix: str) -> None:
@@ -341,24 +362,6 @@ def _check_characters(prefix: str, suffix: str) -> None:
                 "which no source file may contain",
                 offset=base + bad,
             )
-
-
-def _checker(context: _Context, prefix: str, suffix: str, shift: int) -> Checker[Any]:
-    """:func:`fim_checker` after the input checks; ``shift``: characters dropped from the
-    front of the prefix (a byte order mark), added back to the offsets of errors."""
-    checker = context.prefixes.checker_for(context.start, prefix)
-    if checker is None:
-        raise UncompletableError(
-            "the prefix cannot be completed to a valid program",
-            offset=shift + first_error_offset(context.start, prefix),
-        )
-    plan = context.plan(suffix)
-    if plan is not None:
-        broken = plan.unjoinable()
-        if broken is not None:
-            offset, reason = broken
-            raise UncompletableError(reason, offset=shift + len(prefix) + offset)
-    return checker.with_suffix(plan)
 
 
 def clear_caches() -> None:

@@ -177,7 +177,15 @@ def test_byte_order_mark_elsewhere_in_code_is_rejected(text):
     assert after is None or not after.is_complete()
 
 
-def test_byte_order_mark_shifts_error_offsets():
+def test_byte_order_mark_at_the_start_of_the_suffix_starts_the_file_only_after_an_empty_middle():
+    checker = fc().fim_checker("", "\ufeffx = 1\n")
+    assert checker.is_complete()
+    assert checker.feed("y = 2\n") is None or not checker.feed("y = 2\n").is_complete()
+    assert not ast_ok("y = 2\n\ufeffx = 1\n")
+    assert checker.feed("#").is_complete() and ast_ok("#\ufeffx = 1\n")
+
+
+def test_byte_order_mark_error_offsets_count_it():
     with pytest.raises(fc().UncompletableError) as info:
         fc().fim_checker("\ufeffx = = 1\n", "")
     assert info.value.offset == len("\ufeffx = ")
