@@ -83,7 +83,8 @@ out = json.dumps(ns["main"](req["payload"]))
 sys.stdout.write(out)
 """
 
-# main(sources) -> [[accepted, message], ...] with the interpreter's own ast.parse
+# main(sources) -> [[accepted, message], ...] with the interpreter's own ast.parse, each source
+# read as a file's contents: a leading byte order mark dropped, as CPython drops it from a file
 VERDICT_CODE = r"""
 import ast, sys, warnings
 
@@ -94,7 +95,7 @@ def main(sources):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ast.parse(src)
+                ast.parse(src[1:] if src.startswith("\ufeff") else src)
             out.append([True, None])
         except SyntaxError as e:
             out.append([False, "%s: %s (line %s)" % (type(e).__name__, e.msg, e.lineno)])

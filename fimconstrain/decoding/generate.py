@@ -66,6 +66,7 @@ class FimResult:
     setup_seconds: float = 0.0  # building the FIM checker for the file (one-time)
     token_ids: list[int] = field(default_factory=list)  # the generated tokens (stop token excluded)
     raw_middle: str | None = None  # checked mode: the model's output before cutting to a valid prefix
+    healed: str = ""  # the prefix's end the first tokens wrote again (token healing; not in ``middle``)
     candidates_checked: int = 0
 
     @property
@@ -95,11 +96,16 @@ class ConstraintState:
     next; bytes that can never be a character stay U+FFFD and are checked as such.
     """
 
-    def __init__(self, checker: Checker, codec: TextCodec, ids: tuple[int, ...] = (), held: int = 0):
+    def __init__(
+        self, checker: Checker, codec: TextCodec, ids: tuple[int, ...] = (), held: int = 0, healing: str = ""
+    ):
         self.checker = checker
         self.codec = codec
         self.ids = ids
         self.held = held  # trailing U+FFFD characters of the decoded middle that the checker has not seen
+        #: text taken off the prompt's end (token healing) that the tokens must write again first;
+        #: the checker, built after the whole prefix, sees only what comes after it
+        self.healing = healing
         self._children: dict[int, ConstraintState | None] = {}
         self._can_end: bool | None = None
         self._window_text: str | None = None
@@ -131,6 +137,13 @@ class ConstraintState:
         if new is None:
             return None
         ids = self.ids + (token,)
+        if self.healing:
+            healing = rest_of_healing(self.healing, new)
+            if healing is None:
+                return None
+            if healing:
+                return ConstraintState(self.checker, self.codec, ids, 0, healing)
+            new = new[len(self.healing) :]
         unfinished = self.codec.unfinished_char(list(ids[-4:]))
         held = min(len(unfinished), len(new) - len(new.rstrip(_REPLACEMENT)))
         if held:
@@ -145,7 +158,7 @@ class ConstraintState:
         the token is the suffix's own beginning, not only blanks: the model has written past
         the end of the middle and into the suffix. None if there is no such cut."""
         new = self._difference(token)
-        if not new or self.held or not suffix:
+        if not new or self.held or self.healing or not suffix:
             return None
         for cut in range(len(new) - 1, -1, -1):
             rest = new[cut:]
@@ -162,9 +175,31 @@ class ConstraintState:
     def can_end(self) -> bool:
         """Whether prefix + middle + suffix is a complete program now (cached)."""
         if self._can_end is None:
-            final = self.final_checker()
+            final = None if self.healing else self.final_checker()
             self._can_end = final is not None and final.is_complete()
         return self._can_end
+
+
+def rest_of_healing(healing: str, new: str) -> str | None:
+    """What is left to write of the healed text ``healing`` after a token that writes ``new``:
+    ``""`` once it is all written (``new`` may go on past it), None when ``new`` strays from it."""
+    if healing.startswith(new):
+        return healing[len(new) :]
+    return "" if new.startswith(healing) else None
+
+
+def healed_tail(codec: TextCodec, prefix: str, limit: int = 16) -> str:
+    """Token healing (the left edge): the text of the prefix's last token when the cursor may
+    split a token there (``retu|``, ``self.na|``, ``x =|``): the prompt ends before it, and the
+    first generated tokens must write it again, so the model continues from a boundary it was
+    trained on instead of one the cursor made. Empty when nothing should be healed."""
+    ids = codec.encode(prefix[-4 * limit :]) if prefix else []
+    if not ids:
+        return ""
+    tail = codec.decode(ids[-1:])
+    if not tail or len(tail) > limit or _REPLACEMENT in tail or not prefix.endswith(tail) or "\n" in tail:
+        return ""
+    return tail
 
 
 @lru_cache(maxsize=4096)
@@ -339,6 +374,7 @@ class FimDecoder:
         drop_repeats: bool = False,
         finish_seconds: float = FINISH_SECONDS,
         on_token: Callable[[int], None] | None = None,
+        heal: bool = True,
     ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
@@ -355,18 +391,26 @@ class FimDecoder:
         ``prefilter`` masks every step's logits with the token-mask store first (always in
         prefix mode): the mask is sound, so the exact check then confirms fewer candidates and
         the same tokens are chosen. ``python_version``: the syntax the constraint accepts, for
-        this call (default: the decoder's ``python_version``).
+        this call (default: the decoder's ``python_version``). With ``heal`` the prompt ends
+        before the prefix's last token and the first tokens must write it again
+        (:func:`healed_tail`); the middle returned is what comes after it.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         version = self.version_for(python_version)
         assert self.window is not None and self.fim_format is not None  # set in __post_init__
         max_new_tokens = max(1, min(max_new_tokens, self.window // 2))
+        healing = healed_tail(self.codec, prefix) if heal else ""
         prompt = build_prompt(
-            self.fim_format, self.codec, prefix, suffix, self.window - max_new_tokens, self.order
+            self.fim_format,
+            self.codec,
+            prefix[: len(prefix) - len(healing)],
+            suffix,
+            self.window - max_new_tokens,
+            self.order,
         )
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        run = _Run(self, prefix, suffix, mode, len(prompt), version)
+        run = _Run(self, prefix, suffix, mode, len(prompt), version, healing)
         if mode in ("constrained", "prefix"):
             run.start_constraint(suffix if mode == "constrained" else "", version)
         store = (
@@ -384,8 +428,8 @@ class FimDecoder:
             started = time.perf_counter()
             if best_stop and run.state is not None:
                 run.note_stop_point(logits)
-            if store is not None:
-                assert run.state is not None  # the store is used only in modes with a constraint
+            if store is not None and run.state is not None and not run.state.healing:
+                # (while healing the tokens write prefix text again: the store knows no such state)
                 keys = mask_logits(keys, store.allowed(run.state.checker, run.state.held), self.stop_ids)
             run.result.checker_seconds += time.perf_counter() - started
             token = run.choose(keys, top_k)
@@ -424,8 +468,10 @@ class _Run:
         mode: str,
         prompt_tokens: int,
         version: PythonVersion,
+        healing: str = "",
     ):
         self.decoder = decoder
+        self.healing = healing  # the prefix's end, taken off the prompt, that the tokens write again
         self.version = version
         self.prefix, self.suffix, self.mode = prefix, suffix, mode
         self.ids: list[int] = []
@@ -443,7 +489,7 @@ class _Run:
         """Build the checker (the one-time cost): for the whole file, or the prefix only."""
         start = time.perf_counter()
         checker = fim_checker(self.prefix, suffix, python_version=self.decoder.version_for(python_version))
-        self.state = ConstraintState(checker, self.decoder.codec)
+        self.state = ConstraintState(checker, self.decoder.codec, healing=self.healing)
         self.states = [self.state]  # the state after each token of the middle
         self.result.setup_seconds = time.perf_counter() - start
 
@@ -475,8 +521,8 @@ class _Run:
         ends inside the model's favourite token), or None when no candidate passes."""
         dec = self.decoder
         if self.state is None:
-            token = int(torch.argmax(keys))
-            if not dec.ends(token):
+            token = self.unconstrained_choice(keys, top_k)
+            if token is not None and not dec.ends(token):
                 self.ids.append(token)
             return token
         start = time.perf_counter()
@@ -499,6 +545,25 @@ class _Run:
             self.result.stopped = "stuck"
         return choice
 
+    def unconstrained_choice(self, keys: torch.Tensor, top_k: int) -> int | None:
+        """The model's favourite token; while the healed text is not yet written again, the
+        favourite of those that write it (the only constraint in the unconstrained modes)."""
+        written = self.decoder.codec.decode(self.ids)
+        if len(written) >= len(self.healing):
+            return int(torch.argmax(keys))
+        pending = self.healing[len(written) :]
+        for token in ranked_tokens(keys, top_k):
+            if self.decoder.ends(token):
+                continue
+            text = self.decoder.codec.decode([*self.ids, token])[len(written) :]
+            if rest_of_healing(pending, text) is not None:
+                return token
+        return None
+
+    def middle_text(self, ids: list[int]) -> str:
+        """The middle the tokens ``ids`` write (after the healed text)."""
+        return middle_of(self.decoder.codec, ids, self.healing)
+
     def split_end(self, token: int) -> str | None:
         """When the model's favourite token writes on into the suffix (``'a')`` before a
         suffix that begins with ``)``), the part of it that ends the middle, if that is valid."""
@@ -513,7 +578,7 @@ class _Run:
         file is complete with it, else cut and completed; with nothing found, the middle is cut
         back to its longest valid prefix (in :meth:`close`)."""
         start = time.perf_counter()
-        middle = self.decoder.codec.decode(self.ids) + self.extra
+        middle = self.middle_text(self.ids) + self.extra
         ended = finish_middle(
             self.states[0].checker,
             middle,
@@ -534,15 +599,14 @@ class _Run:
         """Fill in the middle text and its validity (checked mode: cut to the longest valid prefix)."""
         res = self.result
         res.tokens = len(self.ids)
+        res.healed = self.healing
         res.token_ids = list(self.ids)
-        res.middle = (
-            self.decoder.codec.decode(self.ids) + self.extra if self.ended_as is None else self.ended_as
-        )
+        res.middle = self.middle_text(self.ids) + self.extra if self.ended_as is None else self.ended_as
         if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()
             res.raw_middle = res.middle
             res.middle = longest_valid_prefix(
-                self.prefix, self.decoder.codec, self.ids, self.suffix, self.version
+                self.prefix, self.decoder.codec, self.ids, self.suffix, self.version, self.healing
             )
             res.checker_seconds += time.perf_counter() - start
         res.valid = parses(self.prefix + res.middle + self.suffix, self.version)
@@ -557,15 +621,27 @@ def _counting(tokens: Iterator[int], run: _Run) -> Iterator[int]:
 
 
 def longest_valid_prefix(
-    prefix: str, codec: TextCodec, ids: list[int], suffix: str, python_version: PythonVersion | None = None
+    prefix: str,
+    codec: TextCodec,
+    ids: list[int],
+    suffix: str,
+    python_version: PythonVersion | None = None,
+    healed: str = "",
 ) -> str:
     """The longest token-boundary prefix of the middle that makes the file parse (paper 004
-    §VII-B), else all of it."""
+    §VII-B), else all of it; ``healed``: the prefix's end the tokens write first (not middle)."""
     for n in range(len(ids), -1, -1):
-        middle = codec.decode(ids[:n])
+        middle = middle_of(codec, ids[:n], healed)
         if parses(prefix + middle + suffix, python_version):
             return middle
-    return codec.decode(ids)
+    return middle_of(codec, ids, healed)
+
+
+def middle_of(codec: TextCodec, ids: list[int], healed: str = "") -> str:
+    """The middle that tokens ``ids`` write: their text after the ``healed`` end of the prefix
+    they write again first ("" until they have written all of it)."""
+    text = codec.decode(ids)
+    return text[len(healed) :] if text.startswith(healed) else ""
 
 
 def special_token_ids(tokenizer) -> set[int]:
@@ -587,7 +663,8 @@ class FimLogitsProcessor(LogitsProcessor):
 
     Every row of the batch fills the same prefix/suffix; ``prompt_length`` is the
     (padded) prompt width, so the row's middle is ``input_ids[row, prompt_length:]``.
-    When no token passes, only the stop tokens stay allowed so generation ends.
+    When no token passes, only the stop tokens stay allowed so generation ends. No token
+    healing here: the caller's prompt is taken as it is.
     ``python_version``: the syntax the constraint accepts (default: the newest).
     """
 

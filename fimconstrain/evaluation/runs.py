@@ -100,7 +100,9 @@ def checked_fields(decoder, result, example: Example, max_new_tokens: int) -> di
     from ..decoding.generate import longest_valid_prefix
 
     start = time.perf_counter()
-    middle = longest_valid_prefix(example.prefix, decoder.codec, result.token_ids, example.suffix)
+    middle = longest_valid_prefix(
+        example.prefix, decoder.codec, result.token_ids, example.suffix, healed=result.healed
+    )
     cut_seconds = time.perf_counter() - start
     parse_ms = 1000 * parse_seconds(example.prefix + result.middle + example.suffix)
     fields = result_fields(result, example, max_new_tokens)

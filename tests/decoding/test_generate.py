@@ -38,6 +38,7 @@ from fimconstrain.decoding.generate import (  # noqa: E402
     FimDecoder,
     FimLogitsProcessor,
     longest_valid_prefix,
+    middle_of,
     parses,
 )
 from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
@@ -330,10 +331,12 @@ def test_eos_only_when_complete(tiny, case):
             seed=seed,
             finish_in_budget=False,
         )
-        ids = result.token_ids
-        assert decoder.codec.decode(ids) == result.middle
+        ids, healed = result.token_ids, result.healed
+        assert middle_of(decoder.codec, ids, healed) == result.middle
         for n in range(len(ids)):  # EOS was refused at every earlier step, so none of these may parse
-            assert not parses(prefix + decoder.codec.decode(ids[:n]) + suffix), (seed, n)
+            written = decoder.codec.decode(ids[:n])
+            if written.startswith(healed):
+                assert not parses(prefix + written[len(healed) :] + suffix), (seed, n)
         assert result.stopped in ("eos", "budget")
         assert result.valid == (result.stopped == "eos")
 
@@ -341,7 +344,7 @@ def test_eos_only_when_complete(tiny, case):
 def test_eos_accepted_at_once_when_complete(tiny):
     decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
     for mode in ("constrained", "unconstrained"):
-        result = decoder.generate("x = 1", "\n", mode=mode, max_new_tokens=10)
+        result = decoder.generate("x = 1", "\n", mode=mode, max_new_tokens=10, heal=False)
         assert (result.middle, result.stopped, result.valid, result.tokens) == ("", "eos", True, 0)
 
 
@@ -360,6 +363,7 @@ def test_budget_cuts_at_the_best_valid_stop(tiny):
             max_new_tokens=len(script),
             finish_in_budget=False,
             best_stop=best_stop,
+            heal=False,  # the script starts at the prompt's end
         )
     assert results[False].stopped == "budget" and results[False].middle == " + 2 + ("
     assert not results[False].valid
@@ -401,7 +405,7 @@ def test_token_running_into_the_suffix_is_cut(tiny):
     decoder = FimDecoder(
         _Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
-    result = decoder.generate("x = f('a", ")\n", mode="constrained", max_new_tokens=5)
+    result = decoder.generate("x = f('a", ")\n", mode="constrained", max_new_tokens=5, heal=False)
     assert (result.middle, result.stopped, result.valid) == ("'", "split", True)
 
 
@@ -493,7 +497,9 @@ def test_logits_processor_with_generate(tiny):
     middle = decoder.codec.decode(new[: new.index(tiny.tokenizer.eos_token_id)] if ended else new)
     assert fimconstrain.fim_checker(prefix, suffix).feed(middle) is not None
     assert not ended or parses(prefix + middle + suffix)
-    direct = decoder.generate(prefix, suffix, max_new_tokens=25, finish_in_budget=False, best_stop=False)
+    direct = decoder.generate(
+        prefix, suffix, max_new_tokens=25, finish_in_budget=False, best_stop=False, heal=False
+    )
     assert direct.middle == middle  # the processor and the decode loop agree (greedy, k=1)
 
 

@@ -1,0 +1,132 @@
+"""Token healing at the left edge: the prompt ends before the prefix's last token, the first
+generated tokens write it again, and the middle is what comes after it (issue: a cursor that
+splits a token, ``retu|``, must not make the model start from a boundary it never saw)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import fimconstrain  # noqa: E402
+from fimconstrain.decoding.fim_formats import build_prompt  # noqa: E402
+from fimconstrain.decoding.generate import (  # noqa: E402
+    MODES,
+    ConstraintState,
+    FimDecoder,
+    healed_tail,
+    middle_of,
+    rest_of_healing,
+)
+from fimconstrain.decoding.models import load_model  # noqa: E402
+
+PREFIXES = ["def f(items):\n    retu", "import os\nname = os.pa", "x = value_of", "total = 1 +"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from fimconstrain.evaluation.tiny_model import build_tiny_model
+
+    return load_model(build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256))
+
+
+@pytest.fixture(scope="module")
+def decoder(tiny):
+    return FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+
+
+class _Scripted(torch.nn.Module):
+    """The model emits ``script`` token by token, then the stop token."""
+
+    def __init__(self, model, script: list[int], eos: int):
+        super().__init__()
+        self.inner, self.config, self.calls = model, model.config, 0
+        self.script, self.eos = script, eos
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        logits = out.logits
+        wanted = self.script[self.calls] if self.calls < len(self.script) else self.eos
+        logits[..., wanted] = logits.max() + 100.0
+        self.calls += 1
+        return out
+
+
+def test_rest_of_healing():
+    assert rest_of_healing("retu", "re") == "tu"
+    assert rest_of_healing("retu", "retu") == ""
+    assert rest_of_healing("retu", "return x") == ""
+    assert rest_of_healing("retu", "x") is None
+    assert rest_of_healing("retu", "ret ") is None
+
+
+@pytest.mark.parametrize("prefix", PREFIXES, ids=repr)
+def test_healed_text_is_the_prefix_last_token(decoder, prefix):
+    tail = healed_tail(decoder.codec, prefix)
+    assert tail and prefix.endswith(tail)
+    assert decoder.codec.decode(decoder.codec.encode(prefix)[-1:]) == tail
+
+
+@pytest.mark.parametrize("prefix", ["", "x = 1\n"], ids=repr)
+def test_nothing_is_healed_at_a_file_or_line_start(decoder, prefix):
+    assert healed_tail(decoder.codec, prefix) == ""
+
+
+def test_the_prompt_ends_before_the_healed_text(decoder):
+    prefix, suffix = PREFIXES[0], "\n"
+    tail = healed_tail(decoder.codec, prefix)
+    fmt, codec = decoder.fim_format, decoder.codec
+    healed_prompt = build_prompt(fmt, codec, prefix[: -len(tail)], suffix)
+    plain_prompt = build_prompt(fmt, codec, prefix, suffix)
+    assert healed_prompt != plain_prompt
+    result = decoder.generate(prefix, suffix, mode="unconstrained", max_new_tokens=4)
+    assert result.prompt_tokens == len(healed_prompt)
+
+
+def test_the_constraint_makes_the_tokens_write_the_healed_text_first(decoder):
+    prefix, suffix = "def f(items):\n    retu", "\n"
+    tail = healed_tail(decoder.codec, prefix)
+    state = ConstraintState(fimconstrain.fim_checker(prefix, suffix), decoder.codec, healing=tail)
+    assert not state.can_end()  # nothing may end before the healed text is written again
+    for token in decoder.codec.encode(tail + "rn items"):
+        state = state.child(token)
+        assert state is not None
+    assert state.healing == "" and state.can_end()
+    stray = decoder.codec.encode("x")[0]
+    assert ConstraintState(state.checker, decoder.codec, healing=tail).child(stray) is None
+
+
+def test_a_scripted_model_completes_the_split_word(tiny):
+    prefix, suffix = "def f(items):\n    retu", "\n"
+    probe = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    tail = healed_tail(probe.codec, prefix)
+    script = probe.codec.encode(tail + "rn len(items)")
+    eos = next(iter(probe.stop_ids))
+    decoder = FimDecoder(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
+    result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=len(script) + 2)
+    assert (result.healed, result.middle, result.stopped) == (tail, "rn len(items)", "eos")
+    assert result.valid
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_returns_only_what_follows_the_healed_text(decoder, mode):
+    prefix, suffix = "import os\nname = os.pa", "\nprint(name)\n"
+    result = decoder.generate(prefix, suffix, mode=mode, max_new_tokens=8)
+    assert result.healed == healed_tail(decoder.codec, prefix)
+    written = decoder.codec.decode(result.token_ids)
+    assert written.startswith(result.healed) or not result.middle
+    if result.raw_middle is None and result.stopped in ("eos", "budget"):
+        assert result.middle == middle_of(decoder.codec, result.token_ids, result.healed)
+    if mode != "unconstrained" and mode != "checked":
+        assert fimconstrain.fim_checker(prefix, suffix if mode != "prefix" else "").feed(result.middle)
+
+
+def test_healing_can_be_turned_off(decoder):
+    prefix = PREFIXES[1]
+    result = decoder.generate(prefix, "\n", mode="constrained", max_new_tokens=4, heal=False)
+    assert result.healed == ""
