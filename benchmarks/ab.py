@@ -32,6 +32,14 @@ def run(tree: Path, script: str, args: list[str], out: Path) -> int:
     ).returncode  # relative arguments mean the same on both sides
 
 
+def _own_grammars(tree: Path) -> None:
+    """Make ``tree``'s package read ``tree``'s grammars: installed, ``fimconstrain.grammars`` maps
+    to the working tree's ``grammars/``, which a baseline's layers may not match."""
+    link = tree / "fimconstrain" / "grammars"
+    if not link.exists():
+        link.symlink_to(tree / "grammars", target_is_directory=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -50,6 +58,7 @@ def main(argv=None) -> int:
         subprocess.run(
             ["git", "worktree", "add", "--detach", "-q", str(baseline), args.baseline], cwd=REPO, check=True
         )
+        _own_grammars(baseline)
         try:
             for round_ in range(1, args.rounds + 1):
                 for side, tree in (("baseline", baseline), ("current", REPO)):
