@@ -6,6 +6,11 @@ file valid, or nothing: cut to one line if asked; kept as it is when the checker
 program complete; else completed with the checker's shortest finish (the budget finish,
 docs/references.md [S9]), trying shorter cuts of it when none is found; optionally without a
 tail that repeats the text after the cursor.
+
+A finish only closes what is open: it never invents a name or a literal nobody typed (a
+placeholder ``A``, a ``0``), so a cut that needs one is dropped for a shorter cut. The editor
+asks for no finish at all (``finish=False``): an item that only the finish search made valid
+is not shown.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ def finish_middle(
     tries: int = 8,
     seconds: float = 0.15,
     drop_repeats: bool = True,
+    finish: bool = True,
 ) -> str | None:
     """A middle built from ``middle`` that ``checker`` (made for prefix and suffix) reports complete, or None.
 
@@ -61,6 +67,7 @@ def finish_middle(
     it (at line and word boundaries, longest first, ``tries`` of them within about
     ``seconds``).  With ``drop_repeats``, a middle that repeats the text after the cursor
     (``suffix``) loses the repetition when that keeps the file valid.  Blank results are None.
+    Without ``finish`` only cuts that are complete as they are count.
     """
     middle = middle.rstrip(_REPLACEMENT)
     if single_line:
@@ -71,8 +78,9 @@ def finish_middle(
     if after is None:
         return None
     give_up = time.perf_counter() + seconds
-    for cut in _cut_points(text, tries):
-        done = _finished(checker, text[:cut])
+    cuts = _cut_points(text, tries) if finish else _line_cuts(text)
+    for cut in cuts:
+        done = _finished(checker, text[:cut], finish)
         if done is not None and done.strip():
             return drop_repetition(checker, done, suffix) if drop_repeats else done
         if time.perf_counter() > give_up:
@@ -80,20 +88,39 @@ def finish_middle(
     return None
 
 
-def _finished(checker, text: str) -> str | None:
-    """``text``, or ``text`` plus the checker's shortest finish, if that completes the program."""
+def _finished(checker, text: str, finish: bool = True) -> str | None:
+    """``text``, or (with ``finish``) ``text`` plus the checker's shortest finish when that
+    invents nothing, if that completes the program."""
     after = checker.feed(text)
     if after is None:
         return None
     if after.is_complete():
         return text
+    if not finish:
+        return None
     try:
-        finish = after.shortest_finish()
+        closing = after.shortest_finish()
     except Exception:  # the finisher is a heuristic search; never let it break a request
         return None
-    if finish is None or not _complete(checker, text + finish):
+    if closing is None or invents(closing):
         return None
-    return text + finish
+    tight = closing.lstrip(" \t")  # the search spaces symbols apart; a bracket needs no space
+    for candidate in dict.fromkeys((tight, closing)):
+        if _complete(checker, text + candidate):
+            return text + candidate
+    return None
+
+
+#: what a finish may write: blanks, closing brackets, ``:`` and ``,``, and ``pass`` as the body
+#: of a block the middle opened
+_CLOSING_ONLY = re.compile(r"(?:[\s)\]}:,]|\bpass\b)*")
+
+
+def invents(finish: str) -> bool:
+    """Whether a finish writes something nobody typed: a name, a literal, an operator or a
+    keyword that says something (``else A``, ``0)``, ``)<``); a finish may only close what
+    is open."""
+    return _CLOSING_ONLY.fullmatch(finish) is None
 
 
 def _word(ch: str) -> bool:
@@ -101,18 +128,25 @@ def _word(ch: str) -> bool:
 
 
 def _cut_points(text: str, limit: int) -> list[int]:
-    """Lengths to try, longest first: the whole text, then every boundary that is not inside a word or a run
-    of blanks."""
+    """Lengths to try, longest first: the whole text, then every boundary that is not inside a
+    word, blanks before it dropped (a finish then closes right after the last word)."""
     cuts = [len(text)]
     for i in range(len(text) - 1, 0, -1):
         if len(cuts) >= limit:
             break
-        a, b = text[i - 1], text[i]
-        inside_word = _word(a) and _word(b)
-        inside_space = a in " \t" and b in " \t"
-        if not (inside_word or inside_space):
-            cuts.append(i)
+        if _word(text[i - 1]) and _word(text[i]):
+            continue
+        cut = len(text[:i].rstrip(" \t"))
+        if cut and cut not in cuts:
+            cuts.append(cut)
     return cuts
+
+
+def _line_cuts(text: str) -> list[int]:
+    """The whole text, then the ends of its lines, longest first: what the model wrote, in
+    whole lines (a line cut inside would show a fragment)."""
+    ends = [m.end() for m in NEWLINE.finditer(text) if m.end() < len(text)]
+    return [len(text), *reversed(ends)]
 
 
 def drop_repetition(checker, middle: str, suffix: str) -> str:

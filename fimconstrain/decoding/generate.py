@@ -375,6 +375,7 @@ class FimDecoder:
         finish_seconds: float = FINISH_SECONDS,
         on_token: Callable[[int], None] | None = None,
         heal: bool = True,
+        finish_search: bool = True,
     ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
@@ -393,7 +394,9 @@ class FimDecoder:
         the same tokens are chosen. ``python_version``: the syntax the constraint accepts, for
         this call (default: the decoder's ``python_version``). With ``heal`` the prompt ends
         before the prefix's last token and the first tokens must write it again
-        (:func:`healed_tail`); the middle returned is what comes after it.
+        (:func:`healed_tail`); the middle returned is what comes after it. Without
+        ``finish_search`` the end-of-middle policy only cuts (the editor: an item only the
+        finish search made valid is not shown).
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -451,7 +454,7 @@ class FimDecoder:
                 run.cut_at_best_stop()
             cut_short = run.result.stopped in ("budget", "stuck", "cancelled", "line")
             if finish_in_budget and (cut_short or drop_repeats):
-                run.finish(single_line, drop_repeats, finish_seconds)
+                run.finish(single_line, drop_repeats, finish_seconds, finish_search)
         bar.close()
         run.result.model_seconds = stepper.seconds
         return run.close()
@@ -573,7 +576,7 @@ class _Run:
         assert self.state is not None  # called only under a constraint
         return self.state.end_inside(token, self.suffix)
 
-    def finish(self, single_line: bool, drop_repeats: bool, seconds: float) -> None:
+    def finish(self, single_line: bool, drop_repeats: bool, seconds: float, search: bool = True) -> None:
         """End the middle by the one end-of-middle policy (:mod:`.end_of_middle`): kept when the
         file is complete with it, else cut and completed; with nothing found, the middle is cut
         back to its longest valid prefix (in :meth:`close`)."""
@@ -586,6 +589,7 @@ class _Run:
             self.suffix if self.mode == "constrained" else "",
             seconds=seconds,
             drop_repeats=drop_repeats,
+            finish=search,
         )
         if ended is None:
             self.cut_to_valid = True

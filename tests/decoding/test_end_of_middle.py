@@ -1,0 +1,67 @@
+"""The one end-of-middle policy: a finish only closes what is open, never invents a name, a
+literal or an operator; the editor takes no finish at all; repetition of the suffix is dropped."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+import fimconstrain
+from fimconstrain.decoding.end_of_middle import drop_repetition, finish_middle, invents
+
+PREFIX, SUFFIX = "def f(x):\n    y = x + 1\n", "\n    return y\n"
+
+
+@pytest.mark.parametrize("finish", [")", "]\n", "):\n        pass", ",)", "}"], ids=repr)
+def test_closing_finishes_invent_nothing(finish):
+    assert not invents(finish)
+
+
+@pytest.mark.parametrize("finish", [" else A :", ")<", "}+", "0)", "'", "A", " is None", "passA"], ids=repr)
+def test_finishes_that_say_something_invent(finish):
+    assert invents(finish)
+
+
+def test_a_middle_cut_short_is_closed_not_extended():
+    checker = fimconstrain.fim_checker(PREFIX, SUFFIX)
+    out = finish_middle(checker, "    z = (y +", suffix=SUFFIX)
+    assert out == "    z = (y)"  # an operand would be invented: the tail "+" is dropped instead
+    ast.parse(PREFIX + out + SUFFIX)
+
+
+def test_without_the_finish_search_only_complete_cuts_count():
+    checker = fimconstrain.fim_checker(PREFIX, SUFFIX)
+    assert finish_middle(checker, "    z = (y", suffix=SUFFIX, finish=False) is None
+    assert finish_middle(checker, "    z = y\n    w = (y", suffix=SUFFIX, finish=False) == "    z = y\n"
+    assert finish_middle(checker, "    z = y", suffix=SUFFIX, finish=False) == "    z = y"
+
+
+def test_repetition_of_the_suffix_is_dropped():
+    checker = fimconstrain.fim_checker(PREFIX, SUFFIX)
+    assert finish_middle(checker, "    z = y\n    return y", suffix=SUFFIX) == "    z = y"
+    assert finish_middle(checker, "    z = 1\n    w = 2", single_line=True, suffix=SUFFIX) == "    z = 1"
+    line_prefix, line_suffix = "x = max(a, ", "b)\n"
+    line_checker = fimconstrain.fim_checker(line_prefix, line_suffix)
+    assert drop_repetition(line_checker, "c, b)", line_suffix) == "c, "
+    assert finish_middle(line_checker, "", suffix=line_suffix) is None  # nothing to offer
+
+
+@pytest.mark.parametrize(
+    "prefix, middle, suffix",
+    [
+        ("x = [1, 2", ", 3, 4 +", "\n"),
+        ("if x:\n    y = (", "a, b", "\nprint(y)\n"),
+        ("def g(", "a, b=", "\n"),
+        ("values = {", "'a': 1, 'b'", "\n"),
+    ],
+    ids=repr,
+)
+def test_finished_middles_are_valid_and_invent_nothing(prefix, middle, suffix):
+    checker = fimconstrain.fim_checker(prefix, suffix)
+    out = finish_middle(checker, middle, suffix=suffix)
+    if out is None:
+        return
+    ast.parse(prefix + out + suffix)
+    kept = max((i for i in range(len(out) + 1) if middle.startswith(out[:i])), default=0)
+    assert not invents(out[kept:]), out
