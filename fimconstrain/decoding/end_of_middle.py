@@ -7,10 +7,11 @@ program complete; else completed with the checker's shortest finish (the budget 
 docs/references.md [S9]), trying shorter cuts of it when none is found; optionally without a
 tail that repeats the text after the cursor.
 
-A finish only closes what is open: it never invents a name or a literal nobody typed (a
-placeholder ``A``, a ``0``), so a cut that needs one is dropped for a shorter cut. The editor
-asks for no finish at all (``finish=False``): an item that only the finish search made valid
-is not shown.
+A finish should only close what is open: a cut whose finish would invent a name, a literal or
+an operator nobody typed (a placeholder ``A``, a ``0``, ``)<``) gives way to a shorter cut that
+needs none; only when no cut does is the longest cut's inventing finish taken (batch decoding,
+where a valid file is the measure). The editor asks for no finish at all (``finish=False``):
+an item that only the finish search made valid is not shown.
 """
 
 from __future__ import annotations
@@ -79,36 +80,39 @@ def finish_middle(
         return None
     give_up = time.perf_counter() + seconds
     cuts = _cut_points(text, tries) if finish else _line_cuts(text)
+    last_resort = None  # the longest cut's finish that invents: only when nothing else works
     for cut in cuts:
-        done = _finished(checker, text[:cut], finish)
+        done, invented = _finished(checker, text[:cut], finish)
         if done is not None and done.strip():
-            return drop_repetition(checker, done, suffix) if drop_repeats else done
+            if not invented:
+                return drop_repetition(checker, done, suffix) if drop_repeats else done
+            last_resort = last_resort or done
         if time.perf_counter() > give_up:
             break
-    return None
+    return last_resort
 
 
-def _finished(checker, text: str, finish: bool = True) -> str | None:
-    """``text``, or (with ``finish``) ``text`` plus the checker's shortest finish when that
-    invents nothing, if that completes the program."""
+def _finished(checker, text: str, finish: bool = True) -> tuple[str | None, bool]:
+    """``text``, or (with ``finish``) ``text`` plus the checker's shortest finish, if that
+    completes the program; and whether that finish invents something (:func:`invents`)."""
     after = checker.feed(text)
     if after is None:
-        return None
+        return None, False
     if after.is_complete():
-        return text
+        return text, False
     if not finish:
-        return None
+        return None, False
     try:
         closing = after.shortest_finish()
     except Exception:  # the finisher is a heuristic search; never let it break a request
-        return None
-    if closing is None or invents(closing):
-        return None
+        return None, False
+    if closing is None:
+        return None, False
     tight = closing.lstrip(" \t")  # the search spaces symbols apart; a bracket needs no space
     for candidate in dict.fromkeys((tight, closing)):
         if _complete(checker, text + candidate):
-            return text + candidate
-    return None
+            return text + candidate, invents(candidate)
+    return None, False
 
 
 #: what a finish may write: blanks, closing brackets, ``:`` and ``,``, and ``pass`` as the body

@@ -52,7 +52,6 @@ def test_repetition_of_the_suffix_is_dropped():
     [
         ("x = [1, 2", ", 3, 4 +", "\n"),
         ("if x:\n    y = (", "a, b", "\nprint(y)\n"),
-        ("def g(", "a, b=", "\n"),
         ("values = {", "'a': 1, 'b'", "\n"),
     ],
     ids=repr,
@@ -65,3 +64,14 @@ def test_finished_middles_are_valid_and_invent_nothing(prefix, middle, suffix):
     ast.parse(prefix + out + suffix)
     kept = max((i for i in range(len(out) + 1) if middle.startswith(out[:i])), default=0)
     assert not invents(out[kept:]), out
+
+
+def test_an_inventing_finish_is_the_last_resort():
+    """``x = (1 +``: every cut still needs an operand, so batch decoding takes the longest
+    cut's finish (the file must be valid); the editor shows nothing."""
+    checker = fimconstrain.fim_checker("x = (1 +", "\n")
+    assert finish_middle(checker, " 2 *", suffix="\n") == " 2)"  # a cut that closes comes first
+    out = finish_middle(checker, " -", suffix="\n")
+    assert out is not None and out.startswith(" -") and invents(out[2:])
+    ast.parse("x = (1 +" + out + "\n")
+    assert finish_middle(checker, " -", suffix="\n", finish=False) is None
