@@ -192,14 +192,15 @@ def healed_tail(codec: TextCodec, prefix: str, limit: int = 16) -> str:
     """Token healing (the left edge): the text of the prefix's last token when the cursor may
     split a token there (``retu|``, ``self.na|``, ``x =|``): the prompt ends before it, and the
     first generated tokens must write it again, so the model continues from a boundary it was
-    trained on instead of one the cursor made. Empty when nothing should be healed."""
+    trained on instead of one the cursor made. Empty when nothing should be healed (no token,
+    a blank one, a line break)."""
     ids = codec.encode(prefix[-4 * limit :]) if prefix else []
     if not ids:
         return ""
     tail = codec.decode(ids[-1:])
-    if not tail or len(tail) > limit or _REPLACEMENT in tail or not prefix.endswith(tail) or "\n" in tail:
-        return ""
-    return tail
+    if not tail.strip() or len(tail) > limit or _REPLACEMENT in tail or not prefix.endswith(tail):
+        return ""  # blanks end a token already: healing them would let the model re-indent
+    return tail if "\n" not in tail else ""
 
 
 @lru_cache(maxsize=4096)

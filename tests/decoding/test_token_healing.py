@@ -72,7 +72,7 @@ def test_healed_text_is_the_prefix_last_token(decoder, prefix):
     assert decoder.codec.decode(decoder.codec.encode(prefix)[-1:]) == tail
 
 
-@pytest.mark.parametrize("prefix", ["", "x = 1\n"], ids=repr)
+@pytest.mark.parametrize("prefix", ["", "x = 1\n", "def f():\n    "], ids=repr)
 def test_nothing_is_healed_at_a_file_or_line_start(decoder, prefix):
     assert healed_tail(decoder.codec, prefix) == ""
 

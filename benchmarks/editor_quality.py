@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Editor quality: would a person accept what the language server shows?
+
+Held-out real files (default: pure-Python packages installed beside fimconstrain, none of them
+in the shipped model's training set, which is CPython's standard library) are cut where an
+editor asks for a completion:
+
+* ``mid-line``: the cursor inside a line of code, the rest of the line not yet typed (the
+  middle is the rest of the line);
+* ``new-line``: an empty line after its indentation (the middle is the line);
+* ``block``: the line after a block header, indented (the middle is the block's body).
+
+Each request goes through the language server's own path, ``lsp_server.engine.Engine.complete``
+with the server's one-line/block decision (``lsp_server.shaping.wants_multiline``), in the
+server's modes ``fim`` and ``prefix``; ``off`` is the same model decoding unconstrained (the
+first line for a one-line request). Reported per mode and cursor kind: the share of requests
+that show an item, first-line exact match and edit similarity (CrossCodeEval's: rapidfuzz
+``fuzz.ratio``/100, 0 for a request with no item), the share of shown items that parse once
+accepted and that are "good" (edit similarity >= 0.7), and latency p50/p95. A bar chart is
+written beside the JSON.
+
+    python benchmarks/editor_quality.py --limit 20 --per-file 3
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import _common as C
+
+KINDS = ("mid-line", "new-line", "block")
+MODES = ("off", "prefix", "fim")
+GOOD = 0.7
+DEFAULT_PACKAGES = ("click", "jinja2", "attr", "anyio", "h11", "idna", "packaging", "pygls", "markdown_it")
+_HEADER = re.compile(r"^([ \t]*)(?:def|class|if|elif|else|for|while|with|try|except|finally)\b.*:[ \t]*$")
+
+
+def held_out_files(root: Path | None, limit: int, seed: int) -> list[Path]:
+    """Python files of 1-30 k characters under ``root`` (default: a few installed packages)."""
+    import sysconfig
+
+    roots = [root] if root else [Path(sysconfig.get_paths()["purelib"]) / p for p in DEFAULT_PACKAGES]
+    files = sorted(
+        f for r in roots if r.is_dir() for f in r.rglob("*.py") if 1_000 <= f.stat().st_size <= 30_000
+    )
+    random.Random(seed).shuffle(files)
+    return files[:limit]
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line without its break) for each line."""
+    out, at = [], 0
+    for line in text.split("\n"):
+        out.append((at, line))
+        at += len(line) + 1
+    return out
+
+
+def cursors(text: str, rng: random.Random, n: int) -> list[tuple[str, str, str, str]]:
+    """Up to ``n`` requests ``(kind, prefix, suffix, truth)`` cut from ``text``, the kinds in turn."""
+    lines = _lines(text)
+    code = [
+        i for i, (_, s) in enumerate(lines) if s.strip() and not s.strip().startswith(("#", '"', "'", "@"))
+    ]
+    out: list[tuple[str, str, str, str]] = []
+    for _ in range(n * 4):
+        if len(out) == n or not code:
+            break
+        kind = KINDS[len(out) % len(KINDS)]
+        i = rng.choice(code)
+        at, line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        end = at + len(line)
+        if kind == "mid-line":
+            body = line.rstrip()
+            if len(body) - indent < 6:
+                continue
+            col = rng.randint(indent + 2, len(body) - 2)
+            out.append((kind, text[: at + col], text[end:], body[col:]))
+        elif kind == "new-line":
+            out.append((kind, text[: at + indent], text[end:], line[indent:].rstrip()))
+        else:
+            m = _HEADER.match(line)
+            if not m or i + 1 >= len(lines):
+                continue
+            b_at, b_line = lines[i + 1]
+            b_indent = len(b_line) - len(b_line.lstrip())
+            if b_indent <= indent or not b_line.strip():
+                continue
+            j = i + 1
+            while j + 1 < len(lines) and (
+                not lines[j + 1][1].strip() or _indent(lines[j + 1][1]) >= b_indent
+            ):
+                j += 1
+            while j > i + 1 and not lines[j][1].strip():
+                j -= 1
+            b_end = lines[j][0] + len(lines[j][1])
+            out.append((kind, text[: b_at + b_indent], text[b_end:], text[b_at + b_indent : b_end]))
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def edit_similarity(a: str, b: str) -> float:
+    """CrossCodeEval's edit similarity: rapidfuzz ``fuzz.ratio`` / 100."""
+    from rapidfuzz import fuzz
+
+    return fuzz.ratio(a, b) / 100
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0].strip()
+
+
+class Completer:
+    """The language server's engine and settings; ``off`` decodes the same model unconstrained."""
+
+    def __init__(self, model: str | None, deadline_ms: int, max_tokens: int):
+        from lsp_server.config import Settings
+        from lsp_server.engine import Engine
+
+        self.settings = Settings(model=model, deadline_ms=deadline_ms, max_tokens=max_tokens)
+        self.engine = Engine()
+        self.engine.load(self.settings)
+
+    def complete(self, mode: str, prefix: str, suffix: str) -> str | None:
+        """The first item the editor would show, or None."""
+        from dataclasses import replace
+
+        from lsp_server.engine import Job
+        from lsp_server.shaping import wants_multiline
+
+        single = not wants_multiline(prefix, suffix, self.settings.multiline)
+        deadline = time.monotonic() + self.settings.deadline_ms / 1000
+        if mode == "off":
+            loaded = self.engine.loaded
+            assert loaded is not None
+            result = loaded.decoder.generate(
+                prefix, suffix, mode="unconstrained", max_new_tokens=self.settings.max_tokens
+            )
+            middle = result.middle.split("\n", 1)[0] if single else result.middle.rstrip()
+            return middle if middle.strip() else None
+        job = Job("file:///bench.py", deadline, single)
+        items = self.engine.complete(job, prefix, suffix, replace(self.settings, mode=mode), 1)
+        return items[0] if items else None
+
+
+def parses(text: str) -> bool:
+    from fimconstrain.decoding.oracle import ast_parses
+
+    return ast_parses(text)
+
+
+def summarise(rows: list[dict]) -> dict:
+    n = len(rows)
+    shown = [r for r in rows if r["item"] is not None]
+    lat = sorted(r["seconds"] for r in rows)
+    return {
+        "requests": n,
+        "shown": len(shown) / n if n else 0.0,
+        "exact_first_line": sum(r["exact"] for r in rows) / n if n else 0.0,
+        "edit_similarity": sum(r["es"] for r in rows) / n if n else 0.0,
+        "edit_similarity_shown": statistics.mean(r["es"] for r in shown) if shown else 0.0,
+        "shown_parse": sum(r["parses"] for r in shown) / len(shown) if shown else 0.0,
+        "shown_good": sum(r["es"] >= GOOD for r in shown) / len(shown) if shown else 0.0,
+        "p50_ms": 1000 * lat[len(lat) // 2] if lat else 0.0,
+        "p95_ms": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else 0.0,
+    }
+
+
+def plot(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = ("shown", "exact_first_line", "edit_similarity", "shown_parse", "shown_good")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(summary)
+    for k, (mode, row) in enumerate(summary.items()):
+        xs = [i + k * width for i in range(len(metrics))]
+        ax.bar(xs, [row["all"][m] for m in metrics], width, label=mode)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(metrics))], metrics)
+    ax.set_ylim(0, 1)
+    ax.set_title("editor quality by mode (all cursor kinds)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = C.base_parser(__doc__.split("\n\n")[0], limit_default=20, workers=False)
+    p.add_argument("--per-file", type=int, default=3, help="requests per file")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: off, prefix, fim")
+    p.add_argument("--model", help="model directory (default: the shipped model)")
+    p.add_argument("--deadline-ms", type=int, default=3000, help="the server's deadline per request")
+    p.add_argument("--max-tokens", type=int, default=64, help="the server's max new tokens")
+    args = p.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    rng = random.Random(args.seed)
+    requests = []
+    for path in held_out_files(args.root, args.limit, args.seed):
+        text = path.read_text("utf-8", errors="replace")
+        if not parses(text):
+            continue
+        requests += [(str(path), *r) for r in cursors(text, rng, args.per_file)]
+    completer = Completer(args.model, args.deadline_ms, args.max_tokens)
+    rows: dict[str, list[dict]] = {m: [] for m in modes}
+    for mode in modes:
+        for name, kind, prefix, suffix, truth in C.progress(
+            requests, desc=mode, disable=args.no_progress, unit="request"
+        ):
+            start = time.perf_counter()
+            item = completer.complete(mode, prefix, suffix)
+            seconds = time.perf_counter() - start
+            es = edit_similarity(item, truth) if item is not None else 0.0
+            rows[mode].append(
+                {
+                    "file": name,
+                    "kind": kind,
+                    "truth": truth,
+                    "item": item,
+                    "seconds": seconds,
+                    "es": es,
+                    "exact": item is not None and _first_line(item) == _first_line(truth),
+                    "parses": item is not None and parses(prefix + item + suffix),
+                }
+            )
+    summary = {
+        mode: {"all": summarise(r), **{k: summarise([x for x in r if x["kind"] == k]) for k in KINDS}}
+        for mode, r in rows.items()
+    }
+    header = f"{'mode':6} {'kind':9} {'n':>4} {'shown':>6} {'exact':>6} {'ES':>5} {'ES|sh':>6} "
+    print(header + f"{'parse':>6} {'good':>5} {'p50 ms':>7} {'p95 ms':>7}")
+    for mode, by_kind in summary.items():
+        for kind, s in by_kind.items():
+            print(
+                f"{mode:6} {kind:9} {s['requests']:4d} {s['shown']:6.1%} {s['exact_first_line']:6.1%} "
+                f"{s['edit_similarity']:5.2f} {s['edit_similarity_shown']:6.2f} {s['shown_parse']:6.1%} "
+                f"{s['shown_good']:5.1%} {s['p50_ms']:7.0f} {s['p95_ms']:7.0f}"
+            )
+    out = C.write_results("editor_quality", args, {"summary": summary, "rows": rows})
+    plot(summary, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
