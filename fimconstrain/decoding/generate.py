@@ -67,7 +67,15 @@ class FimResult:
     token_ids: list[int] = field(default_factory=list)  # the generated tokens (stop token excluded)
     raw_middle: str | None = None  # checked mode: the model's output before cutting to a valid prefix
     healed: str = ""  # the prefix's end the first tokens wrote again (token healing; not in ``middle``)
+    #: the model's log-probability of each token of ``token_ids`` (its own distribution, before
+    #: any constraint or sampling temperature): the item's confidence
+    logprobs: list[float] = field(default_factory=list)
     candidates_checked: int = 0
+
+    @property
+    def mean_logprob(self) -> float | None:
+        """The mean log-probability of the middle's tokens (None without tokens)."""
+        return sum(self.logprobs) / len(self.logprobs) if self.logprobs else None
 
     @property
     def model_ms_per_token(self) -> float:
@@ -439,6 +447,7 @@ class FimDecoder:
             token = run.choose(keys, top_k)
             if token is None or self.ends(token):
                 break
+            run.logprobs.append(float(torch.log_softmax(logits.float(), dim=-1)[token]))
             if on_token is not None:
                 on_token(token)
             bar.update(1)
@@ -484,6 +493,7 @@ class _Run:
         self.ended_as: str | None = None  # the middle as the end-of-middle policy ended it
         self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
         self.states: list[ConstraintState] = []
+        self.logprobs: list[float] = []  # the model's log-probability of each token in ``ids``
         self.stop_points: list[
             tuple[float, int, ConstraintState]
         ] = []  # (weighted EOS probability, tokens, state)
@@ -514,7 +524,7 @@ class _Run:
             if time.perf_counter() - start > seconds:
                 break
             if state.can_end():
-                del self.ids[n:]
+                del self.ids[n:], self.logprobs[n:]
                 self.state, self.result.stopped, found = state, "best-stop", True
                 break
         self.result.checker_seconds += time.perf_counter() - start
@@ -605,6 +615,7 @@ class _Run:
         res = self.result
         res.tokens = len(self.ids)
         res.healed = self.healing
+        res.logprobs = self.logprobs[: len(self.ids)]
         res.token_ids = list(self.ids)
         res.middle = self.middle_text(self.ids) + self.extra if self.ended_as is None else self.ended_as
         if self.mode == "checked" or self.cut_to_valid:

@@ -1,6 +1,7 @@
 """Token healing at the left edge: the prompt ends before the prefix's last token, the first
-generated tokens write it again, and the middle is what comes after it (issue: a cursor that
-splits a token, ``retu|``, must not make the model start from a boundary it never saw)."""
+generated tokens write it again, and the middle is what comes after it (a cursor that splits a
+token, ``retu|``, must not make the model start from a boundary it never saw). Also the
+per-token confidence each result carries."""
 
 from __future__ import annotations
 
@@ -130,3 +131,13 @@ def test_healing_can_be_turned_off(decoder):
     prefix = PREFIXES[1]
     result = decoder.generate(prefix, "\n", mode="constrained", max_new_tokens=4, heal=False)
     assert result.healed == ""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_token_carries_the_model_log_probability(decoder, mode):
+    """The item's confidence: one log-probability per token, from the model's own distribution."""
+    result = decoder.generate("x = [1, 2", "]\n", mode=mode, max_new_tokens=6)
+    assert len(result.logprobs) == len(result.token_ids)
+    assert all(lp <= 0.0 for lp in result.logprobs)
+    if result.logprobs:
+        assert result.mean_logprob == pytest.approx(sum(result.logprobs) / len(result.logprobs))
