@@ -8,6 +8,9 @@ a header, and its JSON result (the script's ``--out``) is kept under
 ``benchmarks/results/ab/<script>.<side>.<round>.json`` for side-by-side reading.
 
     python benchmarks/ab.py --baseline a86cb30 fim_speed.py -- --per-bucket 3 --seed 0
+
+With ``--same-script`` both sides run the working tree's script (for a benchmark the baseline
+does not have; it must use only what both packages offer).
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def run(tree: Path, script: str, args: list[str], out: Path) -> int:
-    """Run ``benchmarks/<script>`` of ``tree`` against ``tree``'s package."""
+def run(tree: Path, script: Path, args: list[str], out: Path) -> int:
+    """Run the benchmark ``script`` against ``tree``'s package."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    command = [sys.executable, str(tree / "benchmarks" / script), *args, "--out", str(out)]
+    command = [sys.executable, str(script), *args, "--out", str(out)]
     return subprocess.run(
         command, cwd=REPO, env=env
     ).returncode  # relative arguments mean the same on both sides
@@ -46,6 +49,11 @@ def main(argv=None) -> int:
         "--baseline", required=True, help="git revision to compare against (e.g. a commit or main~3)"
     )
     p.add_argument("--rounds", type=int, default=1, help="alternating runs per side")
+    p.add_argument(
+        "--same-script",
+        action="store_true",
+        help="run the working tree's script on both sides (a benchmark newer than the baseline)",
+    )
     p.add_argument("script", help="a script in benchmarks/ that takes --out")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, after --")
     args = p.parse_args(argv)
@@ -65,7 +73,8 @@ def main(argv=None) -> int:
                     label = args.baseline if side == "baseline" else "working tree"
                     print(f"\n===== {args.script} · {side} ({label}) · round {round_} =====", flush=True)
                     out = results / f"{Path(args.script).stem}.{side}.{round_}.json"
-                    status |= run(tree, args.script, script_args, out)
+                    script = (REPO if args.same_script else tree) / "benchmarks" / args.script
+                    status |= run(tree, script, script_args, out)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=REPO, check=False)
     return status
