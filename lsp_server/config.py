@@ -34,6 +34,9 @@ class Settings:
     invoked_items: int = 3  # items for an explicit (Invoked) request; Automatic requests get one
     temperature: float = 0.8  # sampling temperature of the extra items of an Invoked request
     top_k: int = 64  # candidates checked against the constraint before scanning the whole vocabulary
+    # whether a middle cut short may be completed by the checker's finish search (off: an item
+    # that only the search made valid is not shown; a random or tiny model then shows little)
+    finish_search: bool = False
     max_file_chars: int = 200_000  # larger documents get no completions (and a log message)
     languages: tuple[str, ...] = ("python",)  # languageIds served
     # "auto": the lower bound of requires-python in the nearest pyproject.toml, else the newest;
@@ -149,6 +152,7 @@ _CHECKS = {
     "invoked_items": _int(1, 10),
     "temperature": _float(0.0, 5.0),
     "top_k": _int(1, 100_000),
+    "finish_search": _bool,
     "max_file_chars": _int(1, 50_000_000),
     "languages": _languages,
     "python_version": _python_version,

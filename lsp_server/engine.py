@@ -7,8 +7,11 @@ Stopping within one decode step: a :class:`Job` says when generation must end
 (``$/cancelRequest``, a newer request for the same document, the deadline);
 ``FimDecoder.generate`` polls ``job.should_stop`` once per step and stops by itself at the end
 of a one-line completion's line. The middle then ends by the decode loop's one policy
-(:func:`fimconstrain.decoding.end_of_middle.finish_middle`: cut, finished, no repetition of
-the suffix), so what comes back is valid or nothing.
+(:func:`fimconstrain.decoding.end_of_middle.finish_middle`, by default without the finish search:
+an item only the search made valid is not shown; cut to whole lines, no repetition of the
+suffix), and
+shows only when the model's confidence in it passes the model's fitted threshold
+(:mod:`fimconstrain.decoding.confidence`), so what comes back is valid and likely or nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 from .config import Settings
 
 if TYPE_CHECKING:
+    from fimconstrain.decoding.confidence import ConfidenceGate
     from fimconstrain.decoding.generate import FimDecoder
     from fimconstrain.engine.versions import PythonVersion
 
@@ -93,6 +97,7 @@ class Loaded:
     decoder: FimDecoder
     fim_format: str
     load_seconds: float
+    gate: ConfidenceGate  # the model's fitted threshold on an item's mean token log-probability
 
 
 class Engine:
@@ -108,6 +113,7 @@ class Engine:
         self.loaded, self.error = None, None
         import torch
 
+        from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.generate import FimDecoder
         from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
@@ -125,7 +131,8 @@ class Engine:
             trust_remote_code=settings.trust_remote_code,
         )
         decoder = FimDecoder(model.model, model.tokenizer, model.fim_format)
-        loaded = Loaded(model.name, decoder, model.fim_format.name, 0.0)
+        gate = ConfidenceGate.for_model(DEFAULT_MODEL_DIR if settings.model is None else settings.model)
+        loaded = Loaded(model.name, decoder, model.fim_format.name, 0.0, gate)
         # warm up: grammar tables, the prompt path, a few decode steps
         self._generate(
             loaded,
@@ -152,9 +159,11 @@ class Engine:
         seed: int | None,
         top_k: int,
         python_version=None,
-    ) -> str | None:
-        """A valid, non-blank middle, or None; raises FimConstrainError when no middle can join
-        ``prefix`` and ``suffix`` at ``python_version``."""
+        finish_search: bool = False,
+    ) -> tuple[str, float] | None:
+        """A valid, non-blank middle the confidence gate shows, with its mean token
+        log-probability, or None; raises FimConstrainError when no middle can join ``prefix``
+        and ``suffix`` at ``python_version``."""
         result = loaded.decoder.generate(
             prefix,
             suffix,
@@ -168,14 +177,25 @@ class Engine:
             single_line=job.single_line,
             drop_repeats=True,
             finish_seconds=FINISH_SECONDS,
+            finish_search=finish_search,
             python_version=python_version,
         )
         if result.stopped == "line":
             job.ended = "end of line"
-        return result.middle if result.valid and result.middle.strip() else None
+        score = result.mean_logprob
+        if not (result.valid and result.middle.strip()) or score is None or not loaded.gate.shows(score):
+            return None
+        return result.middle, score
 
     def complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
-        """Up to ``items`` distinct valid middles (greedy first, then sampled); [] when stopped or impossible.
+        """Up to ``items`` distinct valid middles the confidence gate shows (greedy first, then
+        sampled), most confident first; [] when stopped or impossible (see :meth:`scored`)."""
+        return [middle for middle, _ in self.scored(job, prefix, suffix, settings, items)]
+
+    def scored(
+        self, job: Job, prefix: str, suffix: str, settings: Settings, items: int
+    ) -> list[tuple[str, float]]:
+        """:meth:`complete`'s middles with their mean token log-probabilities.
 
         The syntax is ``job.python_version``'s, or a newer version's when the document
         (``job.verify_text``) or the text around the cursor does not parse at it but does at a
@@ -193,7 +213,7 @@ class Engine:
         if job.verify_text is not None and not accepts(job.verify_text, "", version):
             version = newest_accepting(job.verify_text, "", version) or version
         job.used_version = version
-        out: list[str] = []
+        out: dict[str, float] = {}
         for i in range(items):
             if job.cancelled or (i and job.expired()):
                 break
@@ -210,6 +230,7 @@ class Engine:
                     seed,
                     settings.top_k,
                     python_version=at_version,
+                    finish_search=settings.finish_search,
                 )
 
             try:
@@ -225,6 +246,6 @@ class Engine:
                 middle = generate(version)
             if job.cancelled:
                 break
-            if middle is not None and middle not in out:
-                out.append(middle)
-        return [] if job.cancelled else out
+            if middle is not None:
+                out.setdefault(*middle)
+        return [] if job.cancelled else sorted(out.items(), key=lambda item: -item[1])

@@ -155,7 +155,13 @@ def test_neovim_accepts_an_inline_completion(nvim, tmp_path):
         "root": str(source.parent),
         "file": str(source),
         "line": 2,  # "    return " (1-based): the cursor goes to its end
-        "init_options": {"model": str(model), "maxTokens": 16, "deadlineMs": 20000, "threads": 1},
+        "init_options": {
+            "model": str(model),
+            "maxTokens": 16,
+            "deadlineMs": 20000,
+            "threads": 1,
+            "finishSearch": True,
+        },
         "result": str(result_file),
     }
     env = {

@@ -21,7 +21,7 @@ export interface SettingsReader {
  * the extension only sends Python documents). */
 export const SERVER_KEYS = [
   'model', 'fimFormat', 'device', 'threads', 'trustRemoteCode', 'mode', 'maxTokens', 'deadlineMs',
-  'multiline', 'invokedItems', 'temperature', 'topK', 'maxFileChars', 'pythonVersion',
+  'multiline', 'invokedItems', 'temperature', 'topK', 'finishSearch', 'maxFileChars', 'pythonVersion',
 ] as const;
 
 /** Keys whose empty value in the settings UI ("" or 0) means "the server's default", which the

@@ -19,8 +19,8 @@ test('with the declared defaults the server gets every server key, and no client
   assert.deepEqual(Object.keys(sent).sort(), [...SERVER_KEYS].sort());
   assert.deepEqual(sent, {
     model: null, fimFormat: null, device: 'cpu', threads: null, trustRemoteCode: false, mode: 'fim', maxTokens: 64,
-    deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, maxFileChars: 200000,
-    pythonVersion: 'auto',
+    deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
+    maxFileChars: 200000, pythonVersion: 'auto',
   });
 });
 

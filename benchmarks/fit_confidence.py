@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Fit the shipped model's confidence threshold on held-out cuts (the editor's items below it
+are not shown).
+
+The cuts are the editor-quality benchmark's kinds (mid-line, new line, block body) taken from
+the model's own held-out standard-library files (``training.json``'s ``heldout_paths``), never
+from the benchmark's files. Each request goes through the server's engine with a gate that
+shows everything; an item is good when its edit similarity to the true middle is at least 0.7.
+The threshold maximises good items shown minus junk items shown
+(:func:`fimconstrain.decoding.confidence.fit_threshold`). ``--write`` stores it in the model's
+``confidence.json``.
+
+    python benchmarks/fit_confidence.py --limit 40 --per-file 3 --write
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import _common as C
+import editor_quality as EQ
+
+
+def heldout_files(model_dir: Path, limit: int, seed: int) -> list[Path]:
+    info = json.loads((model_dir / "training.json").read_text("utf-8"))
+    root = Path(info["stdlib"])
+    files = [root / p for p in info["heldout_paths"] if (root / p).is_file()]
+    random.Random(seed).shuffle(files)
+    return files[:limit]
+
+
+def main(argv=None) -> int:
+    from dataclasses import replace
+
+    from fimconstrain.decoding.confidence import FILE_NAME, ConfidenceGate, fit_threshold
+    from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+    from lsp_server.engine import Job
+    from lsp_server.shaping import wants_multiline
+
+    p = C.base_parser(__doc__.split("\n\n")[0], limit_default=40, workers=False)
+    p.add_argument("--per-file", type=int, default=3, help="requests per file")
+    p.add_argument("--write", action="store_true", help=f"store the threshold in the model's {FILE_NAME}")
+    args = p.parse_args(argv)
+    rng = random.Random(args.seed)
+    requests = []
+    for path in heldout_files(DEFAULT_MODEL_DIR, args.limit, args.seed):
+        text = path.read_text("utf-8", errors="replace")
+        if 1_000 <= len(text) <= 30_000 and EQ.parses(text):
+            requests += EQ.cursors(text, rng, args.per_file)
+    completer = EQ.Completer(None, deadline_ms=3000, max_tokens=64)
+    loaded = completer.engine.loaded
+    assert loaded is not None
+    loaded.gate = ConfidenceGate()  # see every item
+    settings = replace(completer.settings, mode="fim")
+    scored: list[tuple[float, bool]] = []
+    for _kind, prefix, suffix, truth in C.progress(
+        requests, desc="fit", disable=args.no_progress, unit="request"
+    ):
+        single = not wants_multiline(prefix, suffix, settings.multiline)
+        job = Job("file:///fit.py", time.monotonic() + settings.deadline_ms / 1000, single)
+        items = completer.engine.scored(job, prefix, suffix, settings, 1)
+        if items:
+            middle, score = items[0]
+            scored.append((score, EQ.edit_similarity(middle, truth) >= EQ.GOOD))
+    threshold = fit_threshold(scored)
+    shown = [good for score, good in scored if score >= threshold]
+    print(f"requests {len(requests)}, items {len(scored)}, good {sum(g for _, g in scored)}")
+    print(f"threshold (mean token log-probability) {threshold:.3f}: shows {len(shown)}, good {sum(shown)}")
+    payload = {"min_mean_logprob": threshold, "items": len(scored), "good": sum(g for _, g in scored)}
+    C.write_results("fit_confidence", args, {**payload, "scored": scored})
+    if args.write:
+        record = {**payload, "fitted_by": "benchmarks/fit_confidence.py", "args": sys.argv[1:]}
+        (DEFAULT_MODEL_DIR / FILE_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {DEFAULT_MODEL_DIR / FILE_NAME}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

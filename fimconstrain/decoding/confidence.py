@@ -1,0 +1,54 @@
+"""Whether an item is worth showing: the model's own confidence in it.
+
+A valid middle can still be junk. The mean log-probability the model gave the middle's tokens
+(:attr:`.generate.FimResult.mean_logprob`) separates the two well enough to gate an editor's
+items: below a threshold fitted on held-out cuts (``benchmarks/fit_confidence.py``, never the
+editor-quality benchmark's own files) the server shows nothing. The threshold belongs to a
+model, so it is stored beside it (``confidence.json`` in the model's directory).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_NAME = "confidence.json"
+
+
+@dataclass(frozen=True)
+class ConfidenceGate:
+    """Shows an item when its mean token log-probability reaches ``min_mean_logprob``
+    (None: every item shows)."""
+
+    min_mean_logprob: float | None = None
+
+    def shows(self, mean_logprob: float | None) -> bool:
+        if self.min_mean_logprob is None:
+            return True
+        return mean_logprob is not None and mean_logprob >= self.min_mean_logprob
+
+    @classmethod
+    def for_model(cls, model_dir: str | Path | None) -> ConfidenceGate:
+        """The gate fitted for the model in ``model_dir`` (its ``confidence.json``), or one
+        that shows everything when the model has none."""
+        path = Path(model_dir) / FILE_NAME if model_dir is not None else None
+        if path is None or not path.is_file():
+            return cls()
+        return cls(json.loads(path.read_text("utf-8"))["min_mean_logprob"])
+
+
+def fit_threshold(scored: Iterable[tuple[float, bool]], junk_cost: float = 1.0) -> float:
+    """The threshold that maximises good items shown minus ``junk_cost`` times junk items
+    shown, over ``(mean log-probability, good)`` pairs; ties go to the higher threshold (show
+    less). With no threshold worth it, 0.0: only certain items (log-probability 0) show."""
+    ranked = sorted(scored, key=lambda pair: -pair[0])
+    best, best_gain, gain = 0.0, 0.0, 0.0
+    for i, (score, good) in enumerate(ranked):
+        gain += 1.0 if good else -junk_cost
+        if i + 1 < len(ranked) and ranked[i + 1][0] == score:
+            continue  # a threshold shows every item of its score
+        if gain > best_gain:
+            best, best_gain = score, gain
+    return best
