@@ -14,6 +14,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 
+from .decoding.command_line import HelpFormatter, non_negative_int, read_source
 from .decoding.positions import cursor_offset, line_starts
 from .engine.versions import add_python_version_option
 
@@ -92,43 +93,6 @@ def parse_cursor(spec: str, text: str) -> int:
         return cursor_offset(text, spec)
     except FimConstrainError as e:
         raise _UsageError(f"--{e}") from None
-
-
-# --------------------------------------------------------------------------
-# input
-
-
-def read_source(path: str) -> tuple[str, str]:
-    """Return (display name, text). Raises _UsageError for unreadable or non-UTF-8 input."""
-    if path == "-":
-        name = "<stdin>"
-        data = sys.stdin.buffer.read()
-    else:
-        name = path
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as e:
-            raise _UsageError(f"{name}: cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # report where, as line:col of the bytes decoded so far
-        good = data[: e.start].decode("utf-8", errors="replace")
-        pos = LineIndex(good).position(len(good))
-        raise _UsageError(
-            f"{name}:{pos.line}:{pos.col}: error: not valid UTF-8 "
-            f"(byte 0x{data[e.start]:02x} at byte offset {e.start}); fimconstrain reads UTF-8 only"
-        ) from None
-    if text.startswith("\ufeff"):  # a UTF-8 byte-order mark is allowed in Python source files
-        text = text[1:]
-    nul = text.find("\0")
-    if nul >= 0:
-        pos = LineIndex(text).position(nul)
-        raise _UsageError(
-            f"{name}:{pos.line}:{pos.col}: error: NUL character (Python source cannot contain null bytes)"
-        )
-    return name, text
 
 
 # --------------------------------------------------------------------------
@@ -292,11 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
             "Constrained fill-in-the-middle with the fimconstrain engine: syntax checks and completions."
         ),
         epilog="Exit codes: 0 ok, 1 invalid, 2 usage or input error, 3 internal error.",
+        formatter_class=HelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     c = sub.add_parser(
         "check",
+        formatter_class=HelpFormatter,
         help="check that a file is a valid program, or that the text before a cursor can be completed",
         description=(
             "Check that FILE is a valid program. If it is not, print FILE:LINE:COL of the first "
@@ -312,15 +278,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="POS",
         help="cursor position: a 0-based character offset (the prefix length) or LINE:COL (1-based)",
     )
-    c.add_argument("--language", default="python", help="language of the file (default: python)")
+    c.add_argument("--language", default="python", help="language of the file")
     add_python_version_option(c)
     c.add_argument(
         "--feed-chunk",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="feed the text to the engine N characters at a time from an empty checker, "
-        "instead of building the checker from the whole text at once (default: 0 = at once)",
+        "instead of building the checker from the whole text at once (0: at once)",
     )
     c.set_defaults(func=cmd_check)
     for name, (_, _, summary) in DELEGATED.items():

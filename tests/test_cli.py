@@ -243,3 +243,77 @@ def test_help_shows_the_python_version_default():
     rc, out, _ = run("check", "--help")
     assert rc == 0 and "--python-version" in out
     assert re.search(r"default:\s+3\.14", out), out
+
+
+# ---------------------------------------------------------------- complete: arguments, stdin, imports
+
+
+@pytest.mark.parametrize(
+    "option, value, needle",
+    [
+        ("--top-k", "-1", "must be at least 1"),
+        ("--max-new-tokens", "0", "must be at least 1"),
+        ("--max-new-tokens", "-3", "must be at least 1"),
+        ("--temperature", "-0.5", "must be 0 or more"),
+        ("--temperature", "nan", "not a finite number"),
+        ("--top-p", "0", "must be in (0, 1]"),
+        ("--top-p", "1.5", "must be in (0, 1]"),
+        ("--seed", "x", "not an integer"),
+    ],
+)
+def test_complete_rejects_bad_numbers_with_one_line(option, value, needle):
+    rc, out, err = run("complete", EXAMPLES / "inventory.py", "--cursor", "30:9", option, value)
+    assert rc == 2, out + err
+    assert "Traceback" not in err and needle in err
+    assert f"argument {option}" in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [(b"x = 1\ny = \n# \x00\n", "3:3: NUL character"), (b"x = '\xff'\n", "not valid UTF-8")],
+    ids=["nul-after-cursor", "not-utf8"],
+)
+def test_complete_rejects_a_file_no_python_can_read(tmp_path, content, needle):
+    path = tmp_path / "bad.py"
+    path.write_bytes(content)
+    rc, out, err = run("complete", path, "--cursor", "2:5")
+    assert rc == 2, out + err
+    assert needle in err and "Traceback" not in err
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    """The modules imported by running the CLI with ``argv`` (in a fresh interpreter)."""
+    code = (
+        "import sys, json\nfrom fimconstrain.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=REPO, timeout=300)
+    import json
+
+    return set(json.loads(proc.stdout.decode().strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["complete", "--help"], ["check", str(EXAMPLES / "inventory.py")]],
+    ids=["help", "complete-help", "check"],
+)
+def test_help_and_check_never_import_torch(argv):
+    heavy = {"torch", "transformers", "tokenizers", "numpy"}
+    assert not heavy & _modules_after(argv)
+
+
+def test_complete_help_shows_defaults():
+    rc, out, _ = run("complete", "--help")
+    assert rc == 0
+    flat = " ".join(out.split())
+    assert "(default: 128)" in flat and "(default: 64)" in flat and "(default: constrained)" in flat
+
+
+@pytest.mark.slow
+def test_complete_reads_stdin_and_reports_where_the_time_went():
+    source = (EXAMPLES / "inventory.py").read_bytes()
+    rc, _out, err = run("complete", "-", "--cursor", "30:9", "--max-new-tokens", "8", stdin=source)
+    assert rc in (0, 1), err
+    assert "# stopped: " in err and re.search(r"# time: import [\d.]+ s, model load [\d.]+ s, generate", err)

@@ -81,9 +81,10 @@ def finish_middle(
     give_up = time.perf_counter() + seconds
     cuts = _cut_points(text, tries) if finish else _line_cuts(text)
     last_resort = None  # the longest cut's finish that invents: only when nothing else works
+    fuses = bool(suffix) and _word(suffix[0])  # a middle's last name would run into the suffix's first
     for cut in cuts:
         done, invented = _finished(checker, text[:cut], finish)
-        if done is not None and done.strip():
+        if done is not None and done.strip() and not (fuses and _word(done[-1])):
             if not invented:
                 return drop_repetition(checker, done, suffix) if drop_repeats else done
             last_resort = last_resort or done

@@ -24,6 +24,7 @@ from transformers import LogitsProcessor
 
 from ..engine.checker import Checker, fim_checker
 from ..engine.versions import PythonVersion, VersionLike, parse_python_version
+from . import command_line
 from .end_of_middle import finish_middle, single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
@@ -31,7 +32,7 @@ from .models import context_window
 from .oracle import ast_parses
 
 #: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
-MODES = ("unconstrained", "checked", "constrained", "prefix")
+MODES = command_line.MODES
 _REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole UTF-8 character
 _DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
 
@@ -105,7 +106,14 @@ class ConstraintState:
     """
 
     def __init__(
-        self, checker: Checker, codec: TextCodec, ids: tuple[int, ...] = (), held: int = 0, healing: str = ""
+        self,
+        checker: Checker,
+        codec: TextCodec,
+        ids: tuple[int, ...] = (),
+        held: int = 0,
+        healing: str = "",
+        word_suffix: bool = False,
+        ends_in_word: bool = False,
     ):
         self.checker = checker
         self.codec = codec
@@ -114,6 +122,10 @@ class ConstraintState:
         #: text taken off the prompt's end (token healing) that the tokens must write again first;
         #: the checker, built after the whole prefix, sees only what comes after it
         self.healing = healing
+        #: token healing at the right edge: when the suffix starts with a name character, a
+        #: middle may not end in one (the two would fuse into a name nobody wrote)
+        self.word_suffix = word_suffix
+        self.ends_in_word = ends_in_word
         self._children: dict[int, ConstraintState | None] = {}
         self._can_end: bool | None = None
         self._window_text: str | None = None
@@ -150,7 +162,7 @@ class ConstraintState:
             if healing is None:
                 return None
             if healing:
-                return ConstraintState(self.checker, self.codec, ids, 0, healing)
+                return ConstraintState(self.checker, self.codec, ids, 0, healing, self.word_suffix)
             new = new[len(self.healing) :]
         unfinished = self.codec.unfinished_char(list(ids[-4:]))
         held = min(len(unfinished), len(new) - len(new.rstrip(_REPLACEMENT)))
@@ -159,7 +171,8 @@ class ConstraintState:
         nxt = self.checker.feed(new) if new else self.checker
         if nxt is None or (held and not any(nxt.feed(ch) for ch in _completions(unfinished))):
             return None
-        return ConstraintState(nxt, self.codec, ids, held)
+        ends_in_word = _is_word_char(new[-1]) if new else self.ends_in_word
+        return ConstraintState(nxt, self.codec, ids, held, "", self.word_suffix, ends_in_word)
 
     def end_inside(self, token: int, suffix: str) -> str | None:
         """The start of ``token``'s text (maybe empty) that completes the file when the rest of
@@ -171,6 +184,8 @@ class ConstraintState:
         for cut in range(len(new) - 1, -1, -1):
             rest = new[cut:]
             if rest.strip() and suffix.startswith(rest):
+                if self.word_suffix and (_is_word_char(new[cut - 1]) if cut else self.ends_in_word):
+                    continue  # the middle's last name would run into the suffix's first
                 end = self.checker.feed(new[:cut]) if cut else self.final_checker()
                 if end is not None and end.is_complete():
                     return new[:cut]
@@ -183,9 +198,14 @@ class ConstraintState:
     def can_end(self) -> bool:
         """Whether prefix + middle + suffix is a complete program now (cached)."""
         if self._can_end is None:
-            final = None if self.healing else self.final_checker()
+            fused = self.word_suffix and self.ends_in_word
+            final = None if self.healing or fused else self.final_checker()
             self._can_end = final is not None and final.is_complete()
         return self._can_end
+
+
+def _is_word_char(ch: str) -> bool:
+    return ("a" + ch).isidentifier()
 
 
 def rest_of_healing(healing: str, new: str) -> str | None:
@@ -503,7 +523,10 @@ class _Run:
         """Build the checker (the one-time cost): for the whole file, or the prefix only."""
         start = time.perf_counter()
         checker = fim_checker(self.prefix, suffix, python_version=self.decoder.version_for(python_version))
-        self.state = ConstraintState(checker, self.decoder.codec, healing=self.healing)
+        word_suffix = bool(suffix) and _is_word_char(suffix[0])
+        self.state = ConstraintState(
+            checker, self.decoder.codec, healing=self.healing, word_suffix=word_suffix
+        )
         self.states = [self.state]  # the state after each token of the middle
         self.result.setup_seconds = time.perf_counter() - start
 
@@ -645,9 +668,13 @@ def longest_valid_prefix(
     healed: str = "",
 ) -> str:
     """The longest token-boundary prefix of the middle that makes the file parse (paper 004
-    §VII-B), else all of it; ``healed``: the prefix's end the tokens write first (not middle)."""
+    §VII-B), else all of it; ``healed``: the prefix's end the tokens write first (not middle).
+    A middle ending in a name character never counts before a suffix that starts with one."""
+    fuses = bool(suffix) and _is_word_char(suffix[0])
     for n in range(len(ids), -1, -1):
         middle = middle_of(codec, ids[:n], healed)
+        if fuses and middle and _is_word_char(middle[-1]):
+            continue
         if parses(prefix + middle + suffix, python_version):
             return middle
     return middle_of(codec, ids, healed)

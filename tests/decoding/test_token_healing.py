@@ -141,3 +141,24 @@ def test_each_token_carries_the_model_log_probability(decoder, mode):
     assert all(lp <= 0.0 for lp in result.logprobs)
     if result.logprobs:
         assert result.mean_logprob == pytest.approx(sum(result.logprobs) / len(result.logprobs))
+
+
+def test_the_middle_never_fuses_with_a_name_after_the_cursor(decoder):
+    """``def |add(self)``: a middle that ends in a name character would make one name with
+    ``add``; the constraint does not let it end there."""
+    prefix, suffix = "class A:\n    def ", "add(self):\n        return 1\n"
+    checker = fimconstrain.fim_checker(prefix, suffix)
+    state = ConstraintState(checker, decoder.codec, word_suffix=True)
+    for token in decoder.codec.encode("x"):
+        state = state.child(token)
+    assert state is not None and not state.can_end()  # `def xadd(self)` is valid, but fused
+    result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12)
+    assert not (result.middle and ("a" + result.middle[-1]).isidentifier())
+
+
+def test_no_end_of_middle_cut_fuses_with_the_suffix():
+    from fimconstrain.decoding.end_of_middle import finish_middle
+
+    checker = fimconstrain.fim_checker("x = ", "value\n")
+    assert finish_middle(checker, "other", suffix="value\n") is None
+    assert finish_middle(checker, "other + ", suffix="value\n") == "other + "

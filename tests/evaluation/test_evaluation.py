@@ -94,7 +94,9 @@ def test_one_record_per_experiment(results, datasets):
         ex = examples[rec["id"]]
         assert rec["truth"] == ex.middle and rec["context_chars"] == len(ex.prefix) + len(ex.suffix)
         assert rec["success"] == ast_parses(ex.prefix + rec["middle"] + ex.suffix)
-        assert 0 <= rec["tokens"] <= 12 and rec["hit_budget"] == (rec["stopped"] in ("budget", "finished"))
+        assert 0 <= rec["tokens"] <= 12 and rec["hit_budget"] == (
+            rec["stopped"] in ("budget", "best-stop", "finished")
+        )
         assert rec["model_seconds"] >= 0 and rec["constraint_seconds"] >= 0
         if rec["mode"] in ("constrained", "constrained-nofinish"):
             assert rec["setup_seconds"] > 0

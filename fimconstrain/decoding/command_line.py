@@ -1,0 +1,107 @@
+"""What the command lines take in: argument types with their ranges, and the source file.
+
+Torch-free on purpose: ``fimconstrain --help``, ``complete --help`` and ``check`` parse their
+arguments and read their file before anything heavy is imported. A bad value is argparse's
+one-line error with exit code 2; a file that cannot be a Python source is an
+:class:`~fimconstrain.engine.errors.InputError` naming the place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from bisect import bisect_right
+
+from ..engine.errors import InputError
+from .positions import line_starts
+
+#: the decoding modes (:data:`.generate.MODES` re-exports them with the decode loop)
+MODES = ("unconstrained", "checked", "constrained", "prefix")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, except where there is none to show (None, or a
+    flag's False): the option's own text says what happens then."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False or action.help is None:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
+def _number(kind, text: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {'an integer' if kind is int else 'a number'}"
+        ) from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(float, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value:g}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A nucleus mass: in (0, 1]."""
+    value = _number(float, text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {value:g}")
+    return value
+
+
+def _where(text: str, offset: int) -> str:
+    starts = line_starts(text)
+    line = bisect_right(starts, offset) - 1
+    return f"{line + 1}:{offset - starts[line] + 1}"
+
+
+def read_source(path: str) -> tuple[str, str]:
+    """``(display name, text)`` of a UTF-8 source file, ``-`` for standard input. A leading byte
+    order mark is dropped (as CPython drops it); undecodable bytes and NUL characters are an
+    :class:`InputError` at their line and column."""
+    if path == "-":
+        name, data = "<stdin>", sys.stdin.buffer.read()
+    else:
+        name = path
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as error:
+            raise InputError(f"{name}: cannot read: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        good = data[: error.start].decode("utf-8", errors="replace")
+        raise InputError(
+            f"{name}:{_where(good, len(good))}: not valid UTF-8 (byte 0x{data[error.start]:02x} at byte "
+            f"offset {error.start}); fimconstrain reads UTF-8 only"
+        ) from None
+    text = text.removeprefix("\ufeff")
+    nul = text.find("\0")
+    if nul >= 0:
+        raise InputError(
+            f"{name}:{_where(text, nul)}: NUL character (a Python source cannot contain one)", offset=nul
+        )
+    return name, text
