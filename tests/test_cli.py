@@ -317,3 +317,11 @@ def test_complete_reads_stdin_and_reports_where_the_time_went():
     rc, _out, err = run("complete", "-", "--cursor", "30:9", "--max-new-tokens", "8", stdin=source)
     assert rc in (0, 1), err
     assert "# stopped: " in err and re.search(r"# time: import [\d.]+ s, model load [\d.]+ s, generate", err)
+
+
+def test_readme_explains_every_stopped_value():
+    from fimconstrain.decoding.complete_file import STOPPED
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for value in STOPPED:
+        assert f"- `{value}`:" in readme, value
