@@ -6,6 +6,9 @@ import argparse
 import logging
 import os
 import sys
+from typing import BinaryIO, cast
+
+from .transport import MAX_MESSAGE_BYTES, FramedStream
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
     ap.add_argument("--log-file", help="also write the server's log here")
+    ap.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=MAX_MESSAGE_BYTES,
+        metavar="N",
+        help="larger messages are skipped with an error in the log (stdio; default 64 MiB)",
+    )
     ap.add_argument(
         "--log-level",
         default="WARNING",
@@ -52,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.tcp:
             server.start_tcp(args.host, args.port)
         else:
-            server.start_io()
+            # pygls' stdio reader calls only readline() and read(n) of what it is given
+            stdin = cast(BinaryIO, FramedStream(sys.stdin.buffer, args.max_message_bytes))
+            server.start_io(stdin=stdin)
     finally:
         server.cancel_all("exit")
         server.worker.shutdown(wait=False, cancel_futures=True)

@@ -79,8 +79,18 @@ class _BadRequest:
 
 
 class FimProtocol(LanguageServerProtocol):
-    """pygls' protocol with three changes: UTF-8 positions whenever the client offers them, an
-    InvalidParams answer for malformed requests, and document sync that a bad edit cannot break."""
+    """pygls' protocol with these changes: UTF-8 positions whenever the client offers them, an
+    InvalidParams answer for malformed requests, a ParseError answer for a body that is not
+    JSON, an InvalidRequest answer for every request after ``shutdown``, and document sync that
+    a bad edit cannot break."""
+
+    def reply_parse_error(self, error: Exception) -> None:
+        """Answer a message whose body is not JSON (JSON-RPC: error -32700, id null)."""
+        log.warning("a message that is not JSON was answered with a parse error: %s", error)
+        self._send_response(
+            None,  # type: ignore[arg-type]  # JSON-RPC answers an unreadable request with id null
+            error=types.ResponseError(code=types.ErrorCodes.ParseError, message=f"parse error: {error}"),
+        )
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
@@ -122,6 +132,15 @@ class FimProtocol(LanguageServerProtocol):
             raise
 
     def handle_message(self, message):
+        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
+        if self._shutdown and method not in (None, types.EXIT) and msg_id is not None:
+            self._send_response(
+                msg_id,
+                error=types.ResponseError(
+                    code=types.ErrorCodes.InvalidRequest, message=f"{method} after shutdown"
+                ),
+            )
+            return
         if isinstance(message, _BadRequest):
             log.warning(
                 "malformed %s request (id %s): its params do not match the protocol",
@@ -213,7 +232,12 @@ class FimServer(LanguageServer):
             self.loop.call_soon_threadsafe(fn, *args)
 
     def report_server_error(self, error: Exception, source) -> None:
-        """Out-of-band errors (malformed notifications...) go to the log, not to pop-ups."""
+        """Out-of-band errors go to the log, not to pop-ups; a body that is not JSON (pygls'
+        reader hands its decoding error here) is answered with a parse error."""
+        if source is JsonRpcException and isinstance(error, ValueError):  # JSONDecodeError, UnicodeError
+            assert isinstance(self.protocol, FimProtocol)  # made with protocol_cls=FimProtocol
+            self.protocol.reply_parse_error(error)
+            return
         log.warning("%s: %s", getattr(source, "__name__", source), error)
 
     def set_status(self, state: str, message: str) -> None:
