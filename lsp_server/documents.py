@@ -11,7 +11,8 @@ the protocol asks.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, field
 
 from fimconstrain.decoding.positions import line_starts
 
@@ -85,6 +86,22 @@ class Document:
     text: str
     version: int | None
     language_id: str
+    #: where each line of ``text`` begins, kept up to date edit by edit (an edit of a large
+    #: document then costs about its own size, not the document's)
+    starts: list[int] = field(default_factory=list, repr=False)
+
+
+def edited_starts(starts: list[int], text: str, a: int, b: int, inserted: int) -> list[int]:
+    """The line starts of ``text`` after ``[a, b)`` of the text ``starts`` described was replaced
+    by ``inserted`` characters: kept before the edit, shifted after it, and found again from the
+    line before the edit to the line after it (a ``\r`` and a ``\n`` may join across it)."""
+    i = max(0, bisect_right(starts, a) - 2)
+    j = bisect_right(starts, b) + 1
+    delta = inserted - (b - a)
+    lo = starts[i]
+    hi = starts[j] + delta if j < len(starts) else len(text)
+    middle = [lo + s for s in line_starts(text[lo:hi]) if lo + s < hi or j >= len(starts)]
+    return starts[:i] + middle + [s + delta for s in starts[j:]]
 
 
 class Documents:
@@ -97,7 +114,7 @@ class Documents:
 
     def open(self, uri: str, text: str, version: int | None, language_id: str) -> None:
         with self._lock:
-            self._docs[uri] = Document(uri, text, version, language_id or "")
+            self._docs[uri] = Document(uri, text, version, language_id or "", line_starts(text))
 
     def close(self, uri: str) -> None:
         with self._lock:
@@ -106,11 +123,17 @@ class Documents:
     def get(self, uri: str) -> Document | None:
         with self._lock:
             doc = self._docs.get(uri)
-            return None if doc is None else Document(doc.uri, doc.text, doc.version, doc.language_id)
+            return (
+                None if doc is None else Document(doc.uri, doc.text, doc.version, doc.language_id, doc.starts)
+            )
 
     def __contains__(self, uri: str) -> bool:
         with self._lock:
             return uri in self._docs
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._docs)
 
     def change(self, uri: str, version: int | None, changes: list) -> bool:
         """Apply content changes (each with ``range`` for incremental, without for full); False if unknown."""
@@ -118,19 +141,19 @@ class Documents:
             doc = self._docs.get(uri)
             if doc is None:
                 return False
-            text = doc.text
+            text, starts = doc.text, doc.starts
             for change in changes:
                 rng = getattr(change, "range", None)
                 new = getattr(change, "text", "")
                 if rng is None:
-                    text = new
+                    text, starts = new, line_starts(new)
                     continue
-                starts = line_starts(text)
                 a = offset_at(text, rng.start.line, rng.start.character, self.encoding, starts)
                 b = offset_at(text, rng.end.line, rng.end.character, self.encoding, starts)
                 if b < a:
                     a, b = b, a
                 text = text[:a] + new + text[b:]
-            doc.text = text
+                starts = edited_starts(starts, text, a, b, len(new))
+            doc.text, doc.starts = text, starts
             doc.version = version
             return True

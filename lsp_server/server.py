@@ -29,6 +29,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
+from fimconstrain import clear_caches
+
 from . import __version__
 from .config import SECTION, Settings, section, update
 from .documents import UTF8, Documents, encoding_name, offset_at
@@ -40,6 +42,10 @@ log = logging.getLogger("lsp_server")
 
 STATUS = "fimconstrain/status"
 GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worker to hand over what it has
+#: how long a request that arrives while the model loads waits for it (its own deadline then
+#: starts when the model is ready)
+LOAD_WAIT_SECONDS = 120.0
+POLL_SECONDS = 0.05  # how often a request waiting for the model looks whether it was superseded
 CONFIG_PULL_SECONDS = 3.0
 #: an edit that inserts this many characters, or spans this many lines, is a major change: the
 #: document is checked again at the version its pythonVersion setting gives
@@ -113,14 +119,23 @@ class FimProtocol(LanguageServerProtocol):
             yield handler, args, None
         self._server.shutdown()
 
+    # Documents live in the server's own store (lsp_server/documents.py), not in pygls'
+    # workspace too: a second copy doubled the memory of a large document and re-split its
+    # lines on every edit, on the event loop.
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
-        try:
-            for change in params.content_changes:
-                self.workspace.update_text_document(params.text_document, change)
-        except Exception as error:  # unknown document or odd range: our own store decides
-            log.debug("pygls workspace did not take the change: %r", error)
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
     def structure_message(self, data: dict[str, Any]):
@@ -451,7 +466,7 @@ class FimServer(LanguageServer):
             return empty
         self.warned.discard(uri)
         text, enc = doc.text, self.encoding
-        cursor = offset_at(text, params.position.line, params.position.character, enc)
+        cursor = offset_at(text, params.position.line, params.position.character, enc, doc.starts)
         context = params.context
         kind = context.trigger_kind if context else types.InlineCompletionTriggerKind.Automatic
         selected = context.selected_completion_info if context else None
@@ -460,7 +475,8 @@ class FimServer(LanguageServer):
             # the item must extend the selected completion and replace the same range:
             # complete the document as it will be once that completion is accepted
             a, b = sorted(
-                offset_at(text, p.line, p.character, enc) for p in (selected.range.start, selected.range.end)
+                offset_at(text, p.line, p.character, enc, doc.starts)
+                for p in (selected.range.start, selected.range.end)
             )
             lead, replace = selected.text, selected.range
             prefix, suffix = text[:a] + lead, text[b:]
@@ -482,7 +498,8 @@ class FimServer(LanguageServer):
             previous.cancel("superseded")
         self.jobs[uri] = job
         self.running += 1
-        self.set_status("busy", f"completing {uri.rsplit('/', 1)[-1]}")
+        if self.engine.loaded is not None:  # while the model loads, the status keeps saying so
+            self.set_status("busy", f"completing {uri.rsplit('/', 1)[-1]}")
         try:
             middles = await self._run(job, prefix, suffix, settings, items)
             self.note_version(uri, version, job.used_version)
@@ -498,15 +515,27 @@ class FimServer(LanguageServer):
             items=[types.InlineCompletionItem(insert_text=lead + middle, range=replace) for middle in middles]
         )
 
+    async def _wait_for_model(self, job: Job) -> bool:
+        """Wait while the model loads (up to :data:`LOAD_WAIT_SECONDS`); False when it failed,
+        did not come in time, or the request was superseded or cancelled meanwhile."""
+        give_up = time.monotonic() + LOAD_WAIT_SECONDS
+        while self.engine.loaded is None:
+            if self.engine.error or self.model_ready is None or job.cancelled:
+                return False
+            if time.monotonic() > give_up:
+                log.info("model not ready after %.0f s; no completion", LOAD_WAIT_SECONDS)
+                return False
+            try:
+                await asyncio.wait_for(self.model_ready.wait(), POLL_SECONDS)
+            except asyncio.TimeoutError:
+                continue
+        return not job.cancelled
+
     async def _run(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
         if self.engine.loaded is None:
-            if self.engine.error or self.model_ready is None:
+            if not await self._wait_for_model(job):
                 return []
-            try:
-                await asyncio.wait_for(self.model_ready.wait(), max(0.0, job.deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                log.info("model not ready before the deadline; no completion")
-                return []
+            job.deadline = time.monotonic() + settings.deadline_ms / 1000  # from when the model is ready
         if job.cancelled:
             return []
         started = time.perf_counter()
@@ -612,8 +641,12 @@ def create_server() -> FimServer:
         uri = params.text_document.uri
         ls.documents.close(uri)
         ls.doc_versions.pop(uri, None)
+        ls.warned.discard(uri)
         if uri in ls.jobs:
             ls.jobs[uri].cancel("superseded")
+        # the engine keeps checkers of recent prefixes: drop them (on the worker, which owns
+        # them), so that a closed document's text and parse states are freed
+        ls.worker.submit(clear_caches)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimServer, params: types.InlineCompletionParams):
