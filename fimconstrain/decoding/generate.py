@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
-from ..engine.checker import Checker, fim_checker
+from ..engine.checker import Checker, check_characters, fim_checker
 from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 from . import command_line
 from .end_of_middle import finish_middle, single_line_end
@@ -429,6 +429,7 @@ class FimDecoder:
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        check_characters(prefix, suffix)  # in every mode, before a tokenizer sees them
         version = self.version_for(python_version)
         assert self.window is not None and self.fim_format is not None  # set in __post_init__
         max_new_tokens = max(1, min(max_new_tokens, self.window // 2))

@@ -335,7 +335,7 @@ def fim_checker(
         if not isinstance(value, str):
             raise InputError(f"{name} must be str, not {type(value).__name__}")
     context = _context(language, python_version)
-    _check_characters(prefix, suffix)
+    check_characters(prefix, suffix)
     checker = context.prefixes.checker_for(context.start, prefix)
     if checker is None:
         raise UncompletableError(
@@ -351,8 +351,9 @@ def fim_checker(
     return checker.with_suffix(plan)
 
 
-def _check_characters(prefix: str, suffix: str) -> None:
-    """Raise :class:`InputError` at the first character no source file may contain."""
+def check_characters(prefix: str, suffix: str) -> None:
+    """Raise :class:`InputError` at the first character of ``prefix + suffix`` that no source
+    file may contain (NUL, a lone surrogate), naming its offset and line."""
     for name, text, base in (("prefix", prefix, 0), ("suffix", suffix, len(prefix))):
         bad = _invalid_character_at(text)
         if bad is not None:
