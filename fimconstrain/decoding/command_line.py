@@ -42,33 +42,23 @@ def _number(kind, text: str):
     return value
 
 
-def positive_int(text: str) -> int:
-    value = _number(int, text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def _checked(kind, ok, requirement: str):
+    """An argparse type: a ``kind`` number for which ``ok`` holds, else "must be <requirement>"."""
+
+    def parse(text: str):
+        value = _number(kind, text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, not {value:g}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    value = _number(int, text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = _number(float, text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value:g}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A nucleus mass: in (0, 1]."""
-    value = _number(float, text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {value:g}")
-    return value
+positive_int = _checked(int, lambda value: value >= 1, "at least 1")
+non_negative_int = _checked(int, lambda value: value >= 0, "0 or more")
+non_negative_float = _checked(float, lambda value: value >= 0, "0 or more")
+#: a nucleus mass
+probability = _checked(float, lambda value: 0 < value <= 1, "in (0, 1]")
 
 
 def _where(text: str, offset: int) -> str:
