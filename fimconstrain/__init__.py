@@ -8,7 +8,7 @@ The public contract::
 """
 
 from .engine.checker import Checker, clear_caches, fim_checker
-from .engine.errors import FimConstrainError, GrammarError, InputError, UncompletableError
+from .engine.errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
 from .engine.versions import NEWEST as NEWEST_PYTHON
 from .engine.versions import SUPPORTED as SUPPORTED_PYTHONS
 from .engine.versions import parse_python_version
@@ -20,6 +20,7 @@ __all__ = [
     "FimConstrainError",
     "GrammarError",
     "InputError",
+    "Interrupted",
     "UncompletableError",
     "clear_caches",
     "fim_checker",

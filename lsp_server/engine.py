@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,9 @@ class Job:
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
         self._event = threading.Event()
         self.generated = 0  # tokens generated over all of this job's generations
+        #: set by the server: whether other requests wait for the worker and this one has had its
+        #: turn (reading a large document is then put aside, and resumed when they are answered)
+        self.yield_turn: Callable[[], bool] = lambda: False
 
     def cancel(self, reason: str = "cancelled") -> None:
         if self.reason is None:
@@ -74,6 +78,10 @@ class Job:
 
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
+
+    def interrupt_setup(self) -> bool:
+        """True when reading the document should be put aside now (see :attr:`yield_turn`)."""
+        return self.should_stop() or self.yield_turn()
 
     def should_stop(self) -> bool:
         """True when the generation must end now (checked once per decode step)."""
@@ -179,6 +187,7 @@ class Engine:
             finish_seconds=FINISH_SECONDS,
             finish_search=finish_search,
             python_version=python_version,
+            interrupt_setup=job.interrupt_setup,
         )
         if result.stopped == "line":
             job.ended = "end of line"
@@ -200,7 +209,7 @@ class Engine:
         The syntax is ``job.python_version``'s, or a newer version's when the document
         (``job.verify_text``) or the text around the cursor does not parse at it but does at a
         newer one (never refused for its version); ``job.used_version`` says which was used."""
-        from fimconstrain import FimConstrainError
+        from fimconstrain import FimConstrainError, Interrupted
         from fimconstrain.engine.versions import parse_python_version
 
         from .pyversion import accepts, newest_accepting
@@ -210,7 +219,7 @@ class Engine:
             return []
         constrain_suffix = suffix if settings.mode == "fim" else ""
         version = parse_python_version(job.python_version)
-        if job.verify_text is not None and not accepts(job.verify_text, "", version):
+        if job.verify_text is not None and not accepts(job.verify_text, "", version, job.interrupt_setup):
             version = newest_accepting(job.verify_text, "", version) or version
         job.used_version = version
         out: dict[str, float] = {}
@@ -235,6 +244,8 @@ class Engine:
 
             try:
                 middle = generate(version)
+            except Interrupted:
+                raise  # the server puts the request aside and resumes it
             except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
                 newer = newest_accepting(prefix, constrain_suffix, version)
                 if newer is None:

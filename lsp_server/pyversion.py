@@ -17,6 +17,7 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,14 +222,19 @@ class Chooser:
 # ---------------------------------------------------------------- does the text parse at a version
 
 
-def accepts(prefix: str, suffix: str, version: PythonVersion) -> bool:
+def accepts(
+    prefix: str, suffix: str, version: PythonVersion, should_stop: Callable[[], bool] | None = None
+) -> bool:
     """Whether some middle makes ``prefix + middle + suffix`` a program of ``version`` (as far
     as the checker can tell up front: a prefix that no text completes, or a suffix that cannot
-    follow, is not). Runs the checker: call it on the server's worker thread."""
-    from fimconstrain import FimConstrainError, fim_checker
+    follow, is not). Runs the checker: call it on the server's worker thread. ``should_stop``:
+    as :func:`fimconstrain.fim_checker`'s (:class:`fimconstrain.Interrupted` goes through)."""
+    from fimconstrain import FimConstrainError, Interrupted, fim_checker
 
     try:
-        fim_checker(prefix, suffix, python_version=version)
+        fim_checker(prefix, suffix, python_version=version, should_stop=should_stop)
+    except Interrupted:
+        raise
     except FimConstrainError:
         return False
     except RecursionError:  # pragma: no cover - pathological nesting

@@ -29,7 +29,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from fimconstrain import clear_caches
+from fimconstrain import Interrupted, clear_caches
 
 from . import __version__
 from .config import SECTION, Settings, section, update
@@ -46,6 +46,9 @@ GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worke
 #: starts when the model is ready)
 LOAD_WAIT_SECONDS = 120.0
 POLL_SECONDS = 0.05  # how often a request waiting for the model looks whether it was superseded
+#: how long a request may read a document on the worker while others wait for it; past that,
+#: reading a large document is put aside (the engine keeps the work) and resumed after them
+TURN_SECONDS = 0.05
 CONFIG_PULL_SECONDS = 3.0
 #: an edit that inserts this many characters, or spans this many lines, is a major change: the
 #: document is checked again at the version its pythonVersion setting gives
@@ -210,6 +213,8 @@ class FimServer(LanguageServer):
         self.documents = Documents()
         self.engine = Engine()
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fimconstrain-worker")
+        self.queued = 0  # completions submitted to the worker and not started yet
+        self.queued_lock = threading.Lock()
         self.jobs: dict[str, Job] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
@@ -539,25 +544,47 @@ class FimServer(LanguageServer):
         if job.cancelled:
             return []
         started = time.perf_counter()
-        work = self.worker.submit(self.engine.complete, job, prefix, suffix, settings, items)
-        work.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
-        future = asyncio.wrap_future(work)
-        done, _ = await asyncio.wait(
-            {future}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS
-        )
-        if not done:
-            job.cancel("deadline")
-            future.add_done_callback(_consume)
-            log.info("deadline passed with the worker still busy; no completion")
-            return []
-        try:
-            middles = future.result()
-        except Exception:
-            log.exception("completion failed")
-            return []
+        while True:
+            future = asyncio.wrap_future(self._submit(job, prefix, suffix, settings, items, started))
+            done, _ = await asyncio.wait(
+                {future}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS
+            )
+            if not done:
+                job.cancel("deadline")
+                future.add_done_callback(_consume)
+                log.info("deadline passed with the worker still busy; no completion")
+                return []
+            try:
+                middles = future.result()
+            except Interrupted:  # reading a large document was put aside for other requests
+                if job.cancelled or job.expired():
+                    return []
+                continue  # its turn again, behind them; the engine resumes where it stopped
+            except Exception:
+                log.exception("completion failed")
+                return []
+            break
         if job.reason == "superseded":
             return []
         return middles
+
+    def _submit(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int, started: float):
+        """Queue a completion on the worker; while other requests wait behind it, it yields its
+        turn after :data:`TURN_SECONDS` of reading the document (``Job.yield_turn``)."""
+        with self.queued_lock:
+            self.queued += 1
+        turn = [0.0]
+
+        def run() -> list[str]:
+            with self.queued_lock:
+                self.queued -= 1
+            turn[0] = time.monotonic()
+            return self.engine.complete(job, prefix, suffix, settings, items)
+
+        job.yield_turn = lambda: self.queued > 0 and time.monotonic() - turn[0] > TURN_SECONDS
+        work = self.worker.submit(run)
+        work.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
+        return work
 
     def cancel_all(self, reason: str) -> None:
         for job in list(self.jobs.values()):
@@ -566,8 +593,8 @@ class FimServer(LanguageServer):
 
 def _summary(job: Job, done, seconds: float) -> None:
     """Log what a completion did (from the worker thread, when it ends)."""
-    if done.cancelled():
-        return
+    if done.cancelled() or isinstance(done.exception(), Interrupted):
+        return  # (put aside: it is logged when it ends)
     error = done.exception()
     count = "failed" if error else f"{len(done.result())} item(s)"
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""

@@ -81,12 +81,13 @@ class _EngineAtRunningVersion:
     def __getattr__(self, name):
         return getattr(self._module, name)
 
-    def fim_checker(self, prefix, suffix="", language="python", python_version=None):
+    def fim_checker(self, prefix, suffix="", language="python", python_version=None, should_stop=None):
         return self._module.fim_checker(
             prefix,
             suffix,
             language,
             python_version=RUNNING_VERSION if python_version is None else python_version,
+            should_stop=should_stop,
         )
 
 

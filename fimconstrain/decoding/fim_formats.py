@@ -270,6 +270,9 @@ def build_prompt(
     layout = fmt.layouts[order]
     marker_ids = fmt.marker_ids(tok)
     head = [tok.bos_token_id] if fmt.bos and tok.bos_token_id is not None else []
+    if max_tokens is not None:  # a token is a few characters: encode no more text than can fit
+        reach = 32 * max_tokens
+        prefix, suffix = prefix[-reach:], suffix[:reach]
     pre = codec.encode(prefix)
     suf = codec.encode(suffix, leading_space=not fmt.suffix_without_space)
     if max_tokens is not None:

@@ -405,6 +405,7 @@ class FimDecoder:
         on_token: Callable[[int], None] | None = None,
         heal: bool = True,
         finish_search: bool = True,
+        interrupt_setup: Callable[[], bool] | None = None,
     ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
@@ -425,7 +426,9 @@ class FimDecoder:
         before the prefix's last token and the first tokens must write it again
         (:func:`healed_tail`); the middle returned is what comes after it. Without
         ``finish_search`` the end-of-middle policy only cuts (the editor: an item only the
-        finish search made valid is not shown).
+        finish search made valid is not shown). ``interrupt_setup`` is passed to
+        :func:`~fimconstrain.engine.checker.fim_checker` as ``should_stop`` (reading a long
+        prefix can be put aside: :class:`~fimconstrain.engine.errors.Interrupted`).
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -445,7 +448,7 @@ class FimDecoder:
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         run = _Run(self, prefix, suffix, mode, len(prompt), version, healing)
         if mode in ("constrained", "prefix"):
-            run.start_constraint(suffix if mode == "constrained" else "", version)
+            run.start_constraint(suffix if mode == "constrained" else "", version, interrupt_setup)
         store = (
             self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
         )
@@ -520,10 +523,16 @@ class _Run:
         ] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
 
-    def start_constraint(self, suffix: str, python_version: PythonVersion | None = None) -> None:
+    def start_constraint(
+        self,
+        suffix: str,
+        python_version: PythonVersion | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
         """Build the checker (the one-time cost): for the whole file, or the prefix only."""
         start = time.perf_counter()
-        checker = fim_checker(self.prefix, suffix, python_version=self.decoder.version_for(python_version))
+        version = self.decoder.version_for(python_version)
+        checker = fim_checker(self.prefix, suffix, python_version=version, should_stop=should_stop)
         word_suffix = bool(suffix) and _is_word_char(suffix[0])
         self.state = ConstraintState(
             checker, self.decoder.codec, healing=self.healing, word_suffix=word_suffix

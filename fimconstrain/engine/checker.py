@@ -314,7 +314,11 @@ def _context(language: str, python_version: VersionLike | None = None) -> _Conte
 
 
 def fim_checker(
-    prefix: str, suffix: str = "", language: str = "python", python_version: VersionLike | None = None
+    prefix: str,
+    suffix: str = "",
+    language: str = "python",
+    python_version: VersionLike | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Checker[Any]:
     """A checker for middles between ``prefix`` and ``suffix``, for the syntax of
     ``python_version`` (``"3.12"`` or ``(3, 12)``; 3.8 to 3.14, default the newest, so that
@@ -330,13 +334,17 @@ def fim_checker(
 
     With a non-empty suffix the middle is checked against the prefix as it is generated and
     against the suffix when the program is ended (``is_complete``).
+
+    ``should_stop`` (optional) is asked now and then while a long prefix is read; when it says
+    so, :class:`~.errors.Interrupted` is raised and the work so far is kept, so that a server can
+    put a large file aside for other requests and resume it later.
     """
     for name, value in (("prefix", prefix), ("suffix", suffix)):
         if not isinstance(value, str):
             raise InputError(f"{name} must be str, not {type(value).__name__}")
     context = _context(language, python_version)
     check_characters(prefix, suffix)
-    checker = context.prefixes.checker_for(context.start, prefix)
+    checker = context.prefixes.checker_for(context.start, prefix, should_stop)
     if checker is None:
         raise UncompletableError(
             "the prefix cannot be completed to a valid program",

@@ -24,3 +24,8 @@ class UncompletableError(FimConstrainError):
     def __init__(self, message: str, offset: int | None = None):
         super().__init__(message)
         self.offset = offset
+
+
+class Interrupted(FimConstrainError):
+    """The caller's ``should_stop`` ended the work early; what was done is kept in the caches,
+    so the same call later resumes where this one stopped."""

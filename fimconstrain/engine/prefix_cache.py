@@ -9,8 +9,10 @@ every keystroke, and most of the file has not changed since the last request.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar, overload
 
+from .errors import Interrupted
 from .layer_protocol import StateT
 
 K = TypeVar("K")
@@ -75,8 +77,12 @@ class PrefixCache(Generic[StateT]):
         self.hits = 0
         self.misses = 0
 
-    def checker_for(self, start: StateT, prefix: str) -> StateT | None:
-        """The checker after ``prefix`` (None if the prefix is rejected)."""
+    def checker_for(
+        self, start: StateT, prefix: str, should_stop: Callable[[], bool] | None = None
+    ) -> StateT | None:
+        """The checker after ``prefix`` (None if the prefix is rejected). ``should_stop`` is asked
+        at each checkpoint; when it says so, the checkpoints so far are kept and
+        :class:`~.errors.Interrupted` is raised (a large prefix is built across several calls)."""
         best, shared = -1, 0
         for i, (text, _) in enumerate(self._documents):
             n = common_prefix_length(text, prefix)
@@ -93,6 +99,9 @@ class PrefixCache(Generic[StateT]):
         next_mark = at + self.spacing
         pos = prefix.find("\n", next_mark - 1)
         while checker is not None and 0 <= pos < len(prefix) - 1:
+            if should_stop is not None and should_stop():
+                self._remember(prefix, checkpoints)
+                raise Interrupted(f"stopped after {at} of {len(prefix)} characters of the prefix")
             checker = checker.feed(prefix[at : pos + 1])
             at = pos + 1
             if checker is not None:
@@ -100,9 +109,12 @@ class PrefixCache(Generic[StateT]):
             pos = prefix.find("\n", at + self.spacing - 1)
         if checker is not None:
             checker = checker.feed(prefix[at:])
+        self._remember(prefix, checkpoints)
+        return checker
+
+    def _remember(self, prefix: str, checkpoints: list[tuple[int, StateT]]) -> None:
         self._documents.insert(0, (prefix, checkpoints))
         del self._documents[self.size :]
-        return checker
 
     def clear(self) -> None:
         self._documents.clear()
