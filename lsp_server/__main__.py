@@ -6,9 +6,8 @@ import argparse
 import logging
 import os
 import sys
-from typing import BinaryIO, cast
 
-from .transport import MAX_MESSAGE_BYTES, FramedStream
+from .transport import MAX_MESSAGE_BYTES, serve_stdio, serve_tcp
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the file stays valid Python.",
     )
     ap.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
-    ap.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    ap.add_argument("--tcp", action="store_true", help="serve one client over TCP instead of stdio")
     ap.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
     ap.add_argument("--log-file", help="also write the server's log here")
@@ -29,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=MAX_MESSAGE_BYTES,
         metavar="N",
-        help="larger messages are skipped with an error in the log (stdio; default 64 MiB)",
+        help="larger messages are skipped with an error in the log (default 64 MiB)",
     )
     ap.add_argument(
         "--log-level",
@@ -60,11 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     server = create_server()
     try:
         if args.tcp:
-            server.start_tcp(args.host, args.port)
+            serve_tcp(server, args.host, args.port, args.max_message_bytes)
         else:
-            # pygls' stdio reader calls only readline() and read(n) of what it is given
-            stdin = cast(BinaryIO, FramedStream(sys.stdin.buffer, args.max_message_bytes))
-            server.start_io(stdin=stdin)
+            serve_stdio(server, args.max_message_bytes)
     finally:
         server.cancel_all("exit")
         server.worker.shutdown(wait=False, cancel_futures=True)

@@ -16,6 +16,8 @@ checked as (the message says so when that is newer than the ``pythonVersion`` se
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 import logging
 import threading
 import time
@@ -49,6 +51,8 @@ POLL_SECONDS = 0.05  # how often a request waiting for the model looks whether i
 #: how long a request may read a document on the worker while others wait for it; past that,
 #: reading a large document is put aside (the engine keeps the work) and resumed after them
 TURN_SECONDS = 0.05
+#: closing a document this large frees the engine's caches at once (see did_close)
+LARGE_DOCUMENT_CHARS = 1_000_000
 CONFIG_PULL_SECONDS = 3.0
 #: an edit that inserts this many characters, or spans this many lines, is a major change: the
 #: document is checked again at the version its pythonVersion setting gives
@@ -608,6 +612,18 @@ def _summary(job: Job, done, seconds: float) -> None:
     )
 
 
+def _forget_closed_document() -> None:
+    """On the worker: drop the engine's cached parse states, collect them, and hand the freed
+    heap back to the system where the C library can (glibc's ``malloc_trim``), so that the
+    server's memory goes back down after a large document is closed."""
+    clear_caches()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory stays with the process for reuse
+        pass
+
+
 def _consume(future) -> None:
     if not future.cancelled():
         future.exception()
@@ -666,14 +682,17 @@ def create_server() -> FimServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: FimServer, params: types.DidCloseTextDocumentParams):
         uri = params.text_document.uri
+        closed = ls.documents.get(uri)
         ls.documents.close(uri)
         ls.doc_versions.pop(uri, None)
         ls.warned.discard(uri)
         if uri in ls.jobs:
             ls.jobs[uri].cancel("superseded")
-        # the engine keeps checkers of recent prefixes: drop them (on the worker, which owns
-        # them), so that a closed document's text and parse states are freed
-        ls.worker.submit(clear_caches)
+        if closed is not None and len(closed.text) >= LARGE_DOCUMENT_CHARS:
+            # the engine keeps checkers of recent prefixes: drop them (on the worker, which owns
+            # them), so that a large document's text and parse states are freed; a small one's
+            # age out of the cache, which is cheaper than collecting on every close
+            ls.worker.submit(_forget_closed_document)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimServer, params: types.InlineCompletionParams):

@@ -1,9 +1,9 @@
-"""The wire under pygls: LSP framing that a broken client cannot wedge.
+"""The wire under pygls: LSP framing that a broken client cannot wedge, over stdio and TCP.
 
 pygls reads a message as header lines up to a blank line, then exactly ``Content-Length``
 bytes, and it knows only the header spelled ``Content-Length: N``. :class:`FramedStream` is the
-binary stdin handed to pygls' own stdio reader (``LanguageServer.start_io(stdin=...)``), so
-pygls stays in charge of the loop while the framing becomes forgiving:
+binary input handed to pygls' own stdio loop (``LanguageServer.start_io(stdin=...)``), so pygls
+stays in charge of the loop while the framing becomes forgiving:
 
 * header names are matched case-insensitively (``content-length: 12``), as the LSP base
   protocol's HTTP-style headers are;
@@ -11,17 +11,29 @@ pygls stays in charge of the loop while the framing becomes forgiving:
   lines that follow until the next header, so nothing is allocated for it and the connection
   resynchronises;
 * a body that runs into the next message's header (its ``Content-Length`` was too large) is
-  cut there, and the next message is read from that header on; the cut body fails to parse and
-  gets a parse error like any malformed JSON (see ``FimProtocol``);
-* a header line is read with a bounded length, so a stream without line breaks cannot exhaust
-  memory.
+  cut there as soon as that header arrives, without waiting for the bytes it claimed, and the
+  next message is read from that header on; the cut body fails to parse and gets a parse error
+  like any malformed JSON (see ``FimProtocol``);
+* header lines are read in bounded pieces, so a stream without line breaks cannot exhaust
+  memory, and a header cut between two pieces is still found;
+* the end of the stream inside a body, or a failed read, is logged and ends the loop cleanly.
+
+TCP (:func:`serve_tcp`) accepts one client and runs the same stdio loop over the socket, so
+both transports share this framing.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import re
-from typing import BinaryIO
+import socket
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +41,29 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: the longest header line read at once (longer lines are read in pieces and ignored)
 MAX_HEADER_LINE = 64 * 1024
-_HEADER = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
+#: how far back a header is looked for when a piece of a line or of a body ends (a longer
+#: ``Content-Length`` line cut between two reads is not recognised)
+_HEADER_OVERLAP = 256
+#: a ``Content-Length`` header at the end of a line (what precedes it is the rest of a body)
+_HEADER = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n\Z", re.IGNORECASE)
 #: a header line inside a body, where the next message begins (never in valid JSON: a raw line
 #: break cannot stand inside a JSON string, and the name cannot stand outside one)
 _NEXT_MESSAGE = re.compile(rb"content-length[ \t]*:[ \t]*\d+[ \t]*\r?\n", re.IGNORECASE)
 
 
-class FramedStream:
-    """A binary input stream for pygls' stdio reader (``readline`` and ``read``) that repairs
-    and bounds the LSP framing of ``raw`` (see the module's docstring)."""
+class Source(Protocol):
+    """What :class:`FramedStream` reads from: a buffered binary stream (stdin, a socket file)."""
 
-    def __init__(self, raw: BinaryIO, max_bytes: int = MAX_MESSAGE_BYTES):
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+    def read1(self, size: int = -1, /) -> bytes: ...
+
+
+class FramedStream:
+    """A binary input stream for pygls' stdio loop (``readline`` and ``read``) that repairs and
+    bounds the LSP framing of ``raw`` (see the module's docstring)."""
+
+    def __init__(self, raw: Source, max_bytes: int = MAX_MESSAGE_BYTES):
         self.raw = raw
         self.max_bytes = max_bytes
         self._pending = b""  # bytes read ahead (the start of the next message), served first
@@ -47,10 +71,7 @@ class FramedStream:
     def readline(self) -> bytes:
         """A header line, the ``Content-Length`` header respelled as pygls reads it."""
         line = self._line()
-        at = line.lower().find(b"content-length")
-        if at > 0:  # the end of a short body joined to the next header: start at the header
-            line = line[at:]
-        match = _HEADER.fullmatch(line)
+        match = _HEADER.search(line)
         if match is None:
             return line
         size = int(match.group(1))
@@ -66,29 +87,60 @@ class FramedStream:
     def read(self, size: int) -> bytes:
         """A message body of ``size`` bytes (fewer at the end of the stream), cut before the
         next message's header if one begins inside it."""
-        body = self._pending[:size]
+        body = bytearray(self._pending[:size])
         self._pending = self._pending[size:]
-        while len(body) < size:
-            more = self.raw.read(size - len(body))
+        start = 1  # where a header not looked for yet may begin (a body is never empty)
+        while (cut := _NEXT_MESSAGE.search(body, start)) is None and len(body) < size:
+            start = max(1, len(body) - _HEADER_OVERLAP)
+            more = self._receive(self.raw.read1, size - len(body))
             if not more:
+                log.error("the input ended %d bytes into a message of %d bytes", len(body), size)
                 break
             body += more
-        match = _NEXT_MESSAGE.search(body)
-        if match is not None and match.start() > 0:
+        if cut is not None:
             log.error(
                 "a message's Content-Length (%d) runs into the next message: resynchronised at its header",
                 size,
             )
-            self._pending = body[match.start() :] + self._pending
-            body = body[: match.start()]
-        return body
+            self._pending = bytes(body[cut.start() :]) + self._pending
+            del body[cut.start() :]
+        return bytes(body)
 
     def _line(self) -> bytes:
-        if self._pending:
-            end = self._pending.find(b"\n")
-            if end >= 0:
-                line, self._pending = self._pending[: end + 1], self._pending[end + 1 :]
-                return line
-            line, self._pending = self._pending, b""
-            return line + self.raw.readline(MAX_HEADER_LINE)
-        return self.raw.readline(MAX_HEADER_LINE)
+        """The next line, or a piece of a longer one; a piece's last bytes are kept back for
+        the next piece, so that a header which begins there is read whole."""
+        end = self._pending.find(b"\n")
+        if end >= 0:
+            line, self._pending = self._pending[: end + 1], self._pending[end + 1 :]
+            return line
+        line = self._pending + self._receive(self.raw.readline, MAX_HEADER_LINE)
+        self._pending = b""
+        if not line.endswith(b"\n") and len(line) > _HEADER_OVERLAP:
+            line, self._pending = line[:-_HEADER_OVERLAP], line[-_HEADER_OVERLAP:]
+        return line
+
+    @staticmethod
+    def _receive(read: Callable[[int], bytes], size: int) -> bytes:
+        """``read(size)``; a failed read (the client reset the connection) is the stream's end."""
+        try:
+            return read(size)
+        except OSError as error:
+            log.error("reading from the client failed: %s", error)
+            return b""
+
+
+def serve_stdio(server: LanguageServer, max_bytes: int) -> None:
+    """Run ``server`` on stdin/stdout until the client exits or goes away."""
+    stdin = cast(io.BufferedReader, sys.stdin.buffer)  # what Python makes of a binary stdin
+    server.start_io(stdin=cast(BinaryIO, FramedStream(stdin, max_bytes)))
+
+
+def serve_tcp(server: LanguageServer, host: str, port: int, max_bytes: int) -> None:
+    """Wait for one client on ``host:port`` and run ``server`` for it, as on stdio (pygls' own
+    ``start_tcp`` reads with asyncio's stream reader, which this framing cannot wrap)."""
+    with socket.create_server((host, port)) as listener:
+        log.info("listening on %s:%d", host, port)
+        connection, address = listener.accept()
+    log.info("client connected from %s", address)
+    with connection, connection.makefile("rb") as rfile, connection.makefile("wb") as wfile:
+        server.start_io(stdin=cast(BinaryIO, FramedStream(rfile, max_bytes)), stdout=wfile)
