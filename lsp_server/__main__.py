@@ -7,6 +7,8 @@ import logging
 import os
 import sys
 
+from fimconstrain.decoding.command_line import positive_int
+
 from .transport import MAX_MESSAGE_BYTES, serve_stdio, serve_tcp
 
 
@@ -25,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-file", help="also write the server's log here")
     ap.add_argument(
         "--max-message-bytes",
-        type=int,
+        type=positive_int,
         default=MAX_MESSAGE_BYTES,
         metavar="N",
         help="larger messages are skipped with an error in the log (default 64 MiB)",

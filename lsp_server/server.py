@@ -116,16 +116,6 @@ class FimProtocol(LanguageServerProtocol):
             ]
         return (yield from super().lsp_initialize(params))
 
-    @lsp_method(types.EXIT)
-    def lsp_exit(self, *args):
-        if getattr(self._server, "_server", None) is None:  # stdio: pygls exits the process
-            return (yield from super().lsp_exit(*args))
-        # TCP: close the listening socket so that start_tcp returns (pygls would raise
-        # SystemExit inside the connection callback)
-        if (handler := self.fm.features.get(types.EXIT)) is not None:
-            yield handler, args, None
-        self._server.shutdown()
-
     # Documents live in the server's own store (lsp_server/documents.py), not in pygls'
     # workspace too: a second copy doubled the memory of a large document and re-split its
     # lines on every edit, on the event loop.

@@ -16,7 +16,8 @@ stays in charge of the loop while the framing becomes forgiving:
   like any malformed JSON (see ``FimProtocol``);
 * header lines are read in bounded pieces, so a stream without line breaks cannot exhaust
   memory, and a header cut between two pieces is still found;
-* the end of the stream inside a body, or a failed read, is logged and ends the loop cleanly.
+* the end of the stream inside a body, or a failed read, is logged and ends the loop cleanly
+  (the cut message is dropped: nobody is left to answer).
 
 TCP (:func:`serve_tcp`) accepts one client and runs the same stdio loop over the socket, so
 both transports share this framing.
@@ -85,17 +86,17 @@ class FramedStream:
         return b"Content-Length: %d\r\n" % size
 
     def read(self, size: int) -> bytes:
-        """A message body of ``size`` bytes (fewer at the end of the stream), cut before the
-        next message's header if one begins inside it."""
+        """A message body of ``size`` bytes, cut before the next message's header if one
+        begins inside it; nothing if the stream ends first."""
         body = bytearray(self._pending[:size])
         self._pending = self._pending[size:]
         start = 1  # where a header not looked for yet may begin (a body is never empty)
         while (cut := _NEXT_MESSAGE.search(body, start)) is None and len(body) < size:
             start = max(1, len(body) - _HEADER_OVERLAP)
             more = self._receive(self.raw.read1, size - len(body))
-            if not more:
+            if not more:  # nobody is left to answer: an empty body ends pygls' loop
                 log.error("the input ended %d bytes into a message of %d bytes", len(body), size)
-                break
+                return b""
             body += more
         if cut is not None:
             log.error(
@@ -137,10 +138,11 @@ def serve_stdio(server: LanguageServer, max_bytes: int) -> None:
 
 def serve_tcp(server: LanguageServer, host: str, port: int, max_bytes: int) -> None:
     """Wait for one client on ``host:port`` and run ``server`` for it, as on stdio (pygls' own
-    ``start_tcp`` reads with asyncio's stream reader, which this framing cannot wrap)."""
+    ``start_tcp`` gives its loop asyncio's stream reader, with no way to hand it another)."""
     with socket.create_server((host, port)) as listener:
         log.info("listening on %s:%d", host, port)
         connection, address = listener.accept()
     log.info("client connected from %s", address)
-    with connection, connection.makefile("rb") as rfile, connection.makefile("wb") as wfile:
+    with connection:  # its files are left open: closing one flushes, which fails if the client is gone
+        rfile, wfile = connection.makefile("rb"), connection.makefile("wb")
         server.start_io(stdin=cast(BinaryIO, FramedStream(rfile, max_bytes)), stdout=wfile)

@@ -325,3 +325,75 @@ def test_readme_explains_every_stopped_value():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for value in STOPPED:
         assert f"- `{value}`:" in readme, value
+
+
+# ---------------------------------------------------------------- the program around the commands
+
+
+def test_cli_module_runs_as_a_program_without_torch():
+    """`python -X importtime -m fimconstrain.cli --help` prints the help, and no heavy module is
+    among the imports it lists."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "fimconstrain.cli", "--help"],
+        capture_output=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout.decode().startswith("usage: fimconstrain")
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert not {name.split(".")[0] for name in imported} & {"torch", "transformers", "tokenizers", "numpy"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["report", "missing.jsonl", "--out-dir", "{tmp}"], ["eval", "missing.jsonl", "--out", "{tmp}/e.jsonl"]],
+    ids=["report", "eval"],
+)
+def test_subcommand_with_a_missing_file_is_one_line(tmp_path, argv):
+    rc, out, err = run(*(arg.format(tmp=tmp_path) for arg in argv))
+    assert rc == 2, out + err
+    assert err == f"fimconstrain {argv[0]}: missing.jsonl: No such file or directory\n"
+
+
+def test_ctrl_c_in_a_subcommand_is_one_line(monkeypatch, capsys):
+    import fimconstrain.decoding.complete_file as complete_file
+    from fimconstrain import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(complete_file, "main_complete", interrupted)
+    try:
+        rc = cli.main(["complete", "x.py", "--cursor", "1:1"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped from the command line")
+    assert rc == 130
+    assert capsys.readouterr().err == "fimconstrain complete: interrupted\n"
+
+
+def test_only_a_program_run_skips_the_last_collection():
+    """Run as the program (no argv), the CLI freezes the collector's objects so that exit does not
+    sweep torch's; called as a function, it leaves the caller's collector alone."""
+    code = (
+        "import gc, sys\nfrom fimconstrain.cli import main\n"
+        f"main(['check', {str(EXAMPLES / 'inventory.py')!r}])\nprint('frozen', gc.get_freeze_count() > 0)\n"
+        f"sys.argv = ['fimconstrain', 'check', {str(EXAMPLES / 'inventory.py')!r}]\n"
+        "main()\nprint('frozen', gc.get_freeze_count() > 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=REPO, timeout=300)
+    frozen = re.findall(r"^frozen (\w+)$", proc.stdout.decode(), flags=re.M)
+    assert frozen == ["False", "True"], proc.stdout.decode() + proc.stderr.decode()
+
+
+@pytest.mark.slow
+def test_complete_loads_the_model_once():
+    code = (
+        "import transformers\nfrom fimconstrain.cli import main\n"
+        "calls, load = [], transformers.AutoModelForCausalLM.from_pretrained\n"
+        "def counted(*args, **kwargs):\n    calls.append(args)\n    return load(*args, **kwargs)\n"
+        "transformers.AutoModelForCausalLM.from_pretrained = counted\n"
+        f"rc = main(['complete', {str(EXAMPLES / 'inventory.py')!r}, '--cursor', '30:9', "
+        "'--max-new-tokens', '4'])\nprint('loads', len(calls), 'rc', rc)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=REPO, timeout=300)
+    assert proc.stdout.decode().splitlines()[-1] in ("loads 1 rc 0", "loads 1 rc 1"), proc.stderr.decode()
