@@ -72,6 +72,12 @@ class FimResult:
     #: any constraint or sampling temperature): the item's confidence
     logprobs: list[float] = field(default_factory=list)
     candidates_checked: int = 0
+    #: decoding steps: choices of the next token, the stop token included (what per-token
+    #: timings are per; paper 004 Fig. 11)
+    steps: int = 0
+    #: the once-per-generation ending (best-stop cut, end-of-middle policy, cut to a valid
+    #: prefix), included in ``checker_seconds``: not a per-token cost
+    ending_seconds: float = 0.0
 
     @property
     def mean_logprob(self) -> float | None:
@@ -273,13 +279,13 @@ def passing_candidates(
                 yield token, nxt
 
 
-def ranked_tokens(keys: torch.Tensor, first: int) -> Iterator[int]:
-    """Token ids by descending key: the top ``first`` from a partial sort, then the rest from a
-    full one; tokens whose key is -inf (masked out) never come."""
+def ranked_tokens(keys: torch.Tensor, first: int, rest: bool = True) -> Iterator[int]:
+    """Token ids by descending key: the top ``first`` from a partial sort, then (with ``rest``)
+    the others from a full one; tokens whose key is -inf (masked out) never come."""
     finite = int(torch.isfinite(keys).sum())
     first = min(first, finite)
     yield from torch.topk(keys, first).indices.tolist()
-    if first < finite:
+    if rest and first < finite:
         yield from torch.argsort(keys, descending=True)[first:finite].tolist()
 
 
@@ -406,6 +412,8 @@ class FimDecoder:
         heal: bool = True,
         finish_search: bool = True,
         interrupt_setup: Callable[[], bool] | None = None,
+        vocabulary_fallback: bool = True,
+        split_ending: bool = True,
     ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
@@ -429,6 +437,10 @@ class FimDecoder:
         finish search made valid is not shown). ``interrupt_setup`` is passed to
         :func:`~fimconstrain.engine.checker.fim_checker` as ``should_stop`` (reading a long
         prefix can be put aside: :class:`~fimconstrain.engine.errors.Interrupted`).
+        Without ``vocabulary_fallback`` only the top ``top_k`` candidates are checked and the
+        middle stops ("stuck") when none passes; without ``split_ending`` the model's token never
+        ends the middle inside itself ("split"). Both off, with ``top_k=50``, no healing and no
+        finish, is paper 004 §VII-B's decoder.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -447,6 +459,7 @@ class FimDecoder:
         )
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         run = _Run(self, prefix, suffix, mode, len(prompt), version, healing)
+        run.vocabulary_fallback, run.split_ending = vocabulary_fallback, split_ending
         if mode in ("constrained", "prefix"):
             run.start_constraint(suffix if mode == "constrained" else "", version, interrupt_setup)
         store = (
@@ -460,6 +473,7 @@ class FimDecoder:
             if should_stop is not None and should_stop():
                 run.result.stopped = "cancelled"
                 break
+            run.result.steps = step + 1
             keys = ranking_keys(logits, temperature, top_p, generator)
             started = time.perf_counter()
             if best_stop and run.state is not None:
@@ -522,6 +536,8 @@ class _Run:
             tuple[float, int, ConstraintState]
         ] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
+        self.vocabulary_fallback = True  # scan past the top k when none of them passes
+        self.split_ending = True  # the middle may end inside the model's token (see split_end)
 
     def start_constraint(
         self,
@@ -560,7 +576,7 @@ class _Run:
                 del self.ids[n:], self.logprobs[n:]
                 self.state, self.result.stopped, found = state, "best-stop", True
                 break
-        self.result.checker_seconds += time.perf_counter() - start
+        self._ending(start)
         return found
 
     def choose(self, keys: torch.Tensor, top_k: int) -> int | None:
@@ -574,12 +590,19 @@ class _Run:
             return token
         start = time.perf_counter()
         choice = None
-        if self.mode == "constrained" and (split := self.split_end(int(torch.argmax(keys)))) is not None:
+        if (
+            self.mode == "constrained"
+            and self.split_ending
+            and (split := self.split_end(int(torch.argmax(keys)))) is not None
+        ):
             self.extra, self.result.stopped = split, "split"
             self.result.checker_seconds += time.perf_counter() - start
             return next(iter(dec.stop_ids))
         for token, nxt in passing_candidates(
-            self.state, _counting(ranked_tokens(keys, top_k), self), dec.stop_ids, dec.banned_ids
+            self.state,
+            _counting(ranked_tokens(keys, top_k, self.vocabulary_fallback), self),
+            dec.stop_ids,
+            dec.banned_ids,
         ):
             choice = token
             if token not in dec.stop_ids:
@@ -641,7 +664,13 @@ class _Run:
             self.ended_as = ended
             if self.result.stopped not in ("line", "cancelled"):
                 self.result.stopped = "finished"
-        self.result.checker_seconds += time.perf_counter() - start
+        self._ending(start)
+
+    def _ending(self, start: float) -> None:
+        """Count the time since ``start`` as constraint work done once, at the end."""
+        elapsed = time.perf_counter() - start
+        self.result.checker_seconds += elapsed
+        self.result.ending_seconds += elapsed
 
     def close(self) -> FimResult:
         """Fill in the middle text and its validity (checked mode: cut to the longest valid prefix)."""
@@ -657,7 +686,7 @@ class _Run:
             res.middle = longest_valid_prefix(
                 self.prefix, self.decoder.codec, self.ids, self.suffix, self.version, self.healing
             )
-            res.checker_seconds += time.perf_counter() - start
+            self._ending(start)
         res.valid = parses(self.prefix + res.middle + self.suffix, self.version)
         return res
 

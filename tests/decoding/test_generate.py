@@ -409,6 +409,44 @@ def test_token_running_into_the_suffix_is_cut(tiny):
     assert (result.middle, result.stopped, result.valid) == ("'", "split", True)
 
 
+def test_no_split_ending_in_paper_mode(tiny):
+    """Without ``split_ending`` (paper 004 §VII-B) the token that runs into the suffix is only a
+    candidate: it fails the check, and the middle never ends inside it."""
+    codec = TextCodec(tiny.tokenizer)
+    (token,) = codec.encode("')")
+    decoder = FimDecoder(
+        _Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
+    result = decoder.generate(
+        "x = f('a", ")\n", mode="constrained", max_new_tokens=5, heal=False, split_ending=False
+    )
+    assert result.stopped != "split" and not result.middle.startswith("')")
+
+
+def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
+    """Without ``vocabulary_fallback`` only the top ``top_k`` are checked: a rejected favourite
+    with ``top_k=1`` stops the middle at once ("stuck", one step), where the scan goes on."""
+    codec = TextCodec(tiny.tokenizer)
+    (token,) = codec.encode(")")
+    decoder = FimDecoder(
+        _Scripted(tiny.model, [token] * 8, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
+    common = dict(
+        mode="constrained", max_new_tokens=4, top_k=1, heal=False, finish_in_budget=False, split_ending=False
+    )
+    paper = decoder.generate("x = [", "]\n", vocabulary_fallback=False, **common)
+    assert (paper.stopped, paper.steps, paper.candidates_checked, paper.tokens) == ("stuck", 1, 1, 0)
+    scanned = decoder.generate("x = [", "]\n", **common)
+    assert scanned.candidates_checked > 1 and scanned.steps > 1
+
+
+def test_steps_count_the_stop_token(tiny):
+    """A middle of n tokens ended by the stop token took n + 1 decoding steps."""
+    decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
+    result = decoder.generate("x = 1\n", "", mode="constrained", max_new_tokens=8, heal=False)
+    assert result.stopped == "eos" and result.steps == result.generated + 1 == 1
+
+
 def test_sampling_is_seeded(tiny):
     decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
     prefix, suffix = CASES[1]
