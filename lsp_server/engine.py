@@ -1,7 +1,8 @@
 """The model side of the server: loading, and constrained FIM generation that can be stopped.
 
-Everything here runs on one worker thread owned by the server (the model and the
-checker caches are used by one thread at a time); the event loop only waits on it.
+Everything here runs on the server's worker threads, one at a time (whichever holds the turn,
+:mod:`lsp_server.turns`: the model and the checker caches are used by one thread at a time);
+the event loop only waits on them.
 
 Stopping within one decode step: a :class:`Job` says when generation must end
 (``$/cancelRequest``, a newer request for the same document, the deadline);
@@ -63,9 +64,9 @@ class Job:
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
         self._event = threading.Event()
         self.generated = 0  # tokens generated over all of this job's generations
-        #: set by the server: whether other requests wait for the worker and this one has had its
-        #: turn (reading a large document is then put aside, and resumed when they are answered)
-        self.yield_turn: Callable[[], bool] = lambda: False
+        #: set by the server: at each safe point the job may hand the worker to a more urgent
+        #: request and wait for it back (see :mod:`lsp_server.turns`)
+        self.checkpoint: Callable[[], None] = lambda: None
 
     def cancel(self, reason: str = "cancelled") -> None:
         if self.reason is None:
@@ -79,12 +80,14 @@ class Job:
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
 
-    def interrupt_setup(self) -> bool:
-        """True when reading the document should be put aside now (see :attr:`yield_turn`)."""
-        return self.should_stop() or self.yield_turn()
+    def urgent(self) -> bool:
+        """Whether the job only has to wind up (cancelled, superseded or out of time)."""
+        return self.cancelled or self.expired()
 
     def should_stop(self) -> bool:
-        """True when the generation must end now (checked once per decode step)."""
+        """True when the work must end now: polled once per decode step and every few hundred
+        characters of a document being read (a safe point: the turn may be handed over here)."""
+        self.checkpoint()
         if self.cancelled:
             return True
         if self.expired():
@@ -109,7 +112,7 @@ class Loaded:
 
 
 class Engine:
-    """Owns the model; every method is called on the server's single worker thread."""
+    """Owns the model; every method is called on a worker thread holding the turn."""
 
     def __init__(self):
         self.loaded: Loaded | None = None
@@ -187,7 +190,7 @@ class Engine:
             finish_seconds=FINISH_SECONDS,
             finish_search=finish_search,
             python_version=python_version,
-            interrupt_setup=job.interrupt_setup,
+            interrupt_setup=job.should_stop,
         )
         if result.stopped == "line":
             job.ended = "end of line"
@@ -219,7 +222,7 @@ class Engine:
             return []
         constrain_suffix = suffix if settings.mode == "fim" else ""
         version = parse_python_version(job.python_version)
-        if job.verify_text is not None and not accepts(job.verify_text, "", version, job.interrupt_setup):
+        if job.verify_text is not None and not accepts(job.verify_text, "", version, job.should_stop):
             version = newest_accepting(job.verify_text, "", version) or version
         job.used_version = version
         out: dict[str, float] = {}
@@ -245,7 +248,7 @@ class Engine:
             try:
                 middle = generate(version)
             except Interrupted:
-                raise  # the server puts the request aside and resumes it
+                raise  # cancelled or out of time while the document was read: no items
             except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
                 newer = newest_accepting(prefix, constrain_suffix, version)
                 if newer is None:

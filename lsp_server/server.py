@@ -1,8 +1,10 @@
 """The language server: ``textDocument/inlineCompletion`` backed by the constrained FIM engine.
 
 Threads: the asyncio event loop (pygls) reads messages and answers every request;
-one worker thread loads the model and generates (:class:`~lsp_server.engine.Engine`).
-The loop never waits on the worker except through ``asyncio.wait`` with a
+worker threads load the model and generate (:class:`~lsp_server.engine.Engine`), one at a
+time: whichever holds the turn (:mod:`lsp_server.turns`), so that a request on a large
+document hands the worker to a small one at its next decode step or piece of text read.
+The loop never waits on a worker except through ``asyncio.wait`` with a
 timeout, so a slow model, a huge file or a model that fails to load can delay or
 empty a completion but never stall other requests.
 
@@ -21,9 +23,11 @@ import gc
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -39,6 +43,9 @@ from .documents import UTF8, Documents, encoding_name, offset_at
 from .engine import Engine, Job
 from .pyversion import Choice, Chooser
 from .shaping import wants_multiline
+from .turns import Ticket, Turns
+
+T = TypeVar("T")
 
 log = logging.getLogger("lsp_server")
 
@@ -48,11 +55,12 @@ GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worke
 #: starts when the model is ready)
 LOAD_WAIT_SECONDS = 120.0
 POLL_SECONDS = 0.05  # how often a request waiting for the model looks whether it was superseded
-#: how long a request may read a document on the worker while others wait for it; past that,
-#: reading a large document is put aside (the engine keeps the work) and resumed after them
-TURN_SECONDS = 0.05
+#: requests on a document this large are background work: any other request goes first
+BACKGROUND_DOCUMENT_CHARS = 200_000
 #: closing a document this large frees the engine's caches at once (see did_close)
 LARGE_DOCUMENT_CHARS = 1_000_000
+#: threads that may hold requests at once (one of them works at a time; the rest wait their turn)
+WORKER_THREADS = 8
 CONFIG_PULL_SECONDS = 3.0
 #: an edit that inserts this many characters, or spans this many lines, is a major change: the
 #: document is checked again at the version its pythonVersion setting gives
@@ -206,9 +214,8 @@ class FimServer(LanguageServer):
         self.settings = Settings()
         self.documents = Documents()
         self.engine = Engine()
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fimconstrain-worker")
-        self.queued = 0  # completions submitted to the worker and not started yet
-        self.queued_lock = threading.Lock()
+        self.worker = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="fimconstrain-worker")
+        self.turns = Turns()
         self.jobs: dict[str, Job] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
@@ -332,7 +339,7 @@ class FimServer(LanguageServer):
         self.set_status("busy", f"loading {name}")
         start = time.perf_counter()
         try:
-            loaded = await asyncio.wrap_future(self.worker.submit(self.engine.load, settings))
+            loaded = await asyncio.wrap_future(self.on_worker(self.engine.load, settings))
         except Exception as error:  # a missing or broken model must not take the server down
             message = f"model {name} failed to load: {error}"
             if generation == self.loading:
@@ -492,6 +499,8 @@ class FimServer(LanguageServer):
             python_version=version.version,
             verify_text=None if version.verified else text,
         )
+        ticket = Ticket(background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent)
+        job.checkpoint = lambda: self.turns.checkpoint(ticket)
         previous = self.jobs.get(uri)
         if previous is not None:
             previous.cancel("superseded")
@@ -500,7 +509,7 @@ class FimServer(LanguageServer):
         if self.engine.loaded is not None:  # while the model loads, the status keeps saying so
             self.set_status("busy", f"completing {uri.rsplit('/', 1)[-1]}")
         try:
-            middles = await self._run(job, prefix, suffix, settings, items)
+            middles = await self._run(job, ticket, prefix, suffix, settings, items)
             self.note_version(uri, version, job.used_version)
         except asyncio.CancelledError:
             job.cancel("cancelled")
@@ -530,7 +539,9 @@ class FimServer(LanguageServer):
                 continue
         return not job.cancelled
 
-    async def _run(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
+    async def _run(
+        self, job: Job, ticket: Ticket, prefix: str, suffix: str, settings: Settings, items: int
+    ) -> list[str]:
         if self.engine.loaded is None:
             if not await self._wait_for_model(job):
                 return []
@@ -538,47 +549,31 @@ class FimServer(LanguageServer):
         if job.cancelled:
             return []
         started = time.perf_counter()
-        while True:
-            future = asyncio.wrap_future(self._submit(job, prefix, suffix, settings, items, started))
-            done, _ = await asyncio.wait(
-                {future}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS
-            )
-            if not done:
-                job.cancel("deadline")
-                future.add_done_callback(_consume)
-                log.info("deadline passed with the worker still busy; no completion")
-                return []
-            try:
-                middles = future.result()
-            except Interrupted:  # reading a large document was put aside for other requests
-                if job.cancelled or job.expired():
-                    return []
-                continue  # its turn again, behind them; the engine resumes where it stopped
-            except Exception:
-                log.exception("completion failed")
-                return []
-            break
+        future = self.on_worker(self.engine.complete, job, prefix, suffix, settings, items, ticket=ticket)
+        future.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
+        done, _ = await asyncio.wait(
+            {asyncio.wrap_future(future)}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS
+        )
+        if not done:
+            job.cancel("deadline")
+            future.add_done_callback(_consume)
+            log.info("deadline passed with the worker still busy; no completion")
+            return []
+        try:
+            middles = future.result()
+        except Interrupted:  # cancelled or out of time while the document was read
+            return []
+        except Exception:
+            log.exception("completion failed")
+            return []
         if job.reason == "superseded":
             return []
         return middles
 
-    def _submit(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int, started: float):
-        """Queue a completion on the worker; while other requests wait behind it, it yields its
-        turn after :data:`TURN_SECONDS` of reading the document (``Job.yield_turn``)."""
-        with self.queued_lock:
-            self.queued += 1
-        turn = [0.0]
-
-        def run() -> list[str]:
-            with self.queued_lock:
-                self.queued -= 1
-            turn[0] = time.monotonic()
-            return self.engine.complete(job, prefix, suffix, settings, items)
-
-        job.yield_turn = lambda: self.queued > 0 and time.monotonic() - turn[0] > TURN_SECONDS
-        work = self.worker.submit(run)
-        work.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
-        return work
+    def on_worker(self, work: Callable[..., T], *args, ticket: Ticket | None = None) -> Future[T]:
+        """Run ``work(*args)`` on a worker thread once it has the turn (an ordinary ticket
+        unless one is given)."""
+        return self.worker.submit(self.turns.run, ticket or Ticket(), partial(work, *args))
 
     def cancel_all(self, reason: str) -> None:
         for job in list(self.jobs.values()):
@@ -587,10 +582,13 @@ class FimServer(LanguageServer):
 
 def _summary(job: Job, done, seconds: float) -> None:
     """Log what a completion did (from the worker thread, when it ends)."""
-    if done.cancelled() or isinstance(done.exception(), Interrupted):
-        return  # (put aside: it is logged when it ends)
+    if done.cancelled():
+        return
     error = done.exception()
-    count = "failed" if error else f"{len(done.result())} item(s)"
+    if isinstance(error, Interrupted):
+        count = "stopped while reading the document"
+    else:
+        count = "failed" if error else f"{len(done.result())} item(s)"
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
     log.info(
         "completion %s: %s, %d tokens, %.2f s%s",
@@ -682,7 +680,7 @@ def create_server() -> FimServer:
             # the engine keeps checkers of recent prefixes: drop them (on the worker, which owns
             # them), so that a large document's text and parse states are freed; a small one's
             # age out of the cache, which is cheaper than collecting on every close
-            ls.worker.submit(_forget_closed_document)
+            ls.on_worker(_forget_closed_document)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimServer, params: types.InlineCompletionParams):

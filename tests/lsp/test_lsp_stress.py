@@ -137,6 +137,30 @@ async def test_edits_of_a_large_document_keep_positions_exact(tiny_model):
         await client.shutdown_session()
 
 
+@pytest.mark.asyncio
+async def test_a_small_document_is_answered_while_a_large_one_generates(tiny_model):
+    """A large document's explicit request (three long generations, its text already read) and
+    then a small document's: the small one is answered first, the large one's generation
+    handing the worker over at its next decode step, and both are answered."""
+    client = await _session(tiny_model, maxFileChars=10_000_000, maxTokens=512, finishSearch=False)
+    try:
+        await _wait_status(client, "idle", "ready")
+        big = "".join(f"value_{i} = {i}\n" for i in range(20_000)) + "\n\ndef scale(x):\n    "
+        _open(client, "file:///big.py", big)
+        _open(client, "file:///small.py", SOURCE)
+        at_end = types.Position(line=big.count("\n"), character=4)
+        await _complete(client, "file:///big.py", at_end)  # its text is read (and kept) here
+        large = asyncio.ensure_future(
+            _complete(client, "file:///big.py", at_end, types.InlineCompletionTriggerKind.Invoked)
+        )
+        small = asyncio.ensure_future(_complete(client, "file:///small.py", CURSOR))
+        done, _ = await asyncio.wait({large, small}, return_when=asyncio.FIRST_COMPLETED)
+        assert small in done and large not in done
+        assert isinstance(await small, list) and isinstance(await large, list)
+    finally:
+        await client.shutdown_session()
+
+
 _PIECES = st.sampled_from(["a", "bc", "\n", "\r", "\r\n", " ", "é", ""])
 
 
