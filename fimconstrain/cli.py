@@ -308,7 +308,11 @@ DELEGATED = {
         "build Stack-Boundary / Stack-RandSpan datasets",
     ),
     "eval": ("fimconstrain.evaluation.runs", "main_eval", "run decoding experiments on datasets (resumable)"),
-    "report": ("fimconstrain.evaluation.runs", "main_report", "print Tables I and II and draw the plots"),
+    "report": (
+        "fimconstrain.evaluation.report",
+        "main_report",
+        "print Tables I and II, the failure analysis and timing; draw Fig. 11",
+    ),
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import itertools
 import json
 import os
 import random
@@ -42,7 +43,14 @@ NON_SYMBOLS = {
 RANDSPAN_MAX_CHARS = 100  # §VII-A: delete up to 100 characters,
 RANDSPAN_MAX_FRACTION = 0.2  # 20% of the file,
 RANDSPAN_START_FRACTION = 0.9  # from a random point up to 90% of the way through
-PER_FILE = 1  # §VII-A cuts each of 9,539 files 10 times; a sample of N of its experiments spans about N files
+#: what a dataset's sampling defaults to: "paper" as §VII-A (10 cuts per file, every file that
+#: parses); "project" samples one cut per file (a few hundred experiments then span as many
+#: files as a sample of the paper's 95,390 would) from files of 1,000 to 50,000 characters
+PRESETS = {
+    "paper": {"per_file": 10, "min_chars": 1, "max_chars": None},
+    "project": {"per_file": 1, "min_chars": 1000, "max_chars": 50000},
+}
+PER_FILE = PRESETS["project"]["per_file"]
 
 
 @dataclass(frozen=True)
@@ -117,8 +125,11 @@ def engine_accepts(text: str, python_version=None) -> bool:
         return False
 
 
-def read_source(data: bytes, min_chars: int, max_chars: int, python_version=None) -> tuple[str | None, str]:
-    """(text, "ok") if the file is UTF-8, within the size limits, and ``ast.parse`` and our parser (at
+def read_source(
+    data: bytes, min_chars: int, max_chars: int | None, python_version=None
+) -> tuple[str | None, str]:
+    """(text, "ok") if the file is UTF-8, within the size limits (``max_chars`` None: no upper
+    limit), and ``ast.parse`` and our parser (at
     ``python_version``, default: the newest) accept it, else (None, why not)."""
     try:
         text = data.decode("utf-8")
@@ -126,7 +137,7 @@ def read_source(data: bytes, min_chars: int, max_chars: int, python_version=None
         return None, "not UTF-8"
     if text.startswith("\ufeff") or "\0" in text:
         return None, "BOM or NUL"
-    if not min_chars <= len(text) <= max_chars:
+    if len(text) < min_chars or (max_chars is not None and len(text) > max_chars):
         return None, "size"
     if not ast_parses(text):
         return None, "ast.parse rejects"
@@ -182,32 +193,36 @@ def line_offsets(text: str) -> list[int]:
     return starts
 
 
-def symbols_by_level(text: str) -> dict[int, list[tuple[int, int]]]:
-    """(start, end) offsets of the tokenizer's symbols, grouped by indentation level (INDENT depth)."""
+def symbols_by_block(text: str) -> list[list[tuple[int, int]]]:
+    """(start, end) offsets of the tokenizer's symbols, one list per block: the module's top level
+    and each body from an ``INDENT`` to its ``DEDENT``; a nested body's symbols are its own, not
+    its parent's (the statement that opens it is the parent's)."""
     starts = line_offsets(text)
-    levels: dict[int, list[tuple[int, int]]] = {}
-    depth = 0
+    blocks: list[list[tuple[int, int]]] = [[]]
+    open_blocks = [blocks[0]]
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.INDENT:
-            depth += 1
+            blocks.append([])
+            open_blocks.append(blocks[-1])
         elif tok.type == tokenize.DEDENT:
-            depth -= 1
+            open_blocks.pop()
         elif tok.type not in NON_SYMBOLS and tok.string:
             start = starts[tok.start[0] - 1] + tok.start[1]
             end = starts[tok.end[0] - 1] + tok.end[1]
-            levels.setdefault(depth, []).append((start, end))
-    return levels
+            open_blocks[-1].append((start, end))
+    return [block for block in blocks if len(block) > 1]
 
 
-def boundary_cut(levels: dict[int, list[tuple[int, int]]], rng: random.Random) -> tuple[int, int]:
-    """A uniformly random pair of symbols at one level: delete a non-empty tail of the first,
-    all up to the second."""
-    pairs = {level: len(s) * (len(s) - 1) // 2 for level, s in levels.items() if len(s) > 1}
-    level = rng.choices(sorted(pairs), weights=[pairs[k] for k in sorted(pairs)])[0]
-    i, j = sorted(rng.sample(range(len(levels[level])), 2))
-    (first_start, first_end), (second_start, _) = levels[level][i], levels[level][j]
-    keep = rng.randrange(first_end - first_start)  # characters of the first symbol left in the prefix
-    return first_start + keep, second_start
+def boundary_cut(blocks: list[list[tuple[int, int]]], rng: random.Random) -> tuple[int, int]:
+    """A uniformly random pair of symbols of one block; the middle runs from a random offset
+    inside the first to a random offset inside the second (so a non-empty tail of the first is
+    deleted, and the middle never leaves the block)."""
+    block = rng.choices(blocks, weights=[len(b) * (len(b) - 1) // 2 for b in blocks])[0]
+    i, j = sorted(rng.sample(range(len(block)), 2))
+    (first_start, first_end), (second_start, second_end) = block[i], block[j]
+    return first_start + rng.randrange(first_end - first_start), second_start + rng.randrange(
+        second_end - second_start
+    )
 
 
 def randspan_cut(size: int, rng: random.Random) -> tuple[int, int]:
@@ -222,12 +237,12 @@ def file_cuts(text: str, kind: str, rng: random.Random, count: int) -> list[tupl
     """Up to ``count`` distinct non-empty (start, end) cuts of ``text``, in the order drawn."""
     if kind == "boundary":
         try:
-            levels = symbols_by_level(text)
+            blocks = symbols_by_block(text)
         except (tokenize.TokenError, SyntaxError):
             return []
-        if not any(len(s) > 1 for s in levels.values()):
+        if not blocks:
             return []
-        draw = lambda: boundary_cut(levels, rng)
+        draw = lambda: boundary_cut(blocks, rng)
     elif kind == "randspan":
         draw = lambda: randspan_cut(len(text), rng)
     else:
@@ -253,7 +268,7 @@ class BuildOptions:
     seed: int = 0
     per_file: int = PER_FILE
     min_chars: int = 1000
-    max_chars: int = 50000
+    max_chars: int | None = 50000
     #: the Python version our parser checks the files as (default: this interpreter's, whose
     #: ast.parse checks them too)
     python_version: tuple[int, int] = field(default_factory=interpreter_version)
@@ -329,9 +344,111 @@ def write_jsonl(path: Path, records: Iterable[dict]) -> int:
 
 
 def read_examples(path: Path) -> list[Example]:
-    """The examples of a dataset JSONL file, in file order."""
-    with Path(path).open(encoding="utf-8") as lines:
-        return [Example(**json.loads(line)) for line in lines if line.strip()]
+    """The examples of a dataset JSONL file, in file order (checked: :func:`.inputs.read_dataset`)."""
+    from .inputs import read_dataset
+
+    return [Example(**example) for example in read_dataset(path)]
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def manifest_row(example: dict) -> dict:
+    """An example without its texts: enough to cut the same file at the same places again."""
+    return {
+        "id": example["id"],
+        "kind": example["kind"],
+        "path": example["path"],
+        "sha256": example["sha256"],
+        **example["meta"],
+    }
+
+
+def manifest_header(opts: BuildOptions, preset: str, root: Path, exclusion: Exclusion) -> dict:
+    """The manifest's first line: how the dataset was built (``--verify`` draws the cuts again)."""
+    from ..engine.versions import format_version
+
+    options = asdict(opts)
+    options["python_version"] = format_version(opts.python_version)
+    return {
+        "manifest": 1,
+        "preset": preset,
+        "options": options,
+        "root": str(root),
+        "excluded": exclusion.source,
+        "python": sys.version.split()[0],
+    }
+
+
+def read_manifest(path: Path) -> tuple[dict | None, list[dict]]:
+    """(header or None for a manifest written without one, rows) of a manifest file."""
+    from ..engine.errors import InputError
+    from .inputs import json_lines, kind_of
+
+    header, rows = None, []
+    for number, value in json_lines(path, "a manifest (fimconstrain dataset --manifest)"):
+        if kind_of(value) != "manifest":
+            raise InputError(f"{path}:{number}: not a manifest row (no start/end offsets, or texts included)")
+        if "manifest" in value:
+            header = value
+        else:
+            rows.append(value)
+    if not rows:
+        raise InputError(f"{path}: a manifest without rows")
+    return header, rows
+
+
+def cut_again(root: Path, rows: list[dict]) -> Iterator[tuple[dict, str, bytes]]:
+    """(row, text, bytes) of each row's file under ``root``, checked against the recorded sha256."""
+    from ..engine.errors import InputError
+
+    for row in rows:
+        path = root / row["path"]
+        if not path.is_file():
+            raise InputError(f"{path}: missing (manifest row {row['id']})")
+        data = path.read_bytes()
+        if sha256(data) != row["sha256"]:
+            raise InputError(
+                f"{path}: its content differs from the manifest's (sha256 {row['sha256'][:16]}...)"
+            )
+        yield row, data.decode("utf-8"), data
+
+
+def rebuild(root: Path, rows: list[dict]) -> Iterator[Example]:
+    """The examples of a manifest, cut from the files under ``root`` at the recorded offsets."""
+    for row, text, _ in cut_again(root, rows):
+        start, end = row["start"], row["end"]
+        yield Example(
+            id=row["id"],
+            kind=row["kind"],
+            path=row["path"],
+            sha256=row["sha256"],
+            prefix=text[:start],
+            middle=text[start:end],
+            suffix=text[end:],
+            meta={"start": start, "end": end, "file_chars": len(text)},
+        )
+
+
+def verify(root: Path, header: dict, rows: list[dict]) -> list[str]:
+    """What differs between the manifest and a fresh draw: every file must be there unchanged,
+    and the builder, with the header's options, must cut it at the recorded places."""
+    from ..engine.versions import parse_python_version
+
+    options = dict(
+        header["options"], python_version=parse_python_version(header["options"]["python_version"])
+    )
+    opts = BuildOptions(**options)
+    by_file: dict[str, list[dict]] = {}
+    for row in rows:
+        by_file.setdefault(row["path"], []).append(row)
+    problems = []
+    for path, file_rows in by_file.items():
+        _, text, data = next(cut_again(root, file_rows[:1]))
+        fresh = [manifest_row(e.to_dict()) for e in examples_of_file(text, data, path, opts)]
+        if fresh[: len(file_rows)] != file_rows:
+            problems.append(f"{path}: the builder cuts it differently")
+    return problems
 
 
 # ---------------------------------------------------------------- command line
@@ -339,25 +456,37 @@ def read_examples(path: Path) -> list[Example]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain dataset``."""
+    from ..decoding.command_line import HelpFormatter, non_negative_int, positive_int
     from ..decoding.models import DEFAULT_MODEL_DIR
     from ..engine.versions import add_python_version_option, format_version
 
     ap = argparse.ArgumentParser(
         prog="fimconstrain dataset",
-        description="Build Stack-Boundary or Stack-RandSpan (paper 004 §VII-A) as JSONL.",
+        formatter_class=HelpFormatter,
+        description="Build Stack-Boundary or Stack-RandSpan (paper 004 §VII-A) as JSONL; or rebuild "
+        "one from its manifest, or verify a manifest against the files and the builder.",
+        epilog="Presets: paper = 10 cuts per file from every file that parses (§VII-A); project = one "
+        "cut per file from files of 1,000-50,000 characters. --per-file/--min-chars/--max-chars "
+        "override the preset. Exit codes: 0 done (verify: it matches), 1 fewer examples than -n "
+        "(verify: differences), 2 usage or input error.",
     )
     ap.add_argument("--root", type=Path, default=None, help="folder of Python files (default: site-packages)")
-    ap.add_argument("--kind", choices=KINDS, required=True)
-    ap.add_argument("-n", type=int, default=300, help="number of examples")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kind", choices=KINDS, help="which dataset to build (required to build)")
+    ap.add_argument("--preset", choices=PRESETS, default="project", help="sampling defaults (see below)")
+    ap.add_argument("-n", type=positive_int, default=300, help="number of examples")
+    ap.add_argument("--seed", type=non_negative_int, default=0)
     ap.add_argument(
-        "--per-file",
-        type=int,
-        default=PER_FILE,
-        help="cuts per file (paper: 10; a small sample of its set spans about one cut per file)",
+        "--per-file", type=positive_int, default=None, help="cuts per file (default: the preset's)"
     )
-    ap.add_argument("--min-chars", type=int, default=1000)
-    ap.add_argument("--max-chars", type=int, default=50000)
+    ap.add_argument(
+        "--min-chars", type=positive_int, default=None, help="smallest file (default: the preset's)"
+    )
+    ap.add_argument(
+        "--max-chars",
+        type=positive_int,
+        default=None,
+        help="largest file (default: the preset's; paper: none)",
+    )
     ap.add_argument(
         "--model",
         type=Path,
@@ -374,41 +503,68 @@ def build_parser() -> argparse.ArgumentParser:
         format_version(interpreter_version()),
         "this interpreter's, whose ast.parse also checks every file",
     )
-    ap.add_argument("--out", type=Path, required=True, help="output JSONL file")
+    ap.add_argument("--out", type=Path, default=None, help="output JSONL file (required to build or rebuild)")
     ap.add_argument(
         "--manifest",
         type=Path,
         default=None,
-        help="also write id, path, sha256 and offsets (no texts) here, to record which files were used",
+        help="also write the build options and each example's id, path, sha256 and offsets (no texts)",
+    )
+    again = ap.add_mutually_exclusive_group()
+    again.add_argument(
+        "--rebuild", type=Path, metavar="MANIFEST", help="cut the files under --root at a manifest's offsets"
+    )
+    again.add_argument(
+        "--verify",
+        type=Path,
+        metavar="MANIFEST",
+        help="check that the files under --root are the manifest's and that the builder cuts them so",
     )
     return ap
 
 
-def manifest_row(example: dict) -> dict:
-    """An example without its texts: enough to check that another build cut the same files at the
-    same places."""
-    return {
-        "id": example["id"],
-        "kind": example["kind"],
-        "path": example["path"],
-        "sha256": example["sha256"],
-        **example["meta"],
-    }
-
-
 def main_build(argv: list[str] | None = None) -> int:
-    """Build a dataset and write it as JSONL; exit 1 when fewer than ``-n`` examples could be made."""
+    """``fimconstrain dataset``: build, rebuild or verify (bad input: one line, exit 2)."""
+    from .inputs import one_line_errors
+
+    return one_line_errors("fimconstrain dataset")(_main_build)(argv)
+
+
+def _main_build(argv: list[str] | None) -> int:
     from tqdm import tqdm
 
+    from ..engine.errors import InputError
     from ..engine.versions import format_version
 
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(argv)
     root = args.root or default_root()
     if not root.is_dir():
-        print(f"fimconstrain dataset: {root} is not a folder", file=sys.stderr)
-        return 2
+        raise InputError(f"{root} is not a folder (--root)")
+    if args.verify:
+        header, rows = read_manifest(args.verify)
+        if header is None:
+            raise InputError(f"{args.verify}: a manifest without its header line (options): --rebuild only")
+        problems = verify(root, header, rows)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(
+            f"{args.verify}: {len(rows)} examples: " + (f"{len(problems)} files differ" if problems else "ok")
+        )
+        return 1 if problems else 0
+    if args.out is None:
+        ap.error("--out is required to build or rebuild")
+    if args.rebuild:
+        _, rows = read_manifest(args.rebuild)
+        count = write_jsonl(args.out, (e.to_dict() for e in rebuild(root, rows)))
+        print(f"{count} examples rebuilt from {args.rebuild} and {root} -> {args.out}", file=sys.stderr)
+        return 0
+    if args.kind is None:
+        ap.error("--kind is required to build")
+    preset = PRESETS[args.preset]
+    pick = lambda name: preset[name] if getattr(args, name) is None else getattr(args, name)
     opts = BuildOptions(
-        args.kind, args.seed, args.per_file, args.min_chars, args.max_chars, args.python_version
+        args.kind, args.seed, pick("per_file"), pick("min_chars"), pick("max_chars"), args.python_version
     )
     exclusion = (
         Exclusion(source="none (--no-exclude)") if args.no_exclude else training_exclusions(args.model)
@@ -423,14 +579,18 @@ def main_build(argv: list[str] | None = None) -> int:
 
         count = write_jsonl(args.out, advance(build(root, args.n, opts, exclusion, stats)))
     if args.manifest:
+        rows = (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8"))
         write_jsonl(
-            args.manifest, (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8"))
+            args.manifest, itertools.chain([manifest_header(opts, args.preset, root, exclusion)], rows)
         )
     skipped = ", ".join(f"{why}: {n}" for why, n in sorted(stats.items()) if why != "ok") or "none"
     print(
-        f"{count} {args.kind} examples from {stats.get('ok', 0)} files of {root} -> {args.out}\n"
+        f"{count} {args.kind} examples ({args.preset} preset, {opts.per_file} per file) from "
+        f"{stats.get('ok', 0)} files of {root} -> {args.out}\n"
         f"  files skipped: {skipped}\n  training files excluded per {exclusion.source}\n"
         f"  files checked as Python {format_version(opts.python_version)}",
         file=sys.stderr,
     )
+    if count < args.n:
+        print(f"fimconstrain dataset: only {count} of the {args.n} examples asked for (-n)", file=sys.stderr)
     return 0 if count == args.n else 1
