@@ -9,6 +9,7 @@ model shipped in ``fimconstrain/default_model`` is used.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,29 @@ def _not_found(name: str, error: Exception) -> ModelNotFoundError:
     )
 
 
+@contextmanager
+def _load_report():
+    """Hold transformers' loading report (a table of mismatched, missing or unexpected weights)
+    while a model loads: yields its lines; after a load that fails they are dropped (the error
+    says what went wrong in one line), after one that succeeds they are logged as transformers
+    would have."""
+    import logging
+
+    logger = logging.getLogger("transformers.modeling_utils")  # where the report is logged
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+    for line in lines:
+        logger.warning(line)
+
+
 def load_model(
     name: str | Path | None = None,
     *,
@@ -87,9 +111,10 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(
             source, local_files_only=True, trust_remote_code=trust_remote_code
         )
-        model = AutoModelForCausalLM.from_pretrained(
-            source, local_files_only=True, trust_remote_code=trust_remote_code, dtype=dtype
-        )
+        with _load_report() as report:
+            model = AutoModelForCausalLM.from_pretrained(
+                source, local_files_only=True, trust_remote_code=trust_remote_code, dtype=dtype
+            )
     except (OSError, ValueError) as error:
         if trust_remote_code is False and "trust_remote_code" in str(error):
             raise FimConstrainError(
@@ -97,6 +122,12 @@ def load_model(
                 f"(--trust-remote-code) if you trust it"
             ) from error
         raise _not_found(name, error) from error
+    except RuntimeError as error:  # transformers: weights whose shapes do not fit the config
+        what = "tensors of another shape" if any("MISMATCH" in line for line in report) else error
+        raise FimConstrainError(
+            f"model {name!r}: its weights do not fit its config.json ({what}): a mismatched or "
+            f"damaged checkpoint"
+        ) from error
     # transformers wraps PreTrainedModel.to in a decorator whose stub loses the signature
     model.to(device).eval()  # type: ignore[arg-type]
     return LoadedModel(model, tokenizer, resolve_format(tokenizer, fim_format), name)
