@@ -552,6 +552,8 @@ def _main_build(argv: list[str] | None) -> int:
             f"{args.verify}: {len(rows)} examples: " + (f"{len(problems)} files differ" if problems else "ok")
         )
         return 1 if problems else 0
+    if args.rebuild is None and args.kind is None:
+        ap.error("--kind is required to build")
     if args.out is None:
         ap.error("--out is required to build or rebuild")
     if args.rebuild:
@@ -559,8 +561,6 @@ def _main_build(argv: list[str] | None) -> int:
         count = write_jsonl(args.out, (e.to_dict() for e in rebuild(root, rows)))
         print(f"{count} examples rebuilt from {args.rebuild} and {root} -> {args.out}", file=sys.stderr)
         return 0
-    if args.kind is None:
-        ap.error("--kind is required to build")
     preset = PRESETS[args.preset]
     pick = lambda name: preset[name] if getattr(args, name) is None else getattr(args, name)
     opts = BuildOptions(

@@ -14,6 +14,7 @@ import pytest
 
 from fimconstrain.evaluation.datasets import (
     NON_SYMBOLS,
+    PRESETS,
     BuildOptions,
     build,
     main_build,
@@ -69,28 +70,36 @@ def test_examples_reassemble_to_the_parsing_file(root, kind):
 
 
 def _symbols(text: str) -> dict[int, tuple[int, int]]:
-    """start offset -> (end offset, indentation level) of every tokenizer symbol."""
+    """start offset -> (end offset, block) of every tokenizer symbol; a block is numbered by the
+    INDENT that opened it (0: the module's top level)."""
     starts = [0]
     for line in io.StringIO(text):
         starts.append(starts[-1] + len(line))
-    out, depth = {}, 0
+    out, opened, blocks = {}, [0], 0
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        depth += (tok.type == tokenize.INDENT) - (tok.type == tokenize.DEDENT)
-        if tok.type not in NON_SYMBOLS and tok.string:
-            out[starts[tok.start[0] - 1] + tok.start[1]] = (starts[tok.end[0] - 1] + tok.end[1], depth)
+        if tok.type == tokenize.INDENT:
+            blocks += 1
+            opened.append(blocks)
+        elif tok.type == tokenize.DEDENT:
+            opened.pop()
+        elif tok.type not in NON_SYMBOLS and tok.string:
+            out[starts[tok.start[0] - 1] + tok.start[1]] = (starts[tok.end[0] - 1] + tok.end[1], opened[-1])
     return out
 
 
-def test_boundary_cuts_run_from_inside_a_symbol_to_a_symbol_at_the_same_level(root):
+def test_boundary_cuts_run_inside_two_symbols_of_one_block(root):
+    """§VII-A as the paper's code does it: two symbols of one block (INDENT/DEDENT nesting), cut at
+    a random offset inside each; the middle never leaves the block."""
+    ends_inside = 0
     for ex in make(root, "boundary"):
         text = ex.prefix + ex.middle + ex.suffix
         symbols = _symbols(text)
         cut, end = len(ex.prefix), len(ex.prefix) + len(ex.middle)
-        assert end in symbols, "the middle ends where the second symbol starts"
-        first = [s for s, (e, _) in symbols.items() if s <= cut < e]
-        assert len(first) == 1, "the middle starts inside the first symbol (a random tail of it is deleted)"
-        assert symbols[first[0]][1] == symbols[end][1], "both symbols are at the same indentation level"
-        assert first[0] < end
+        (first,) = [s for s, (e, _) in symbols.items() if s <= cut < e]
+        (second,) = [s for s, (e, _) in symbols.items() if s <= end < e]
+        assert first < second and symbols[first][1] == symbols[second][1]
+        ends_inside += end > second
+    assert ends_inside > 0, "some middles end inside the second symbol, not at its start"
 
 
 def test_randspan_cuts(root):
@@ -148,7 +157,8 @@ def test_main_build_writes_jsonl(root, tmp_path, capsys):
     ]
     assert main_build(args + ["--manifest", str(tmp_path / "m.jsonl")]) == 0
     examples = read_examples(out)
-    manifest = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    header, *manifest = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert header["manifest"] == 1 and header["options"]["seed"] == 3 and header["options"]["per_file"] == 2
     assert [(m["id"], m["sha256"], m["start"], m["end"]) for m in manifest] == [
         (e.id, e.sha256, len(e.prefix), len(e.prefix) + len(e.middle)) for e in examples
     ]
@@ -162,3 +172,105 @@ def test_python_files_skips_caches(tmp_path):
     (tmp_path / "__pycache__" / "a.py").write_text("x = 1\n")
     (tmp_path / "b.py").write_text("x = 1\n")
     assert python_files(tmp_path) == [tmp_path / "b.py"]
+
+
+def test_paper_preset(tmp_path):
+    """10 cuts per file, from every file that parses, whatever its size."""
+    (tmp_path / "small.py").write_text("def f(a, b):\n    return a + b\n")
+    examples = list(build(tmp_path, 100, BuildOptions(kind="boundary", **PRESETS["paper"])))
+    assert examples and {e.path for e in examples} == {"small.py"}
+    big = [e for e in make_paper(tmp_path, "randspan") if e.meta["file_chars"] > 1000]
+    assert not big
+    assert PRESETS["paper"]["per_file"] == 10
+
+
+def make_paper(root: Path, kind: str) -> list:
+    return list(build(root, 100, BuildOptions(kind=kind, **PRESETS["paper"])))
+
+
+@pytest.mark.parametrize("kind", ["boundary", "randspan"])
+def test_rebuild_and_verify_from_the_manifest(root, tmp_path, kind, capsys):
+    out, manifest = tmp_path / "d.jsonl", tmp_path / "m.jsonl"
+    common = ["--root", str(root), "--no-exclude", "--max-chars", "20000"]
+    assert (
+        main_build(
+            [
+                *common,
+                "--kind",
+                kind,
+                "-n",
+                "9",
+                "--per-file",
+                "3",
+                "--out",
+                str(out),
+                "--manifest",
+                str(manifest),
+            ]
+        )
+        == 0
+    )
+    again = tmp_path / "again.jsonl"
+    assert main_build([*common, "--rebuild", str(manifest), "--out", str(again)]) == 0
+    assert again.read_bytes() == out.read_bytes()
+    assert main_build([*common, "--verify", str(manifest)]) == 0
+    header, *rows = manifest.read_text().splitlines()
+    moved = json.loads(rows[0])
+    moved["end"] += 1
+    (tmp_path / "tampered.jsonl").write_text("\n".join([header, json.dumps(moved), *rows[1:]]) + "\n")
+    capsys.readouterr()
+    assert main_build([*common, "--verify", str(tmp_path / "tampered.jsonl")]) == 1
+    assert "cuts it differently" in capsys.readouterr().err
+
+
+def test_rebuild_refuses_changed_or_missing_files(root, tmp_path, capsys):
+    manifest = tmp_path / "m.jsonl"
+    changed = tmp_path / "corpus"
+    shutil.copytree(root, changed)
+    args = ["--root", str(changed), "--no-exclude", "--max-chars", "20000", "--kind", "randspan", "-n", "3"]
+    assert main_build([*args, "--out", str(tmp_path / "d.jsonl"), "--manifest", str(manifest)]) == 0
+    path = changed / json.loads(manifest.read_text().splitlines()[1])["path"]
+    path.write_text(path.read_text() + "\n# edited\n")
+    capsys.readouterr()
+    for action in ("--rebuild", "--verify"):
+        assert (
+            main_build(["--root", str(changed), action, str(manifest), "--out", str(tmp_path / "x.jsonl")])
+            == 2
+        )
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "differs from the manifest" in err
+    path.unlink()
+    assert (
+        main_build(["--root", str(changed), "--rebuild", str(manifest), "--out", str(tmp_path / "x.jsonl")])
+        == 2
+    )
+    assert "missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--kind", "boundary", "--root", "/nonexistent"], "is not a folder"),
+        (["--root", "."], "--kind is required"),
+        (["--kind", "boundary", "--root", "."], "--out is required"),
+        (["--rebuild", "DATASET", "--root", ".", "--out", "x.jsonl"], "not a manifest row"),
+        (["--verify", "NOPE", "--root", "."], "no such file"),
+    ],
+)
+def test_build_errors_exit_2(root, tmp_path, capsys, args, says):
+    dataset = tmp_path / "d.jsonl"
+    main_build(["--root", str(root), "--kind", "randspan", "-n", "1", "--no-exclude", "--out", str(dataset)])
+    capsys.readouterr()
+    args = [str(dataset) if a == "DATASET" else str(tmp_path / "nope") if a == "NOPE" else a for a in args]
+    try:
+        code = main_build(args)
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    assert code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", [["-n", "0"], ["--per-file", "0"], ["--min-chars", "-1"]])
+def test_build_numbers_out_of_range_exit_2(option, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main_build(["--kind", "boundary", "--out", "x.jsonl", *option])
+    assert exit_.value.code == 2 and "error: argument" in capsys.readouterr().err
