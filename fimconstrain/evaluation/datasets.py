@@ -24,6 +24,7 @@ import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..decoding.oracle import ast_parses
 
@@ -46,7 +47,7 @@ RANDSPAN_START_FRACTION = 0.9  # from a random point up to 90% of the way throug
 #: what a dataset's sampling defaults to: "paper" as §VII-A (10 cuts per file, every file that
 #: parses); "project" samples one cut per file (a few hundred experiments then span as many
 #: files as a sample of the paper's 95,390 would) from files of 1,000 to 50,000 characters
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"per_file": 10, "min_chars": 1, "max_chars": None},
     "project": {"per_file": 1, "min_chars": 1000, "max_chars": 50000},
 }
@@ -579,9 +580,9 @@ def _main_build(argv: list[str] | None) -> int:
 
         count = write_jsonl(args.out, advance(build(root, args.n, opts, exclusion, stats)))
     if args.manifest:
-        rows = (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8"))
+        made = (manifest_row(json.loads(line)) for line in args.out.open(encoding="utf-8"))
         write_jsonl(
-            args.manifest, itertools.chain([manifest_header(opts, args.preset, root, exclusion)], rows)
+            args.manifest, itertools.chain([manifest_header(opts, args.preset, root, exclusion)], made)
         )
     skipped = ", ".join(f"{why}: {n}" for why, n in sorted(stats.items()) if why != "ok") or "none"
     print(

@@ -279,7 +279,8 @@ def format_rates(rates: dict) -> str:
 
 def report_text(groups: dict[str, list[dict]]) -> tuple[str, dict]:
     """The report of every label: text, and the same figures as a dict (``summary.json``)."""
-    parts, summary = [], {"settings": {}, "tables": {}, "failures": {}, "success_rates": {}, "timing": {}}
+    parts: list[str] = []
+    summary: dict = {"settings": {}, "tables": {}, "failures": {}, "success_rates": {}, "timing": {}}
     for label, records in groups.items():
         first = records[0]
         datasets = {r["dataset"]: r["dataset_sha256"] for r in records}

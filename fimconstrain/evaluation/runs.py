@@ -314,7 +314,7 @@ def run_all(args: argparse.Namespace) -> int:
         args.order,
         format_version(args.python_version),
         args.device,
-        str(loaded.model.dtype),
+        str(getattr(loaded.model, "dtype", "")),
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
     sid = provenance.settings_id
