@@ -50,7 +50,7 @@ def json_lines(path: Path, what: str) -> Iterator[tuple[int, dict]]:
     if path.is_dir():
         raise InputError(f"{path}: is a folder, not {what}")
     if not path.exists():
-        raise InputError(f"{path}: no such file (expected {what})")
+        raise InputError(f"{path}: No such file or directory")
     with path.open("rb") as lines:
         for number, raw in enumerate(lines, 1):
             if not raw.strip():

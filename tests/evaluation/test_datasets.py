@@ -254,7 +254,7 @@ def test_rebuild_refuses_changed_or_missing_files(root, tmp_path, capsys):
         (["--root", "."], "--kind is required"),
         (["--kind", "boundary", "--root", "."], "--out is required"),
         (["--rebuild", "DATASET", "--root", ".", "--out", "x.jsonl"], "not a manifest row"),
-        (["--verify", "NOPE", "--root", "."], "no such file"),
+        (["--verify", "NOPE", "--root", "."], "No such file"),
     ],
 )
 def test_build_errors_exit_2(root, tmp_path, capsys, args, says):

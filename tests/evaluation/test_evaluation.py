@@ -290,7 +290,7 @@ def bad_inputs(tmp_path, results, datasets) -> dict[str, Path]:
 @pytest.mark.parametrize(
     "which, says",
     [
-        ("missing", "no such file"),
+        ("missing", "No such file or directory"),
         ("folder", "is a folder"),
         ("python", "not JSON (a Python file?)"),
         ("results", "a results file"),
@@ -331,7 +331,7 @@ def test_eval_mismatched_weights_exit_2(datasets, tiny_dir, tmp_path, capsys):
     assert "weights do not fit its config.json" in err[-1] and "MISMATCH" not in "\n".join(err)
 
 
-@pytest.mark.parametrize("which, says", [("missing", "no such file"), ("python", "not JSON")])
+@pytest.mark.parametrize("which, says", [("missing", "No such file or directory"), ("python", "not JSON")])
 def test_report_bad_input_exit_2(bad_inputs, datasets, tmp_path, capsys, which, says):
     for path, message in ((bad_inputs[which], says), (datasets[0], "a dataset (fimconstrain dataset)")):
         assert cli(["report", str(path), "--out-dir", str(tmp_path / "rep")]) == 2
