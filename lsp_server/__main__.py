@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from .server import create_server
 
     server = create_server()
+    server.collector.install()  # this process is the server's: no full collection mid-request
     try:
         if args.tcp:
             serve_tcp(server, args.host, args.port, args.max_message_bytes)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import gc
 import logging
 import threading
 import time
@@ -38,6 +37,7 @@ from pygls.protocol.language_server import lsp_method
 from fimconstrain import Interrupted, clear_caches
 
 from . import __version__
+from .collector import Collector
 from .config import SECTION, Settings, section, update
 from .documents import UTF8, Documents, encoding_name, offset_at
 from .engine import Engine, Job
@@ -215,7 +215,8 @@ class FimServer(LanguageServer):
         self.documents = Documents()
         self.engine = Engine()
         self.worker = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="fimconstrain-worker")
-        self.turns = Turns()
+        self.collector = Collector()  # full garbage collections only when the worker is idle
+        self.turns = Turns(self.collector.when_idle)
         self.jobs: dict[str, Job] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
@@ -600,12 +601,12 @@ def _summary(job: Job, done, seconds: float) -> None:
     )
 
 
-def _forget_closed_document() -> None:
+def _forget_closed_document(collector: Collector) -> None:
     """On the worker: drop the engine's cached parse states, collect them, and hand the freed
     heap back to the system where the C library can (glibc's ``malloc_trim``), so that the
     server's memory goes back down after a large document is closed."""
     clear_caches()
-    gc.collect()
+    collector.sweep()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the memory stays with the process for reuse
@@ -680,7 +681,7 @@ def create_server() -> FimServer:
             # the engine keeps checkers of recent prefixes: drop them (on the worker, which owns
             # them), so that a large document's text and parse states are freed; a small one's
             # age out of the cache, which is cheaper than collecting on every close
-            ls.on_worker(_forget_closed_document)
+            ls.on_worker(_forget_closed_document, ls.collector)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimServer, params: types.InlineCompletionParams):

@@ -23,7 +23,7 @@ def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
     rest = NEWLINE.split(suffix, maxsplit=1)[0]
     if rest.strip():
         return False
-    line = NEWLINE.split(prefix)[-1]
+    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]  # (not a split of the whole file)
     if not line.strip():
         return True
     code = re.sub(r"\s*#[^'\"]*$", "", line).rstrip()  # drop a trailing comment (not one inside a string)

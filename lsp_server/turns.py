@@ -71,10 +71,11 @@ class Ticket:
 class Turns:
     """The one turn, handed between threads by :class:`Ticket` rank."""
 
-    def __init__(self) -> None:
+    def __init__(self, when_idle: Callable[[], None] = lambda: None) -> None:
         self._changed = threading.Condition()
         self._waiting: list[Ticket] = []
         self._holder: Ticket | None = None
+        self._when_idle = when_idle  # called after work ends with none holding or waiting
 
     def run(self, ticket: Ticket, work: Callable[[], T]) -> T:
         """``work()`` on this thread once ``ticket`` has the turn; the turn is given back after."""
@@ -85,6 +86,9 @@ class Turns:
         finally:
             with self._changed:
                 self._give_up(ticket, time.monotonic())
+                idle = not self._waiting
+            if idle:
+                self._when_idle()
 
     def checkpoint(self, ticket: Ticket) -> None:
         """Called by the holder at a safe point: hand the turn to a waiter that goes first, and

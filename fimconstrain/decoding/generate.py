@@ -329,7 +329,23 @@ class _CachedStepper:
         self.seconds += time.perf_counter() - start
         return logits
 
+    def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> torch.Tensor | None:
+        """The prompt's next-token logits. With ``should_stop`` the prompt is fed
+        :data:`PREFILL_CHUNK` tokens at a time (the key/value cache joins the pieces into one
+        pass) and asked between them, so that a server can hand its worker over mid-prompt;
+        None when it said stop."""
+        if should_stop is None:
+            return self.logits(ids)
+        logits = None
+        for start in range(0, len(ids), PREFILL_CHUNK):
+            if start and should_stop():
+                return None
+            logits = self.logits(ids[start : start + PREFILL_CHUNK])
+        return logits
 
+
+#: prompt tokens per forward pass when the prompt is read in pieces (:meth:`_CachedStepper.prefill`)
+PREFILL_CHUNK = 128
 #: seconds the finish (:func:`.end_of_middle.finish_middle`) may search in all, over its cuts
 FINISH_SECONDS = 5.0
 
@@ -425,8 +441,9 @@ class FimDecoder:
         by the checker's shortest finish, a tail repeating the suffix dropped with
         ``drop_repeats``, within ``finish_seconds``); when it finds nothing, the middle is cut
         back to its longest valid prefix. With ``single_line`` decoding stops once a line of
-        code has ended. ``should_stop`` is polled once per step; when it returns True
-        generation stops at once; ``on_token`` sees each token chosen.
+        code has ended. ``should_stop`` is polled once per step, and between pieces of the
+        prompt (:meth:`_CachedStepper.prefill`); when it returns True generation stops at once;
+        ``on_token`` sees each token chosen.
         ``prefilter`` masks every step's logits with the token-mask store first (always in
         prefix mode): the mask is sound, so the exact check then confirms fewer candidates and
         the same tokens are chosen. ``python_version``: the syntax the constraint accepts, for
@@ -466,11 +483,11 @@ class FimDecoder:
             self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
         )
         stepper = _CachedStepper(self.model)
-        logits = stepper.logits(prompt)
+        logits = stepper.prefill(prompt, should_stop)
         run.result.prefill_seconds, stepper.seconds = stepper.seconds, 0.0
         bar = _progress(max_new_tokens, progress)
         for step in range(max_new_tokens):
-            if should_stop is not None and should_stop():
+            if logits is None or (should_stop is not None and should_stop()):
                 run.result.stopped = "cancelled"
                 break
             run.result.steps = step + 1

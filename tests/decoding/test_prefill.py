@@ -1,0 +1,44 @@
+"""Reading the prompt in pieces (``_CachedStepper.prefill`` with ``should_stop``): the same
+next-token logits as one pass, and a stop between pieces ends it there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fimconstrain.decoding import generate as generate_module  # noqa: E402
+from fimconstrain.decoding.models import load_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from fimconstrain.evaluation.tiny_model import build_tiny_model
+
+    return load_model(build_tiny_model(Path(tmp_path_factory.mktemp("tiny_prefill")), context=512))
+
+
+def _prompt(n: int) -> list[int]:
+    return [(7 * i + 3) % 500 + 10 for i in range(n)]
+
+
+def test_pieces_give_the_logits_of_one_pass(tiny, monkeypatch):
+    monkeypatch.setattr(generate_module, "PREFILL_CHUNK", 64)
+    prompt = _prompt(300)  # five pieces, the last one short
+    whole = generate_module._CachedStepper(tiny.model).prefill(prompt)
+    asked = []
+    pieces = generate_module._CachedStepper(tiny.model).prefill(prompt, lambda: asked.append(1) or False)
+    assert pieces is not None and torch.allclose(whole, pieces, atol=1e-4)
+    assert len(asked) == 4  # between the five pieces, not before the first
+
+
+def test_a_stop_between_pieces_ends_the_prompt_there(tiny, monkeypatch):
+    monkeypatch.setattr(generate_module, "PREFILL_CHUNK", 64)
+    stepper = generate_module._CachedStepper(tiny.model)
+    calls = []
+    real = stepper.logits
+    stepper.logits = lambda ids: calls.append(len(ids)) or real(ids)
+    assert stepper.prefill(_prompt(300), lambda: True) is None
+    assert calls == [64]

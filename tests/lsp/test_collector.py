@@ -1,0 +1,71 @@
+"""Full garbage collections only when the worker is idle (lsp_server/collector.py): cycles
+made while requests work are found at the next idle moment, frozen ones by a sweep."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from lsp_server.collector import NEVER, YOUNG_PASSES, Collector
+
+
+class Node:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle: only the cyclic collector frees it
+
+
+@pytest.fixture
+def collector():
+    threshold = gc.get_threshold()
+    collector = Collector()
+    collector.install()
+    yield collector
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+    gc.collect()
+
+
+def _young_passes(n: int) -> None:
+    for _ in range(n):
+        gc.collect(1)
+
+
+def test_automatic_full_passes_are_off_once_installed(collector):
+    assert gc.get_threshold()[2] == NEVER
+
+
+def test_a_cycle_is_collected_at_the_next_idle_moment(collector):
+    collector.sweep()  # a fresh start: everything alive now is frozen
+    cycle = Node()
+    dead = weakref.ref(cycle)
+    _young_passes(1)  # it survives into the oldest generation, which young passes never scan
+    del cycle
+    _young_passes(YOUNG_PASSES - 2)
+    collector.when_idle()  # too few young passes since the last full one: nothing yet
+    assert dead() is not None
+    _young_passes(1)
+    collector.when_idle()
+    assert dead() is None
+
+
+def test_a_frozen_cycle_is_found_by_a_sweep(collector):
+    collector.sweep()
+    cycle = Node()
+    dead = weakref.ref(cycle)
+    _young_passes(YOUNG_PASSES)
+    collector.when_idle()  # it is alive: frozen with the rest
+    del cycle
+    _young_passes(YOUNG_PASSES)
+    gc.collect(1)
+    assert dead() is not None  # out of the collector's sight
+    collector.sweep()
+    assert dead() is None
+
+
+def test_nothing_changes_until_installed():
+    collector, threshold = Collector(), gc.get_threshold()
+    _young_passes(YOUNG_PASSES)
+    collector.when_idle()
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == threshold
