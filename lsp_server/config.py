@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from fimconstrain.decoding.command_line import SEMANTIC_DEFAULT
+
 SECTION = "fimconstrain"
 MODES = ("fim", "prefix", "off")
 MULTILINE = ("auto", "always", "never")
@@ -37,6 +39,9 @@ class Settings:
     # whether a middle cut short may be completed by the checker's finish search (off: an item
     # that only the search made valid is not shown; a random or tiny model then shows little)
     finish_search: bool = False
+    # names that exist (paper 003): the file's scopes and, with jedi installed, attributes guide
+    # the choice among valid tokens; soft and fail-open (docs/lsp.md, "Names that exist")
+    semantic: bool = SEMANTIC_DEFAULT
     max_file_chars: int = 200_000  # larger documents get no completions (and a log message)
     languages: tuple[str, ...] = ("python",)  # languageIds served
     # "auto": the lower bound of requires-python in the nearest pyproject.toml, else the newest;
@@ -153,6 +158,7 @@ _CHECKS = {
     "temperature": _float(0.0, 5.0),
     "top_k": _int(1, 100_000),
     "finish_search": _bool,
+    "semantic": _bool,
     "max_file_chars": _int(1, 50_000_000),
     "languages": _languages,
     "python_version": _python_version,

@@ -171,6 +171,7 @@ class Engine:
         top_k: int,
         python_version=None,
         finish_search: bool = False,
+        semantic: bool = False,
     ) -> tuple[str, float] | None:
         """A valid, non-blank middle the confidence gate shows, with its mean token
         log-probability, or None; raises FimConstrainError when no middle can join ``prefix``
@@ -191,6 +192,7 @@ class Engine:
             finish_search=finish_search,
             python_version=python_version,
             interrupt_setup=job.should_stop,
+            semantic=semantic,
         )
         if result.stopped == "line":
             job.ended = "end of line"
@@ -243,6 +245,7 @@ class Engine:
                     settings.top_k,
                     python_version=at_version,
                     finish_search=settings.finish_search,
+                    semantic=settings.semantic,
                 )
 
             try:

@@ -19,6 +19,7 @@ from ..engine.errors import FimConstrainError
 from ..engine.versions import add_python_version_option, parse_python_version
 from .command_line import (
     MODES,
+    SEMANTIC_DEFAULT,
     HelpFormatter,
     non_negative_float,
     non_negative_int,
@@ -169,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="constrained: mask each step with the token-mask store before the exact check",
     )
+    ap.add_argument(
+        "--semantic",
+        action=argparse.BooleanOptionalAction,
+        default=SEMANTIC_DEFAULT,
+        help="constrained and prefix modes: names the file defines and attributes jedi resolves guide "
+        "the choice among valid tokens (soft: an unknown name is only ruled out where that is sure)",
+    )
     add_python_version_option(ap)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return ap
@@ -200,6 +208,7 @@ def main_complete(argv: list[str] | None = None) -> int:
             finish_in_budget=args.finish_in_budget,
             best_stop=args.best_stop,
             prefilter=args.prefilter,
+            semantic=args.semantic,
         )
     except FimConstrainError as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import product
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import LogitsProcessor
@@ -30,6 +30,9 @@ from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
 from .mask_store import mask_logits
 from .models import context_window
 from .oracle import ast_parses
+
+if TYPE_CHECKING:
+    from .semantic import SemanticGuide, SemanticOptions
 
 #: "prefix": constrained by the left context only, candidates pre-masked by the token-mask store
 MODES = command_line.MODES
@@ -72,6 +75,8 @@ class FimResult:
     #: any constraint or sampling temperature): the item's confidence
     logprobs: list[float] = field(default_factory=list)
     candidates_checked: int = 0
+    #: with ``semantic``: what the names guide did (:class:`.semantic.SemanticGuide` ``stats``)
+    semantic: dict[str, int] = field(default_factory=dict)
     #: decoding steps: choices of the next token, the stop token included (what per-token
     #: timings are per; paper 004 Fig. 11)
     steps: int = 0
@@ -146,6 +151,10 @@ class ConstraintState:
         """The decoding of ``ids`` (a tail of the middle) without the held-back characters."""
         text = self.codec.decode(list(ids))
         return text[: len(text) - self.held] if self.held else text
+
+    def added_text(self, token: int) -> str | None:
+        """The text ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
+        return self._difference(token)
 
     def _difference(self, token: int) -> str | None:
         """Text that ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
@@ -430,6 +439,7 @@ class FimDecoder:
         interrupt_setup: Callable[[], bool] | None = None,
         vocabulary_fallback: bool = True,
         split_ending: bool = True,
+        semantic: bool | SemanticOptions = command_line.SEMANTIC_DEFAULT,
     ) -> FimResult:
         """The middle for ``prefix``/``suffix``; ``top_k`` candidates are checked before a full scan.
 
@@ -457,7 +467,10 @@ class FimDecoder:
         Without ``vocabulary_fallback`` only the top ``top_k`` candidates are checked and the
         middle stops ("stuck") when none passes; without ``split_ending`` the model's token never
         ends the middle inside itself ("split"). Both off, with ``top_k=50``, no healing and no
-        finish, is paper 004 §VII-B's decoder.
+        finish, is paper 004 §VII-B's decoder. With ``semantic`` (True or
+        :class:`.semantic.SemanticOptions`) the constrained modes also ask completion engines
+        which names exist (paper 003): a candidate naming nothing known is excluded where they
+        are sure and demoted elsewhere, never blocking (:mod:`.semantic`).
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -479,6 +492,8 @@ class FimDecoder:
         run.vocabulary_fallback, run.split_ending = vocabulary_fallback, split_ending
         if mode in ("constrained", "prefix"):
             run.start_constraint(suffix if mode == "constrained" else "", version, interrupt_setup)
+            if semantic:
+                run.start_semantic(semantic)
         store = (
             self.mask_store(version) if mode == "prefix" or (prefilter and mode == "constrained") else None
         )
@@ -553,6 +568,20 @@ class _Run:
             tuple[float, int, ConstraintState]
         ] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
+        self.semantic: SemanticGuide | None = None
+
+    def start_semantic(self, options: bool | SemanticOptions) -> None:
+        """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
+        from .semantic import SemanticGuide, SemanticOptions
+
+        start = time.perf_counter()
+        dec = self.decoder
+        chosen = options if isinstance(options, SemanticOptions) else SemanticOptions()
+        self.semantic = SemanticGuide.start(
+            self.prefix, self.suffix, self.healing, dec.stop_ids, dec.banned_ids, chosen
+        )
+        self.result.semantic = self.semantic.stats
+        self.result.setup_seconds += time.perf_counter() - start
         self.vocabulary_fallback = True  # scan past the top k when none of them passes
         self.split_ending = True  # the middle may end inside the model's token (see split_end)
 
@@ -615,11 +644,11 @@ class _Run:
             self.extra, self.result.stopped = split, "split"
             self.result.checker_seconds += time.perf_counter() - start
             return next(iter(dec.stop_ids))
-        for token, nxt in passing_candidates(
-            self.state,
-            _counting(ranked_tokens(keys, top_k, self.vocabulary_fallback), self),
-            dec.stop_ids,
-            dec.banned_ids,
+        ranked = _counting(ranked_tokens(keys, top_k, self.vocabulary_fallback), self)
+        for token, nxt in (
+            passing_candidates(self.state, ranked, dec.stop_ids, dec.banned_ids)
+            if self.semantic is None
+            else self.semantic.choose(self.state, ranked, keys)
         ):
             choice = token
             if token not in dec.stop_ids:

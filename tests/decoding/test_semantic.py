@@ -1,0 +1,181 @@
+"""Semantic decoding (paper 003) in the decode loop: a candidate naming nothing known is excluded
+where the engine is confident and the position a plain read, demoted elsewhere, and never blocks
+(fail-open); jedi's attributes with their time budget; the switches (API, CLI, server setting)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from fimconstrain.decoding import jedi_attributes  # noqa: E402
+from fimconstrain.decoding.command_line import SEMANTIC_DEFAULT  # noqa: E402
+from fimconstrain.decoding.fim_formats import TextCodec  # noqa: E402
+from fimconstrain.decoding.generate import ConstraintState, FimDecoder, ranked_tokens  # noqa: E402
+from fimconstrain.decoding.models import load_model  # noqa: E402
+from fimconstrain.decoding.semantic import SemanticGuide, SemanticOptions  # noqa: E402
+from fimconstrain.engine.checker import fim_checker  # noqa: E402
+from fimconstrain.engine.completion_engine import UNKNOWN, NamePoint  # noqa: E402
+from fimconstrain.engine.name_check import NameCheck  # noqa: E402
+from fimconstrain.engine.scopes import FileScopes  # noqa: E402
+
+HARD = "def wrap(text):\n    return"  # `return |`: only a known name fits
+SOFT = "def wrap(text):\n    return len(1 +"  # inside parentheses: maybe a comprehension's variable
+UNSURE = "from os import *\n\ndef wrap(text):\n    return"  # a star import: the scope may be incomplete
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from fimconstrain.evaluation.tiny_model import build_tiny_model
+
+    return load_model(build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256))
+
+
+@pytest.fixture(scope="module")
+def codec(tiny):
+    return TextCodec(tiny.tokenizer)
+
+
+def token_of(codec, text: str) -> int:
+    ids = codec.encode(text)
+    assert len(ids) == 1 and codec.decode(ids) == text, f"{text!r} is not one token here"
+    return ids[0]
+
+
+def pick(tiny, codec, prefix: str, suffix: str, preferences: dict[str, float]):
+    """The guide's choice when only the tokens in ``preferences`` (text: key) are possible."""
+    stop_ids = tiny.fim_format.stop_ids(tiny.tokenizer)
+    keys = torch.full((len(tiny.tokenizer),), float("-inf"), dtype=torch.float64)
+    for text, key in preferences.items():
+        keys[token_of(codec, text)] = key
+    state = ConstraintState(fim_checker(prefix, suffix), codec)
+    check = NameCheck(prefix, suffix, FileScopes.read(prefix, suffix))
+    guide = SemanticGuide(check, stop_ids, set(), SemanticOptions(attributes=False))
+    chosen = [codec.decode([token]) for token, _ in guide.choose(state, ranked_tokens(keys, 8), keys)]
+    return chosen, guide
+
+
+def test_where_sure_an_unknown_name_is_excluded_however_likely(tiny, codec):
+    chosen, guide = pick(tiny, codec, HARD, "\n", {" width": 10.0, " text": 2.0})
+    assert chosen == [" text"] and guide.stats["restricted"] == 1
+    assert "text" in guide.check.text[-5:]  # the guide moved on with its choice
+
+
+@pytest.mark.parametrize("prefix", [SOFT, UNSURE], ids=["may-be-bound-later", "unsure-engine"])
+def test_elsewhere_an_unknown_name_is_only_demoted(tiny, codec, prefix):
+    close, _ = pick(tiny, codec, prefix, ")\n" if prefix is SOFT else "\n", {" width": 10.0, " text": 9.0})
+    far, guide = pick(tiny, codec, prefix, ")\n" if prefix is SOFT else "\n", {" width": 10.0, " text": 2.0})
+    assert close == [" text"]  # within the penalty: reranked
+    assert far == [" width"] and guide.stats["demoted"] == 1  # the model is sure: kept
+
+
+def test_when_every_candidate_is_excluded_the_loop_goes_on_fail_open(tiny, codec):
+    chosen, guide = pick(tiny, codec, HARD, "\n", {" width": 10.0, " chunk": 9.0})
+    assert chosen == [" width"] and guide.stats["fail-open"] == 1
+
+
+def test_a_binding_position_is_never_constrained(tiny, codec):
+    chosen, guide = pick(tiny, codec, "def wrap(text):\n    for", "\n", {" width": 10.0, " text": 9.0})
+    assert chosen == [" width"] and not guide.stats["demoted"] and not guide.stats["excluded"]
+
+
+class _Steered(torch.nn.Module):
+    """The model, with the first token's favourites forced (the prompt's pass), then stopping."""
+
+    def __init__(self, model, first: dict[int, float], stop: int):
+        super().__init__()
+        self.inner, self.config, self.calls = model, model.config, 0
+        self.first, self.stop = first, stop
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        top = float(out.logits.max())
+        for token, boost in self.first.items() if self.calls == 0 else [(self.stop, 100.0)]:
+            out.logits[..., token] = top + boost
+        self.calls += 1
+        return out
+
+
+@pytest.mark.parametrize("semantic", [False, True])
+def test_the_api_switch(tiny, codec, semantic):
+    stop = next(iter(tiny.fim_format.stop_ids(tiny.tokenizer)))
+    model = _Steered(tiny.model, {token_of(codec, " width"): 100.0, token_of(codec, " text"): 95.0}, stop)
+    decoder = FimDecoder(model, tiny.tokenizer, tiny.fim_format)
+    options = SemanticOptions(attributes=False) if semantic else False
+    result = decoder.generate(HARD, "\n", max_new_tokens=4, heal=False, semantic=options)
+    assert result.middle == (" text" if semantic else " width") and result.valid
+    assert bool(result.semantic) is semantic
+
+
+class _NeverAnswers:
+    """A jedi stand-in whose answers never arrive."""
+
+    def query(self, key, text, suffix) -> Future:
+        return Future()
+
+
+def test_a_late_attribute_engine_is_unknown_and_never_blocks():
+    attributes = jedi_attributes.FileAttributes(_NeverAnswers(), (0, 0), budget=0.0)  # type: ignore[arg-type]
+    point = NamePoint("import os\nos.", "\n", "os")
+    assert attributes.names(point) is UNKNOWN and attributes.timeouts == 1
+    check = NameCheck("import os\n", "\n", FileScopes.read("import os\n", "\n"), attributes)
+    assert not check.verdict("x = os.nothing_here").fails
+
+
+def test_a_failing_jedi_is_unknown(monkeypatch):
+    def broken(text, suffix):
+        raise RuntimeError("jedi fell over")
+
+    monkeypatch.setattr(jedi_attributes, "attributes_at", broken)
+    future = jedi_attributes.JediAttributes().query((1, 2, "os"), "import os\nos.", "\n")
+    assert future.result(timeout=30) is UNKNOWN
+
+
+def test_jedi_knows_modules_for_sure_and_instances_only_roughly():
+    module = jedi_attributes.attributes_at("import os\nos.", "\n")
+    assert module.names is not None and "path" in module.names and module.confident
+    text = "class Box:\n    def __init__(self):\n        self.size = 1\n    def grow(self):\n        self."
+    instance = jedi_attributes.attributes_at(text, "\n    def later(self):\n        pass\n")
+    assert instance.names is not None and {"size", "grow", "later"} <= instance.names
+    assert not instance.confident
+    assert jedi_attributes.attributes_at("x = undefined_thing.", "\n") is UNKNOWN
+
+
+def test_the_command_line_switch():
+    from fimconstrain.decoding.complete_file import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["f.py", "--cursor", "1:1"]).semantic is SEMANTIC_DEFAULT
+    assert parse(["f.py", "--cursor", "1:1", "--semantic"]).semantic is True
+    assert parse(["f.py", "--cursor", "1:1", "--no-semantic"]).semantic is False
+
+
+def test_the_server_setting_reaches_the_decoder():
+    from lsp_server import config
+    from lsp_server.engine import Engine, Job, Loaded
+
+    settings, problems = config.update(config.Settings(), {"semantic": not SEMANTIC_DEFAULT})
+    assert settings.semantic is (not SEMANTIC_DEFAULT) and not problems
+    assert config.update(settings, {"semantic": "yes"})[1]  # a bad value is reported, ignored
+    asked = []
+
+    def generate(prefix, suffix, **options):
+        asked.append(options["semantic"])
+        return SimpleNamespace(valid=True, middle="x", stopped="eos", mean_logprob=0.0)
+
+    engine = Engine()
+    gate = SimpleNamespace(shows=lambda score: True)
+    engine.loaded = Loaded("fake", SimpleNamespace(generate=generate), "fake", 0.0, gate)  # type: ignore[arg-type]
+    for semantic in (True, False):
+        job = Job("file:///a.py", float("inf"), True)
+        assert engine.complete(job, "x = ", "\n", replace(settings, semantic=semantic), 1) == ["x"]
+    assert asked == [True, False]
