@@ -143,6 +143,10 @@ class Engine:
         )
         decoder = FimDecoder(model.model, model.tokenizer, model.fim_format)
         gate = ConfidenceGate.for_model(DEFAULT_MODEL_DIR if settings.model is None else settings.model)
+        if settings.semantic:
+            from fimconstrain.decoding import jedi_attributes
+
+            jedi_attributes.shared()  # jedi loads in the background: its first answer takes seconds
         loaded = Loaded(model.name, decoder, model.fim_format.name, 0.0, gate)
         # warm up: grammar tables, the prompt path, a few decode steps
         self._generate(

@@ -569,6 +569,8 @@ class _Run:
         ] = []  # (weighted EOS probability, tokens, state)
         self.result = FimResult("", mode, False, "eos", 0, prompt_tokens)
         self.semantic: SemanticGuide | None = None
+        self.vocabulary_fallback = True  # scan past the top k when none of them passes
+        self.split_ending = True  # the middle may end inside the model's token (see split_end)
 
     def start_semantic(self, options: bool | SemanticOptions) -> None:
         """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
@@ -577,13 +579,9 @@ class _Run:
         start = time.perf_counter()
         dec = self.decoder
         chosen = options if isinstance(options, SemanticOptions) else SemanticOptions()
-        self.semantic = SemanticGuide.start(
-            self.prefix, self.suffix, self.healing, dec.stop_ids, dec.banned_ids, chosen
-        )
+        self.semantic = SemanticGuide.start(self.prefix, self.suffix, dec.stop_ids, dec.banned_ids, chosen)
         self.result.semantic = self.semantic.stats
         self.result.setup_seconds += time.perf_counter() - start
-        self.vocabulary_fallback = True  # scan past the top k when none of them passes
-        self.split_ending = True  # the middle may end inside the model's token (see split_end)
 
     def start_constraint(
         self,

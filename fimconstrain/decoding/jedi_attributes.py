@@ -13,6 +13,7 @@ for instances (``self`` included) and classes it only reranks.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
@@ -29,12 +30,9 @@ BUDGET = 0.1
 
 
 def available() -> bool:
-    """Whether jedi can be imported."""
-    try:
-        import jedi  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether jedi is installed (it is imported on the worker thread, not here: that takes
+    a few hundred milliseconds)."""
+    return importlib.util.find_spec("jedi") is not None
 
 
 def _line_col(text: str) -> tuple[int, int]:

@@ -74,15 +74,14 @@ class SemanticGuide:
         cls,
         prefix: str,
         suffix: str,
-        healed: str,
         stop_ids: set[int],
         banned_ids: set[int],
         options: SemanticOptions = SemanticOptions(),
     ) -> SemanticGuide:
-        """The guide for a middle between ``prefix`` and ``suffix`` whose tokens first write
-        ``healed`` (the prefix's end, token healing) again."""
+        """The guide for a middle between ``prefix`` and ``suffix`` (whose tokens first write
+        the prefix's end again, token healing: that text is the user's, never judged)."""
         names, attributes = engines(prefix, suffix, options)
-        check = NameCheck(prefix[: len(prefix) - len(healed)], suffix, names, attributes)
+        check = NameCheck(prefix, suffix, names, attributes)
         guide = cls(check, stop_ids, banned_ids, options)
         guide.attributes = attributes
         return guide
@@ -91,7 +90,12 @@ class SemanticGuide:
         """What ``token`` does to the middle's names (a stop token: nothing)."""
         if token in self.stop_ids:
             return RESOLVES
-        return self.check.verdict(state.added_text(token) or "")
+        return self.check.verdict(self._new_text(state, token))
+
+    @staticmethod
+    def _new_text(state: ConstraintState, token: int) -> str:
+        """What ``token`` adds after the prefix: its text past what is left to heal."""
+        return (state.added_text(token) or "")[len(state.healing) :]
 
     def choose(
         self, state: ConstraintState, ranked: Iterator[int], keys: torch.Tensor
@@ -134,5 +138,5 @@ class SemanticGuide:
         if self.attributes is not None and self.attributes.timeouts:
             self.stats["jedi-timeouts"] = self.attributes.timeouts
         if best[0] not in self.stop_ids:
-            self.check.advance(state.added_text(best[0]) or "")
+            self.check.advance(self._new_text(state, best[0]))
         yield best

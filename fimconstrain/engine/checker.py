@@ -283,6 +283,9 @@ class _Context:
         self.tail_start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()])
         self.prefixes: PrefixCache[Checker[Any]] = PrefixCache()
         self.suffixes: LRU[str, SuffixPlan[Any]] = LRU(64)
+        #: checkers along recent suffix tails read from ``tail_start`` (an edit below the
+        #: cursor re-reads the tail only from the edit on)
+        self.tails: PrefixCache[Checker[Any]] = PrefixCache()
 
     def plan(self, suffix: str) -> SuffixPlan[Any] | None:
         if not suffix:
@@ -335,9 +338,10 @@ def fim_checker(
     With a non-empty suffix the middle is checked against the prefix as it is generated and
     against the suffix when the program is ended (``is_complete``).
 
-    ``should_stop`` (optional) is asked now and then while a long prefix is read; when it says
-    so, :class:`~.errors.Interrupted` is raised and the work so far is kept, so that a server can
-    put a large file aside for other requests and resume it later.
+    ``should_stop`` (optional) is asked now and then while a long prefix, or the long tail of
+    a suffix, is read; when it says so, :class:`~.errors.Interrupted` is raised and the work so
+    far is kept, so that a server can put a large file aside for other requests and resume it
+    later.
     """
     for name, value in (("prefix", prefix), ("suffix", suffix)):
         if not isinstance(value, str):
@@ -352,6 +356,7 @@ def fim_checker(
         )
     plan = context.plan(suffix)
     if plan is not None:
+        plan.check_tail(lambda tail: context.tails.checker_for(context.tail_start, tail, should_stop))
         broken = plan.unjoinable()
         if broken is not None:
             offset, reason = broken
@@ -379,3 +384,4 @@ def clear_caches() -> None:
     for context in _CONTEXTS.values():
         context.prefixes.clear()
         context.suffixes.clear()
+        context.tails.clear()

@@ -15,6 +15,7 @@ are followed through the tail for real. A suffix that no middle can join is refu
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Generic
 
 from .layer_protocol import Branch, LayoutT, LexicalLayer, ParseState
@@ -72,9 +73,16 @@ class SuffixPlan(Generic[LayoutT]):
     def tail_valid(self) -> bool:
         """Whether the tail is a valid file on its own (checked on first use, then kept)."""
         if self._tail_valid is None:
-            after = self._start.feed(self.tail)
-            self._tail_valid = after is not None and after.is_complete()
+            self.check_tail(self._start.feed)
+        assert self._tail_valid is not None  # set by check_tail
         return self._tail_valid
+
+    def check_tail(self, read: Callable[[str], ParseState[LayoutT] | None]) -> None:
+        """Check the tail now, if not yet: ``read(tail)`` is the checker after it from an empty
+        file (a cached reader resumes a tail edited near its end and may be interrupted)."""
+        if self.split and self._tail_valid is None:
+            after = read(self.tail)
+            self._tail_valid = after is not None and after.is_complete()
 
     def unjoinable(self) -> tuple[int, str] | None:
         """``(offset in the suffix, reason)`` when no middle can make the file valid: the head

@@ -47,13 +47,14 @@ def token_of(codec, text: str) -> int:
     return ids[0]
 
 
-def pick(tiny, codec, prefix: str, suffix: str, preferences: dict[str, float]):
-    """The guide's choice when only the tokens in ``preferences`` (text: key) are possible."""
+def pick(tiny, codec, prefix: str, suffix: str, preferences: dict[str, float], healing: str = ""):
+    """The guide's choice when only the tokens in ``preferences`` (text: key) are possible;
+    ``healing``: the prefix's end the tokens must write again first."""
     stop_ids = tiny.fim_format.stop_ids(tiny.tokenizer)
     keys = torch.full((len(tiny.tokenizer),), float("-inf"), dtype=torch.float64)
     for text, key in preferences.items():
         keys[token_of(codec, text)] = key
-    state = ConstraintState(fim_checker(prefix, suffix), codec)
+    state = ConstraintState(fim_checker(prefix, suffix), codec, healing=healing)
     check = NameCheck(prefix, suffix, FileScopes.read(prefix, suffix))
     guide = SemanticGuide(check, stop_ids, set(), SemanticOptions(attributes=False))
     chosen = [codec.decode([token]) for token, _ in guide.choose(state, ranked_tokens(keys, 8), keys)]
@@ -77,6 +78,13 @@ def test_elsewhere_an_unknown_name_is_only_demoted(tiny, codec, prefix):
 def test_when_every_candidate_is_excluded_the_loop_goes_on_fail_open(tiny, codec):
     chosen, guide = pick(tiny, codec, HARD, "\n", {" width": 10.0, " chunk": 9.0})
     assert chosen == [" width"] and guide.stats["fail-open"] == 1
+
+
+def test_a_name_the_user_is_typing_is_not_judged_when_healed(tiny, codec):
+    """``return wid|`` with token healing: the first token writes `` wid`` again and goes on;
+    the user's partial name is theirs (only what comes after it is the middle's)."""
+    chosen, guide = pick(tiny, codec, HARD + " wid", "\n", {" width": 10.0}, healing=" wid")
+    assert chosen == [" width"] and not guide.stats["excluded"] and not guide.stats["fail-open"]
 
 
 def test_a_binding_position_is_never_constrained(tiny, codec):
