@@ -259,6 +259,7 @@ def test_help_shows_the_python_version_default():
         ("--top-p", "0", "must be in (0, 1]"),
         ("--top-p", "1.5", "must be in (0, 1]"),
         ("--seed", "x", "not an integer"),
+        ("--format", "bogus", "unknown FIM format 'bogus'"),  # before any model is loaded
     ],
 )
 def test_complete_rejects_bad_numbers_with_one_line(option, value, needle):

@@ -13,7 +13,8 @@ import math
 import sys
 from bisect import bisect_right
 
-from ..engine.errors import InputError
+from ..engine.errors import FimConstrainError, InputError
+from .fim_formats import get_format
 from .positions import line_starts
 
 #: the decoding modes (:data:`.generate.MODES` re-exports them with the decode loop)
@@ -55,6 +56,16 @@ def _checked(kind, ok, requirement: str):
         return value
 
     return parse
+
+
+def fim_format_name(text: str) -> str:
+    """An argparse type: a FIM format's name or alias (:data:`.fim_formats.FORMATS`), checked
+    before any model is loaded."""
+    try:
+        get_format(text)
+    except FimConstrainError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 positive_int = _checked(int, lambda value: value >= 1, "at least 1")

@@ -21,6 +21,7 @@ from .command_line import (
     MODES,
     SEMANTIC_DEFAULT,
     HelpFormatter,
+    fim_format_name,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -146,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed")
     ap.add_argument(
-        "--format", dest="fim_format", default=None, help="FIM format name (default: detected from the model)"
+        "--format",
+        dest="fim_format",
+        default=None,
+        type=fim_format_name,
+        help="FIM format name (default: detected from the model)",
     )
     ap.add_argument(
         "--order", choices=("psm", "spm"), default="psm", help="prompt order: prefix-suffix or suffix-prefix"

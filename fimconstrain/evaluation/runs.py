@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..decoding.command_line import (
     HelpFormatter,
+    fim_format_name,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -226,7 +227,11 @@ def eval_parser() -> argparse.ArgumentParser:
         "--model", default=None, help="model directory or cached Hugging Face id (default: the shipped model)"
     )
     ap.add_argument(
-        "--format", dest="fim_format", default=None, help="FIM format name (default: detected from the model)"
+        "--format",
+        dest="fim_format",
+        default=None,
+        type=fim_format_name,
+        help="FIM format name (default: detected from the model)",
     )
     ap.add_argument(
         "--order", choices=("psm", "spm"), default="psm", help="prompt order: prefix-suffix or suffix-prefix"
