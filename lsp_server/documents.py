@@ -11,8 +11,9 @@ the protocol asks.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from fimconstrain.decoding.positions import line_starts
 
@@ -28,24 +29,38 @@ def _units(ch: str, encoding: str) -> int:
     return 1
 
 
-def _line_end(text: str, starts: list[int], line: int) -> int:
+#: where each line of a text begins (int64 offsets, as :func:`line_starts` lists them): an array,
+#: so that an edit shifts the lines after it in one vectorised step
+Starts = np.ndarray
+
+
+def line_start_array(text: str) -> Starts:
+    """:func:`line_starts` of ``text`` as an array, found by numpy when it has no carriage
+    return (a 5 MB file in about a tenth of the time)."""
+    if "\r" in text:  # \r\n or a lone \r: the regular expression's reading
+        return np.array(line_starts(text), dtype=np.int64)
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    return np.concatenate((np.zeros(1, dtype=np.int64), np.flatnonzero(codes == 10) + 1))
+
+
+def _line_end(text: str, starts: Starts, line: int) -> int:
     """Offset of the end of ``line``'s content (before its line break)."""
-    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    end = int(starts[line + 1]) if line + 1 < len(starts) else len(text)
     while end > starts[line] and text[end - 1] in "\r\n":
         end -= 1
     return end
 
 
 def offset_at(
-    text: str, line: int, character: int, encoding: str = UTF16, starts: list[int] | None = None
+    text: str, line: int, character: int, encoding: str = UTF16, starts: Starts | None = None
 ) -> int:
     """The string offset of an LSP position (clamped to the line and the file)."""
-    starts = starts if starts is not None else line_starts(text)
+    starts = starts if starts is not None else line_start_array(text)
     if line < 0:
         return 0
     if line >= len(starts):
         return len(text)
-    start, end = starts[line], _line_end(text, starts, line)
+    start, end = int(starts[line]), _line_end(text, starts, line)
     if encoding == UTF32:
         return start + max(0, min(character, end - start))
     units, i = 0, start
@@ -88,20 +103,20 @@ class Document:
     language_id: str
     #: where each line of ``text`` begins, kept up to date edit by edit (an edit of a large
     #: document then costs about its own size, not the document's)
-    starts: list[int] = field(default_factory=list, repr=False)
+    starts: Starts = field(default_factory=lambda: np.zeros(1, dtype=np.int64), repr=False)
 
 
-def edited_starts(starts: list[int], text: str, a: int, b: int, inserted: int) -> list[int]:
+def edited_starts(starts: Starts, text: str, a: int, b: int, inserted: int) -> Starts:
     """The line starts of ``text`` after ``[a, b)`` of the text ``starts`` described was replaced
     by ``inserted`` characters: kept before the edit, shifted after it, and found again from the
     line before the edit to the line after it (a ``\r`` and a ``\n`` may join across it)."""
-    i = max(0, bisect_right(starts, a) - 2)
-    j = bisect_right(starts, b) + 1
+    i = max(0, int(np.searchsorted(starts, a, side="right")) - 2)
+    j = int(np.searchsorted(starts, b, side="right")) + 1
     delta = inserted - (b - a)
-    lo = starts[i]
-    hi = starts[j] + delta if j < len(starts) else len(text)
+    lo = int(starts[i])
+    hi = int(starts[j]) + delta if j < len(starts) else len(text)
     middle = [lo + s for s in line_starts(text[lo:hi]) if lo + s < hi or j >= len(starts)]
-    return starts[:i] + middle + [s + delta for s in starts[j:]]
+    return np.concatenate((starts[:i], np.array(middle, dtype=np.int64), starts[j:] + delta))
 
 
 class Documents:
@@ -114,7 +129,7 @@ class Documents:
 
     def open(self, uri: str, text: str, version: int | None, language_id: str) -> None:
         with self._lock:
-            self._docs[uri] = Document(uri, text, version, language_id or "", line_starts(text))
+            self._docs[uri] = Document(uri, text, version, language_id or "", line_start_array(text))
 
     def close(self, uri: str) -> None:
         with self._lock:
@@ -146,7 +161,7 @@ class Documents:
                 rng = getattr(change, "range", None)
                 new = getattr(change, "text", "")
                 if rng is None:
-                    text, starts = new, line_starts(new)
+                    text, starts = new, line_start_array(new)
                     continue
                 a = offset_at(text, rng.start.line, rng.start.character, self.encoding, starts)
                 b = offset_at(text, rng.end.line, rng.end.character, self.encoding, starts)

@@ -19,7 +19,7 @@ from pytest_lsp import LanguageClient, client_capabilities  # noqa: E402
 from test_lsp_server import SERVER, _complete, _open, _options, _statuses, _wait_status, tiny_model  # noqa: E402
 
 from fimconstrain.decoding.positions import line_starts  # noqa: E402
-from lsp_server.documents import edited_starts  # noqa: E402
+from lsp_server.documents import edited_starts, line_start_array  # noqa: E402
 
 __all__ = ["tiny_model"]  # the module-scoped fixture, shared
 
@@ -170,22 +170,23 @@ _PIECES = st.sampled_from(["a", "bc", "\n", "\r", "\r\n", " ", "é", ""])
     st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.lists(_PIECES, max_size=5).map("".join))),
 )
 def test_line_starts_kept_edit_by_edit_match_a_fresh_count(text, edits):
-    starts = line_starts(text)
+    starts = line_start_array(text)
+    assert starts.tolist() == line_starts(text)
     for a, b, new in edits:
         a, b = sorted((min(a, len(text)), min(b, len(text))))
         text = text[:a] + new + text[b:]
         starts = edited_starts(starts, text, a, b, len(new))
-        assert starts == line_starts(text)
+        assert starts.tolist() == line_starts(text) == line_start_array(text).tolist()
 
 
 def test_random_edit_sequences_match_a_fresh_count():
     rng = random.Random(0)
     text = "x = 1\r\ny = 2\rz = 3\n"
-    starts = line_starts(text)
+    starts = line_start_array(text)
     for _ in range(2000):
         a = rng.randint(0, len(text))
         b = rng.randint(a, min(len(text), a + 5))
         new = rng.choice(["", "\n", "\r", "q\r\n", "\r\nw"])
         text = text[:a] + new + text[b:]
         starts = edited_starts(starts, text, a, b, len(new))
-    assert starts == line_starts(text)
+    assert starts.tolist() == line_starts(text)
