@@ -146,7 +146,9 @@ class Engine:
         if settings.semantic:
             from fimconstrain.decoding import jedi_attributes
 
-            jedi_attributes.shared()  # jedi loads in the background: its first answer takes seconds
+            jedi = jedi_attributes.shared()
+            if jedi is not None:
+                jedi.warm_up()  # in the background: jedi's first answer takes seconds
         loaded = Loaded(model.name, decoder, model.fim_format.name, 0.0, gate)
         # warm up: grammar tables, the prompt path, a few decode steps
         self._generate(

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import queue
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from ..engine.completion_engine import UNKNOWN, NamePoint, NameSet
@@ -57,18 +59,37 @@ def attributes_at(text: str, suffix: str) -> NameSet:
     return NameSet(names, confident)
 
 
+class _Worker:
+    """One daemon thread running jobs in turn: a process (the command line) never waits for
+    jedi at exit, as it would for a ``ThreadPoolExecutor``'s threads."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[NameSet], Callable[[], NameSet]]] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="fimconstrain-jedi", daemon=True).start()
+
+    def submit(self, job: Callable[[], NameSet]) -> Future[NameSet]:
+        future: Future[NameSet] = Future()
+        self._jobs.put((future, job))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, job = self._jobs.get()
+            future.set_result(job())  # jobs are _safe: they never raise
+
+
 class JediAttributes:
     """The long-lived part: one worker thread and an LRU of answers by (file, receiver)."""
 
     def __init__(self, cache_size: int = 512):
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="fimconstrain-jedi")
+        self._worker = _Worker()
         self._cache: OrderedDict[tuple[int, int, str], Future[NameSet]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
     def warm_up(self) -> Future[NameSet]:
         """Load jedi and its builtin stubs in the background (the first query takes seconds)."""
-        return self._executor.submit(_safe, "import os\nos.", "\n")
+        return self._worker.submit(lambda: _safe("import os\nos.", "\n"))
 
     def for_file(self, prefix: str, suffix: str, budget: float = BUDGET) -> FileAttributes:
         """The engine for one generation between ``prefix`` and ``suffix``; each receiver's
@@ -80,7 +101,7 @@ class JediAttributes:
         with self._lock:
             future = self._cache.get(key)
             if future is None:
-                future = self._cache[key] = self._executor.submit(_safe, text, suffix)
+                future = self._cache[key] = self._worker.submit(lambda: _safe(text, suffix))
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
             else:
@@ -131,10 +152,9 @@ _shared: JediAttributes | None = None
 
 
 def shared() -> JediAttributes | None:
-    """The process's jedi engine (created and warmed up on first use), or None when jedi is
-    not installed."""
+    """The process's jedi engine (created on first use; jedi itself loads with the first
+    query, or :meth:`JediAttributes.warm_up`), or None when jedi is not installed."""
     global _shared
     if _shared is None and available():
         _shared = JediAttributes()
-        _shared.warm_up()
     return _shared

@@ -577,7 +577,8 @@ def test_cancel_stops_within_one_decode_step(engine):
     from lsp_server.config import Settings
     from lsp_server.engine import Job
 
-    settings = Settings(max_tokens=1000, multiline="always")
+    # the plain decode loop: a random model's names would make the names guide end it early
+    settings = Settings(max_tokens=1000, multiline="always", semantic=False)
     job = Job("u", time.monotonic() + 60, single_line=False)
     seen = job.on_token
 
@@ -598,7 +599,8 @@ def test_deadline_and_single_line(engine):
     from lsp_server.config import Settings
     from lsp_server.engine import Job
 
-    settings = Settings(max_tokens=1000, multiline="always")
+    # the plain decode loop: a random model's names would make the names guide end it early
+    settings = Settings(max_tokens=1000, multiline="always", semantic=False)
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
     job = Job("u", time.monotonic() + 0.2, single_line=False)
     items = engine.complete(job, prefix, suffix, settings, 1)

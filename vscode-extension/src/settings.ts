@@ -22,6 +22,7 @@ export interface SettingsReader {
 export const SERVER_KEYS = [
   'model', 'fimFormat', 'device', 'threads', 'trustRemoteCode', 'mode', 'maxTokens', 'deadlineMs',
   'multiline', 'invokedItems', 'temperature', 'topK', 'finishSearch', 'maxFileChars', 'pythonVersion',
+  'semantic',
 ] as const;
 
 /** Keys whose empty value in the settings UI ("" or 0) means "the server's default", which the

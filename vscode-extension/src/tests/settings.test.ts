@@ -20,7 +20,7 @@ test('with the declared defaults the server gets every server key, and no client
   assert.deepEqual(sent, {
     model: null, fimFormat: null, device: 'cpu', threads: null, trustRemoteCode: false, mode: 'fim', maxTokens: 64,
     deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
-    maxFileChars: 200000, pythonVersion: 'auto',
+    maxFileChars: 200000, pythonVersion: 'auto', semantic: true,
   });
 });
 
