@@ -1,5 +1,5 @@
-"""When Python's cyclic garbage collector runs in the server: never a full pass while a request
-works.
+"""The server process's memory: when Python's cyclic garbage collector runs (never a full pass
+while a request works), and how freed memory goes back to the system.
 
 A full pass scans every tracked object with the interpreter lock held, and no turn-taking
 (:mod:`lsp_server.turns`) can preempt it: with a large document's parse states cached that is
@@ -10,10 +10,16 @@ open documents) are frozen: moved out of the collector's sight, so that the next
 only at what came since. Frozen objects are still freed by reference counting; frozen cycles
 are found by a sweep over everything, when a large document is closed or the frozen set has
 doubled since the last sweep.
+
+With glibc, blocks of :data:`MMAP_BYTES` or more (a large document's text, its line starts) are
+always mapped on their own, so that freeing one hands it back at once; glibc's default raises
+that threshold after the first such block is freed, and later ones then stay in the heap for
+good (measured: 1.16x the memory after a 5 MB file was edited 40 times and closed).
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 
@@ -22,6 +28,18 @@ import threading
 YOUNG_PASSES = 10
 #: the automatic full passes' threshold while they are off
 NEVER = 2**30
+#: allocations this large get their own memory mapping (glibc ``M_MMAP_THRESHOLD``)
+MMAP_BYTES = 1 << 20
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
+
+
+def _glibc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018  (present only in glibc)
+    except (OSError, AttributeError):  # not glibc: memory stays with the process for reuse
+        return None
+    return libc
 
 
 class Collector:
@@ -33,10 +51,14 @@ class Collector:
         self._lock = threading.Lock()
 
     def install(self) -> None:
-        """Turn the automatic full passes off for this process (the server's own)."""
+        """Turn the automatic full passes off for this process (the server's own), and map
+        large blocks on their own."""
         young, middle, _ = gc.get_threshold()
         gc.set_threshold(young, middle, NEVER)
         self.installed = True
+        libc = _glibc()
+        if libc is not None:
+            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)
 
     def when_idle(self) -> None:
         """Called when no request works or waits: a full pass over what came since the last one,
@@ -51,9 +73,13 @@ class Collector:
                 gc.freeze()
 
     def sweep(self) -> None:
-        """A full pass over everything, frozen or not (say, after a large document was closed)."""
+        """A full pass over everything, frozen or not (say, after a large document was closed),
+        and the heap's free memory handed back to the system where glibc can."""
         with self._lock:
             self._sweep()
+        libc = _glibc()
+        if libc is not None:
+            libc.malloc_trim(0)
 
     def _sweep(self) -> None:
         gc.unfreeze()

@@ -18,7 +18,6 @@ checked as (the message says so when that is newer than the ``pythonVersion`` se
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import threading
 import time
@@ -602,15 +601,11 @@ def _summary(job: Job, done, seconds: float) -> None:
 
 
 def _forget_closed_document(collector: Collector) -> None:
-    """On the worker: drop the engine's cached parse states, collect them, and hand the freed
-    heap back to the system where the C library can (glibc's ``malloc_trim``), so that the
-    server's memory goes back down after a large document is closed."""
+    """On the worker: drop the engine's cached parse states, collect them and hand the freed
+    memory back (:meth:`Collector.sweep`), so that the server's memory goes back down after a
+    large document is closed."""
     clear_caches()
     collector.sweep()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the memory stays with the process for reuse
-        pass
 
 
 def _consume(future) -> None:
