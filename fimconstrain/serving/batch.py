@@ -1,0 +1,69 @@
+"""Checking a decoding step's batch: which tokens each constrained row allows.
+
+A :class:`RowQuery` says what changed for one request since the last step (committed tokens
+kept and added), the speculative tokens in front of this row and the row's candidates (its top
+``k`` logits, best first).  A :class:`BatchChecker` answers a whole step at once, so that
+:class:`InlineChecker` (this process) and :class:`~.pool.ConstraintPool` (worker processes that
+own the requests) are interchangeable under the vLLM processor and the benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .requests import FimArgs, RequestConstraint, TokenTable
+
+
+@dataclass(frozen=True)
+class RowQuery:
+    """One logits row of a step: request ``key``'s committed middle becomes its first ``keep``
+    tokens and ``new``; the row's tokens are then ``drafts`` (speculative, not committed);
+    ``candidates`` are the row's best tokens, best first."""
+
+    key: int
+    keep: int
+    new: tuple[int, ...]
+    drafts: tuple[int, ...]
+    candidates: tuple[int, ...]
+
+
+class BatchChecker(Protocol):
+    """Requests added and removed by key, and the allowed tokens of a step's rows."""
+
+    def add(self, key: int, args: FimArgs, extra_stops: Iterable[int] = ()) -> None: ...
+
+    def remove(self, key: int) -> None: ...
+
+    def check(self, rows: Sequence[RowQuery]) -> list[list[int]]: ...
+
+    def close(self) -> None: ...
+
+
+class InlineChecker:
+    """A :class:`BatchChecker` in this process, one row after another.
+
+    A key that is added again replaces its request (vLLM recycles request slots)."""
+
+    def __init__(self, table: TokenTable):
+        self.table = table
+        self.requests: dict[int, RequestConstraint] = {}
+
+    def add(self, key: int, args: FimArgs, extra_stops: Iterable[int] = ()) -> None:
+        self.requests[key] = RequestConstraint(args, self.table, extra_stops)
+
+    def remove(self, key: int) -> None:
+        self.requests.pop(key, None)
+
+    def check(self, rows: Sequence[RowQuery]) -> list[list[int]]:
+        out = []
+        for row in rows:
+            request = self.requests[row.key]
+            if row.new or row.keep < len(request.ids):
+                request.sync(row.keep, row.new)
+            out.append(request.allowed(row.candidates, row.drafts))
+        return out
+
+    def close(self) -> None:
+        self.requests.clear()

@@ -1,0 +1,126 @@
+"""One serving request's FIM constraint: its arguments, its state after the committed tokens,
+and the tokens it allows next.
+
+A request carries its prefix, suffix and Python version in ``SamplingParams.extra_args`` (flat
+keys, so that the OpenAI-compatible server's ``vllm_xargs`` can carry them).  The allowed set is
+paper 004 §VII-B's check made into a mask: the passing tokens among the request's top ``k``
+candidates; when none of them passes, every passing token of the vocabulary (the full mask); a
+stop token passes only when ``prefix + middle + suffix`` is a complete program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..decoding.fim_formats import TextCodec, resolve_format
+from ..decoding.generate import ConstraintState, passing_candidates, special_token_ids
+from ..engine.checker import fim_checker
+from ..engine.errors import FimConstrainError
+from ..engine.versions import format_version, parse_python_version
+
+#: the keys of ``SamplingParams.extra_args`` (``vllm_xargs``) that this constraint reads
+PREFIX, SUFFIX, VERSION, TOP_K = "fim_prefix", "fim_suffix", "fim_python_version", "fim_top_k"
+#: candidates checked before the full mask (FimDecoder's default)
+DEFAULT_TOP_K = 64
+
+
+@dataclass(frozen=True)
+class FimArgs:
+    """A request's FIM arguments: the text around the cursor and the syntax it is checked as."""
+
+    prefix: str
+    suffix: str
+    python_version: str
+    top_k: int = DEFAULT_TOP_K
+
+    @classmethod
+    def from_extra_args(cls, extra: Mapping[str, object] | None) -> FimArgs | None:
+        """The arguments in ``extra`` (None when it has no ``fim_prefix``: the request is not
+        constrained); a wrong type or value is a ``ValueError`` naming the key, which vLLM turns
+        into a failed request at admission."""
+        if not extra or PREFIX not in extra:
+            return None
+        prefix, suffix = extra[PREFIX], extra.get(SUFFIX, "")
+        if not isinstance(prefix, str) or not isinstance(suffix, str):
+            raise ValueError(f"{PREFIX} and {SUFFIX} must be strings")
+        top_k = extra.get(TOP_K, DEFAULT_TOP_K)
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise ValueError(f"{TOP_K} must be a positive integer, not {top_k!r}")
+        version = extra.get(VERSION)
+        if version is not None and not isinstance(version, str):
+            raise ValueError(f"{VERSION} must be a string such as '3.12', not {version!r}")
+        try:
+            parsed = parse_python_version(version)
+        except FimConstrainError as error:
+            raise ValueError(f"{VERSION}: {error}") from None
+        return cls(prefix, suffix, format_version(parsed), top_k)
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """What every request of one tokenizer shares: the codec, the FIM format's stop tokens and
+    eos, the special tokens (never part of a middle) and how many token ids have text."""
+
+    codec: TextCodec
+    stop_ids: frozenset[int]
+    special_ids: frozenset[int]
+    size: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> TokenTable:
+        stops = resolve_format(tokenizer).stop_ids(tokenizer)
+        return cls(TextCodec(tokenizer), frozenset(stops), frozenset(special_token_ids(tokenizer)), len(tokenizer))
+
+
+class RequestConstraint:
+    """The constraint of one request: a state per committed token (rewinding is a list cut) and
+    the allowed next tokens.
+
+    ``extra_stops`` are the request's own stop tokens (vLLM's ``all_stop_token_ids``), which end
+    the middle like the format's.  A request whose prefix/suffix no middle can join (or whose
+    text the engine refuses) gets a dead constraint: only stop tokens, so it ends at once.
+    """
+
+    def __init__(self, args: FimArgs, table: TokenTable, extra_stops: Iterable[int] = ()):
+        self.args, self.table = args, table
+        self.stop_ids = set(table.stop_ids) | set(extra_stops)
+        self.banned_ids = set(table.special_ids) - self.stop_ids
+        self.ids: list[int] = []
+        try:
+            checker = fim_checker(args.prefix, args.suffix, python_version=args.python_version)
+        except FimConstrainError:
+            self.states: list[ConstraintState | None] = [None]
+            return
+        word_suffix = bool(args.suffix) and ("a" + args.suffix[0]).isidentifier()
+        self.states = [ConstraintState(checker, table.codec, word_suffix=word_suffix)]
+
+    def sync(self, keep: int, new: Sequence[int]) -> None:
+        """The committed middle becomes its first ``keep`` tokens followed by ``new``."""
+        del self.ids[keep:], self.states[keep + 1 :]
+        for token in new:
+            self.ids.append(token)
+            self.states.append(self._after(self.states[-1], token))
+
+    def _after(self, state: ConstraintState | None, token: int) -> ConstraintState | None:
+        """The state after ``token`` (a stop token, or one that only a later stage forced, leaves
+        the state as it is or dead)."""
+        if state is None or token in self.stop_ids:
+            return state
+        return state.child(token) if token < self.table.size else None
+
+    def allowed(self, candidates: Sequence[int], drafts: Sequence[int] = ()) -> list[int]:
+        """The tokens allowed after the committed middle and ``drafts`` (speculative tokens not
+        committed): the passing ones among ``candidates`` (best first), else the full mask,
+        else the stop tokens alone (so that the middle ends)."""
+        state = self.states[-1]
+        for token in drafts:
+            state = self._after(state, token)
+        if state is None:
+            return sorted(self.stop_ids)
+        ranked = [t for t in candidates if t < self.table.size]
+        passing = [t for t, _ in passing_candidates(state, ranked, self.stop_ids, self.banned_ids)]
+        if not passing:
+            every = range(self.table.size)
+            passing = [t for t, _ in passing_candidates(state, every, self.stop_ids, self.banned_ids)]
+        return passing or sorted(self.stop_ids)

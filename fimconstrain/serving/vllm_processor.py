@@ -1,0 +1,166 @@
+"""The FIM constraint as a vLLM logits processor (Model Runner V2:
+``vllm/v1/worker/gpu/sample/logits_processor/interface.py``).
+
+vLLM's structured-output backends mask from a fixed set of grammar engines and know no right
+context, so a FIM constraint (paper 004: ``prefix + middle + suffix`` must stay completable)
+has to be a custom logits processor.  Per request, ``SamplingParams.extra_args`` (the
+OpenAI-compatible server's ``vllm_xargs``) carries ``fim_prefix``, ``fim_suffix`` and optionally
+``fim_python_version`` and ``fim_top_k``; a request without ``fim_prefix`` is left alone.
+
+How the worker drives it, and what this class does at each call:
+
+* ``validate_params`` (frontend, at admission): the arguments are checked; a bad one fails the
+  request.
+* ``add_request(slot, params)``: the request enters a slot (slots are recycled: whatever the
+  slot held is dropped); its checker is built in the process that owns it.  There is no remove
+  call in this interface: a finished or preempted request's slot is simply reused, and a
+  resumed one is added again and reads its partial output back from the token history.
+* ``apply(logits, ctx)``: rows are reordered every step, so each row's request is found through
+  ``ctx.expanded_idx_mapping``; the committed middle is ``all_token_ids[slot, prompt_len:
+  total_len]`` (only the tokens added since the last step are read), a speculative row's draft
+  tokens come from ``ctx.input_ids``, and a row that is still prefilling a chunk is skipped.
+  Each row keeps only the tokens :meth:`.requests.RequestConstraint.allowed` passes (top ``k``
+  candidates, else the full mask; a stop token only when the file is complete); everything else
+  becomes ``-inf`` (never raised, so grammar or bad-words masks stay).
+
+Checking runs in this process, or with ``--additional-config '{"fimconstrain": {"workers": N}}'``
+in ``N`` worker processes that own the requests (:mod:`.pool`).  Register with
+``--logits-processors fimconstrain.serving.vllm_processor:FimLogitsProcessor`` or through this
+package's ``vllm.logits_processors`` entry point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from vllm.v1.worker.gpu.sample.logits_processor.interface import (
+    LogitsContext,
+    LogitsProcessor,
+    LogitsProcRequestState,
+)
+
+from .batch import BatchChecker, InlineChecker, RowQuery
+from .pool import ConstraintPool
+from .requests import FimArgs, TokenTable
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.sampling_params import SamplingParams
+
+#: the key of vLLM's ``additional_config`` that holds this processor's options
+CONFIG_KEY = "fimconstrain"
+
+
+@dataclass
+class _Slot:
+    """A constrained request slot: its candidate count and how many committed tokens the
+    checker has seen."""
+
+    top_k: int
+    seen: int = 0
+
+
+def load_tokenizer(vllm_config: VllmConfig):
+    """The served model's tokenizer, as vLLM's model config names it (local files or cache)."""
+    from transformers import AutoTokenizer
+
+    model = vllm_config.model_config
+    return AutoTokenizer.from_pretrained(
+        model.tokenizer,
+        revision=getattr(model, "tokenizer_revision", None),
+        trust_remote_code=bool(getattr(model, "trust_remote_code", False)),
+    )
+
+
+def make_checker(vllm_config: VllmConfig, tokenizer) -> BatchChecker:
+    """In this process, or a :class:`.pool.ConstraintPool` of ``workers`` processes."""
+    options = (getattr(vllm_config, "additional_config", None) or {}).get(CONFIG_KEY, {})
+    workers = int(options.get("workers", 0))
+    return ConstraintPool(tokenizer, workers) if workers > 0 else InlineChecker(TokenTable.from_tokenizer(tokenizer))
+
+
+class FimLogitsProcessor(LogitsProcessor):
+    """Model Runner V2 logits processor for FIM requests (see the module's notes)."""
+
+    def __init__(self, vllm_config: VllmConfig, req_states: LogitsProcRequestState):
+        super().__init__(vllm_config, req_states)
+        self.req_states = req_states
+        self.checker = make_checker(vllm_config, load_tokenizer(vllm_config))
+        self.slots: dict[int, _Slot] = {}
+
+    @classmethod
+    def validate_params(cls, sampling_params: SamplingParams) -> None:
+        FimArgs.from_extra_args(sampling_params.extra_args)
+
+    def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
+        args = FimArgs.from_extra_args(sampling_params.extra_args)
+        self.slots.pop(req_idx, None)
+        self.checker.remove(req_idx)
+        if args is None:
+            return False
+        self.checker.add(req_idx, args, sampling_params.all_stop_token_ids)
+        self.slots[req_idx] = _Slot(args.top_k)
+        return True
+
+    def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
+        if not self.slots:
+            return logits
+        layout = torch.stack(
+            [t.long() for t in (ctx.expanded_idx_mapping, ctx.expanded_local_pos, ctx.pos, ctx.input_ids)]
+        ).cpu()
+        slot_of, local, pos, input_ids = (row.tolist() for row in layout)
+        rows = [r for r, slot in enumerate(slot_of) if slot in self.slots]
+        if not rows:
+            return logits
+        totals = self._total_lens(sorted({slot_of[r] for r in rows}))
+        queries, kept = self._queries(rows, slot_of, local, pos, input_ids, totals)
+        if not queries:
+            return logits
+        index = torch.tensor(kept, device=logits.device)
+        k = min(logits.shape[1], max(self.slots[slot_of[r]].top_k for r in kept))
+        best = torch.topk(logits[index], k)
+        ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
+        queries = [
+            RowQuery(q.key, q.keep, q.new, q.drafts, tuple(t for t, ok in zip(row, ok_row) if ok)[: self.slots[q.key].top_k])
+            for q, row, ok_row in zip(queries, ids, finite)
+        ]
+        keep = torch.zeros((len(kept), logits.shape[1]), dtype=torch.bool)
+        for i, allowed in enumerate(self.checker.check(queries)):
+            keep[i, allowed] = True
+        logits[index] = logits[index].masked_fill(~keep.to(logits.device), float("-inf"))
+        return logits
+
+    def _total_lens(self, slots: list[int]) -> dict[int, int]:
+        """Each slot's committed length (prompt and output), read from the device once a step."""
+        lens = self.req_states.total_len.gpu[torch.tensor(slots, device=self.req_states.device)]
+        return dict(zip(slots, lens.tolist()))
+
+    def _queries(
+        self,
+        rows: list[int],
+        slot_of: list[int],
+        local: list[int],
+        pos: list[int],
+        input_ids: list[int],
+        totals: dict[int, int],
+    ) -> tuple[list[RowQuery], list[int]]:
+        """A query (without candidates yet) for each row that samples a token, and those rows."""
+        queries, kept = [], []
+        for r in rows:
+            slot, total = slot_of[r], totals[slot_of[r]]
+            if pos[r] + 1 - local[r] < total:
+                continue  # a chunk of a prefill: its sample is thrown away
+            state = self.slots[slot]
+            prompt = int(self.req_states.prompt_len.np[slot])
+            output = total - prompt
+            keep, new = min(state.seen, output), ()
+            if output > state.seen:
+                history = self.req_states.all_token_ids.gpu[slot, prompt + state.seen : total]
+                new = tuple(history.tolist())
+            state.seen = output
+            drafts = tuple(input_ids[r - local[r] + 1 : r + 1])
+            queries.append(RowQuery(slot, keep, new, drafts, ()))
+            kept.append(r)
+        return queries, kept

@@ -1,0 +1,208 @@
+"""The vLLM logits processor driven as vLLM's Model Runner V2 drives it: loaded by vLLM's own
+loader through this package's entry point, requests with their real ``SamplingParams`` added
+into recycled slots, rows reordered every step, a request that is not FIM left alone, a row
+still prefilling skipped, ``apply`` on a logits tensor, the token history written and
+``total_len`` grown as vLLM's post-sampling kernel does.  Every mask is compared with what the
+public contract, ``fim_checker``, allows.
+
+vLLM's request buffers need CUDA (pinned memory), so the buffers here are CPU tensors with the
+same attributes (``.gpu`` for the device tensor, ``.np`` for the host copy); everything the
+processor sees is vLLM's own class.  Tokens whose text is not whole UTF-8 on its own are held at
+-inf in the logits (as a previous stage would mask them) and left out of the comparison: the
+oracle below judges whole characters only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from fimconstrain import fim_checker
+from fimconstrain.decoding.fim_formats import TextCodec
+
+
+def require(name: str):
+    """The module; in CI (``CI`` set) its absence fails the test, elsewhere it skips."""
+    if os.environ.get("CI"):
+        return importlib.import_module(name)
+    return pytest.importorskip(name, reason=f"{name} is not installed (CI installs it: see .ci/run)")
+
+
+require("vllm")
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.v1.worker.gpu.sample.logits_processor import (  # noqa: E402
+    LogitsContext,
+    build_custom_logits_processors,
+)
+
+from fimconstrain.serving.vllm_processor import FimLogitsProcessor  # noqa: E402
+
+MAX_REQS, MAX_LEN, TOP_K = 4, 512, 8
+#: (prefix, suffix, python version): cuts of the kind the editor sends
+CUTS = [
+    ("def area(w, h):\n    return (w *", ")\n\nprint(area(2, 3))\n", "3.12"),
+    ("import os\nfor name in os.listdir('.'):\n    if name.", ":\n        print(name)\n", "3.11"),
+    ("x = [1, 2,", "]\n", "3.8"),
+    ("class A:\n    def f(self):\n        ", "\n", "3.14"),
+]
+
+
+class Buffer:
+    """A CPU stand-in for vLLM's UVA/staged buffers: ``.gpu`` the tensor, ``.np`` its host view."""
+
+    def __init__(self, *shape: int):
+        self.gpu = torch.zeros(shape, dtype=torch.int32)
+        self.np = self.gpu.numpy()
+
+
+class Worker:
+    """The parts of vLLM's GPU model runner that a logits processor sees (``RequestState`` slots
+    and buffers, ``Sampler.add_request``/``apply_staged_writes``, the post-sampling update)."""
+
+    def __init__(self, tokenizer_dir, workers: int):
+        self.device, self.max_num_reqs, self.vocab_size = torch.device("cpu"), MAX_REQS, None
+        self.all_token_ids = Buffer(MAX_REQS, MAX_LEN)
+        self.prompt_len, self.prefill_len, self.total_len = Buffer(MAX_REQS), Buffer(MAX_REQS), Buffer(MAX_REQS)
+        self.free = list(range(MAX_REQS))
+        self.active: dict[int, SamplingParams] = {}
+        config = SimpleNamespace(
+            model_config=SimpleNamespace(tokenizer=str(tokenizer_dir)),
+            additional_config={"fimconstrain": {"workers": workers}},
+        )
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        self.vocab_size = len(self.tokenizer) + 3  # the model's rows may outnumber the tokenizer's
+        (self.processor,) = build_custom_logits_processors(config, self, is_pooling_model=False)
+        self.needs = {}
+
+    def add(self, prompt: list[int], params: SamplingParams) -> int:
+        slot = self.free.pop()
+        self.prompt_len.np[slot] = self.prefill_len.np[slot] = len(prompt)
+        self.total_len.gpu[slot] = len(prompt)
+        self.all_token_ids.gpu[slot, : len(prompt)] = torch.tensor(prompt)
+        self.needs[slot] = self.processor.add_request(slot, params)
+        self.processor.apply_staged_writes()
+        self.active[slot] = params
+        return slot
+
+    def remove(self, slot: int) -> None:
+        del self.active[slot]
+        self.free.append(slot)
+
+    def apply(self, order: list[int], logits: torch.Tensor, prefilling: set[int] = frozenset()) -> torch.Tensor:
+        slots = torch.tensor(order, dtype=torch.int32)
+        total = self.total_len.gpu[slots].long()
+        pos = torch.tensor([int(t) - 1 - (40 if s in prefilling else 0) for s, t in zip(order, total)])
+        ctx = LogitsContext(
+            expanded_idx_mapping=slots,
+            idx_mapping=slots,
+            idx_mapping_np=slots.numpy(),
+            expanded_local_pos=torch.zeros(len(order), dtype=torch.int32),
+            input_ids=self.all_token_ids.gpu[slots, (total - 1).clamp(min=0)],
+            pos=pos,
+            seq_lens_upper_bound_np=(pos + 1).numpy(),
+        )
+        return self.processor.apply(logits.clone(), ctx)
+
+    def commit(self, slot: int, token: int) -> None:
+        total = int(self.total_len.gpu[slot])
+        self.all_token_ids.gpu[slot, total] = token
+        self.total_len.gpu[slot] = total + 1
+
+    def middle(self, slot: int) -> list[int]:
+        return self.all_token_ids.gpu[slot, self.prompt_len.np[slot] : self.total_len.gpu[slot]].tolist()
+
+
+def expected_allowed(codec, cut, middle, logits_row, stops, specials, whole, vocab) -> set[int]:
+    """What ``fim_checker`` allows after ``middle``: the passing tokens among the row's top
+    ``TOP_K`` finite logits, else every passing token (a stop token when the file is complete)."""
+    prefix, suffix, version = cut
+    text = codec.decode(middle)
+    after = fim_checker(prefix, suffix, python_version=version).feed(text)
+    assert after is not None
+
+    def passes(token: int) -> bool:
+        if token in stops:
+            return after.is_complete()
+        if token in specials or token not in whole:
+            return False
+        return after.feed(codec.decode([*middle, token])[len(text) :]) is not None
+
+    values, ids = torch.topk(logits_row, TOP_K)
+    top = [t for t, v in zip(ids.tolist(), values.tolist()) if np.isfinite(v)]
+    passing = {t for t in top if passes(t)}
+    return passing or {t for t in range(vocab) if passes(t)}
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-worker-pool"])
+def test_masks_equal_what_fim_checker_allows(tiny_dir, workers):
+    worker = Worker(tiny_dir, workers)
+    assert type(worker.processor) is FimLogitsProcessor  # found through the entry point
+    tok, codec = worker.tokenizer, TextCodec(worker.tokenizer)
+    eos = tok.eos_token_id
+    stops, specials = {eos}, set(tok.all_special_ids) | set(tok.added_tokens_decoder)  # markers too
+    whole = {t for t in range(len(tok)) if "\ufffd" not in codec.decode([t])} - specials
+    prompt = tok.encode("<fim-prefix>x<fim-suffix>y<fim-middle>")
+    rng, gen = random.Random(0), torch.Generator().manual_seed(0)
+
+    def fim_params(i: int) -> SamplingParams:
+        prefix, suffix, version = CUTS[i]
+        extra = {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version, "fim_top_k": TOP_K}
+        params = SamplingParams(max_tokens=12, extra_args=extra, stop_token_ids=[eos])
+        FimLogitsProcessor.validate_params(params)
+        return params
+
+    cut_of = {worker.add(prompt, fim_params(0)): 0, worker.add(prompt, fim_params(1)): 1}
+    plain = worker.add(prompt, SamplingParams(max_tokens=12))
+    assert worker.needs[plain] is False and all(worker.needs[s] for s in cut_of)
+    next_cut, checked_rows = 2, 0
+    for step in range(10):
+        order = list(worker.active)
+        rng.shuffle(order)  # vLLM reorders rows every step
+        logits = torch.randn((len(order), worker.vocab_size), generator=gen)
+        logits[:, sorted(set(range(worker.vocab_size)) - whole - stops)] = float("-inf")
+        prefilling = {order[0]} if step == 3 else set()
+        masked = worker.apply(order, logits, prefilling)
+        for row, slot in enumerate(order):
+            if slot not in cut_of or slot in prefilling:
+                assert torch.equal(masked[row], logits[row]), "a row the processor must leave alone"
+                continue
+            allowed = {t for t in torch.isfinite(masked[row]).nonzero().flatten().tolist() if t in whole | stops}
+            middle = worker.middle(slot)
+            want = expected_allowed(codec, CUTS[cut_of[slot]], middle, logits[row], stops, specials, whole, len(tok))
+            assert allowed == want, (CUTS[cut_of[slot]], codec.decode(middle))
+            assert torch.equal(masked[row][list(allowed)], logits[row][list(allowed)])  # never raised
+            checked_rows += 1
+        for row, slot in enumerate(order):
+            if slot in prefilling:
+                continue
+            token = int(torch.argmax(masked[row]))
+            if token in stops or len(worker.middle(slot)) >= 6:
+                worker.remove(slot)  # finished: the slot goes back to the free list
+                cut_of.pop(slot, None)
+                if next_cut < len(CUTS):  # and a new request reuses it
+                    cut_of[worker.add(prompt, fim_params(next_cut))] = next_cut
+                    next_cut += 1
+            else:
+                worker.commit(slot, token)
+    assert next_cut == len(CUTS) and checked_rows >= 20
+    worker.processor.checker.close()
+
+
+def test_bad_arguments_fail_at_admission():
+    for extra in (
+        {"fim_prefix": 3},
+        {"fim_prefix": "x", "fim_top_k": 0},
+        {"fim_prefix": "x", "fim_python_version": "2.7"},
+        {"fim_prefix": "x", "fim_python_version": 3.12},
+    ):
+        with pytest.raises(ValueError, match="fim_"):
+            FimLogitsProcessor.validate_params(SamplingParams(extra_args=extra))
+    FimLogitsProcessor.validate_params(SamplingParams(extra_args={"other": 1}))  # not FIM: fine
