@@ -69,6 +69,25 @@ def fim_format_name(text: str) -> str:
     return text
 
 
+def add_model_options(ap: argparse.ArgumentParser) -> None:
+    """The options that choose the model and how its prompt is built (``complete`` and
+    ``eval`` take the same ones)."""
+    ap.add_argument(
+        "--model", default=None, help="model directory or cached Hugging Face id (default: the shipped model)"
+    )
+    ap.add_argument(
+        "--format",
+        dest="fim_format",
+        default=None,
+        type=fim_format_name,
+        help="FIM format name (default: detected from the model)",
+    )
+    ap.add_argument(
+        "--order", choices=("psm", "spm"), default="psm", help="prompt order: prefix-suffix or suffix-prefix"
+    )
+    ap.add_argument("--trust-remote-code", action="store_true", help="run a model's own code (trusted only)")
+
+
 positive_int = _checked(int, lambda value: value >= 1, "at least 1")
 non_negative_int = _checked(int, lambda value: value >= 0, "0 or more")
 non_negative_float = _checked(float, lambda value: value >= 0, "0 or more")

@@ -21,7 +21,7 @@ from .command_line import (
     MODES,
     SEMANTIC_DEFAULT,
     HelpFormatter,
-    fim_format_name,
+    add_model_options,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -121,9 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("file", help="a Python file (UTF-8), or - for standard input")
     ap.add_argument("--cursor", required=True, help="LINE:COL (1-based) or a 0-based character offset")
-    ap.add_argument(
-        "--model", default=None, help="model directory or cached Hugging Face id (default: the shipped model)"
-    )
+    add_model_options(ap)
     ap.add_argument(
         "--mode",
         choices=MODES,
@@ -146,17 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="candidates checked against the constraint before scanning the whole vocabulary",
     )
     ap.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed")
-    ap.add_argument(
-        "--format",
-        dest="fim_format",
-        default=None,
-        type=fim_format_name,
-        help="FIM format name (default: detected from the model)",
-    )
-    ap.add_argument(
-        "--order", choices=("psm", "spm"), default="psm", help="prompt order: prefix-suffix or suffix-prefix"
-    )
-    ap.add_argument("--trust-remote-code", action="store_true", help="run a model's own code (trusted only)")
     ap.add_argument(
         "--no-finish",
         dest="finish_in_budget",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..decoding.command_line import (
     HelpFormatter,
-    fim_format_name,
+    add_model_options,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -223,20 +223,7 @@ def eval_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE", help=f"{', '.join(MODES)}"
     )
-    ap.add_argument(
-        "--model", default=None, help="model directory or cached Hugging Face id (default: the shipped model)"
-    )
-    ap.add_argument(
-        "--format",
-        dest="fim_format",
-        default=None,
-        type=fim_format_name,
-        help="FIM format name (default: detected from the model)",
-    )
-    ap.add_argument(
-        "--order", choices=("psm", "spm"), default="psm", help="prompt order: prefix-suffix or suffix-prefix"
-    )
-    ap.add_argument("--trust-remote-code", action="store_true", help="run a model's own code (trusted only)")
+    add_model_options(ap)
     ap.add_argument("--device", default="cpu", help="torch device for the model, e.g. cuda or cuda:1")
     ap.add_argument(
         "--max-new-tokens", type=positive_int, default=64, metavar="N", help="token budget (paper: 500)"
