@@ -313,6 +313,11 @@ DELEGATED = {
         "main_report",
         "print Tables I and II, the failure analysis and timing; draw Fig. 11",
     ),
+    "merge": (
+        "fimconstrain.evaluation.sharding",
+        "main_merge",
+        "join the results of eval --shard runs in single-run order",
+    ),
 }
 
 

@@ -18,6 +18,7 @@ COMMANDS = {
         "main_report",
         "print Tables I and II, the failure analysis and timing; draw Fig. 11",
     ),
+    "merge": (".sharding", "main_merge", "join the results of eval --shard runs in single-run order"),
 }
 
 

@@ -41,6 +41,7 @@ from .provenance import (
     record_key,
     weights_sha256,
 )
+from .sharding import add_distribution_options
 
 #: the paper's candidate count (§VII-B: "up to the top 50 token candidates")
 PAPER_TOP_K = 50
@@ -245,6 +246,7 @@ def eval_parser() -> argparse.ArgumentParser:
         "--threads", type=positive_int, default=1, help="torch CPU threads (recorded with the timings)"
     )
     ap.add_argument("--with-context", action="store_true", help="store prefix and suffix in every record")
+    add_distribution_options(ap)
     add_python_version_option(
         ap, format_version(interpreter_version()), "this interpreter's, whose ast.parse judges success"
     )
@@ -278,13 +280,10 @@ def done_keys(path: Path) -> set[str]:
         raise InputError(f"--out: {error}") from None
 
 
-def run_all(args: argparse.Namespace) -> int:
-    """Check the inputs, load the model, then run and append every missing record."""
-    from tqdm import tqdm
-
-    from ..decoding.generate import FimDecoder
-    from ..decoding.models import load_model
-    from ..engine.versions import format_version
+def read_datasets(args: argparse.Namespace) -> list[tuple[dict, list[Example]]]:
+    """Each dataset (name, path, content hash) with its first ``-n`` examples, and with
+    ``--shard`` only this shard's examples (:func:`.sharding.select_shard`)."""
+    from .sharding import select_shard
 
     datasets = []
     for path in args.datasets:
@@ -292,7 +291,15 @@ def run_all(args: argparse.Namespace) -> int:
             raise InputError(f"{path}: given as a dataset and as --out; results need a file of their own")
         examples = [Example(**e) for e in read_dataset(path)[: args.n]]
         datasets.append(({"name": path.stem, "path": str(path), "sha256": file_sha256(path)}, examples))
-    done = done_keys(args.out)
+    return select_shard(datasets, args.shard) if args.shard else datasets
+
+
+def open_decoder(args: argparse.Namespace):
+    """Load the model and return (provenance, decoder): what a process running experiments needs."""
+    from ..decoding.generate import FimDecoder
+    from ..decoding.models import load_model
+    from ..engine.versions import format_version
+
     loaded = load_model(
         args.model, fim_format=args.fim_format, trust_remote_code=args.trust_remote_code, device=args.device
     )
@@ -309,20 +316,6 @@ def run_all(args: argparse.Namespace) -> int:
         str(getattr(loaded.model, "dtype", "")),
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
-    sid = provenance.settings_id
-    missing = {
-        (ds["sha256"], ex.id): [m for m in args.modes if record_key(ds["sha256"], ex.id, m, sid) not in done]
-        for ds, examples in datasets
-        for ex in examples
-    }
-    total = sum(map(len, missing.values()))
-    if total == 0:
-        print(
-            f"nothing to do: all {len(missing) * len(args.modes)} experiments (settings {sid}) "
-            f"are in {args.out}",
-            file=sys.stderr,
-        )
-        return 0
     decoder = FimDecoder(
         loaded.model,
         loaded.tokenizer,
@@ -330,26 +323,75 @@ def run_all(args: argparse.Namespace) -> int:
         order=args.order,
         python_version=args.python_version,
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    warm_up(decoder)
+    return provenance, decoder
+
+
+def missing_experiments(
+    datasets: list[tuple[dict, list[Example]]], modes: list[str], done: set[str], sid: str
+) -> list[tuple[dict, Example, list[str]]]:
+    """(dataset, example, modes not in ``done``) for every example with work left, in run order."""
+    jobs = []
+    for dataset, examples in datasets:
+        for example in examples:
+            todo = [m for m in modes if record_key(dataset["sha256"], example.id, m, sid) not in done]
+            if todo:
+                jobs.append((dataset, example, todo))
+    return jobs
+
+
+def write_records(path: Path, batches: Iterable[list[dict]], total: int, threads: int) -> None:
+    """Append each batch's records to ``path`` as they come (a killed run keeps what it wrote),
+    with a progress bar over experiments."""
+    from tqdm import tqdm
+
+    path.parent.mkdir(parents=True, exist_ok=True)
     with (
-        args.out.open("a", encoding="utf-8") as out,
+        path.open("a", encoding="utf-8") as out,
         tqdm(
             total=total, unit="run", desc="evaluating", mininterval=0.1 if sys.stderr.isatty() else 30
         ) as bar,
     ):
-        for dataset, examples in datasets:
-            for example in examples:
-                todo = missing[dataset["sha256"], example.id]
-                for rec in run_example(decoder, dataset, example, todo, provenance, args.with_context):
-                    rec["threads"] = args.threads
-                    out.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                    out.flush()
-                    bar.update(1)
-                    bar.set_postfix(dataset=dataset["name"], mode=rec["mode"], refresh=False)
+        for records in batches:
+            for rec in records:
+                rec["threads"] = threads
+                out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                out.flush()
+                bar.update(1)
+                bar.set_postfix(dataset=rec["dataset"], mode=rec["mode"], refresh=False)
+
+
+def run_all(args: argparse.Namespace) -> int:
+    """Check the inputs, load the model, then run and append every missing record (with
+    ``--ray``, on Ray actors: :mod:`.ray_runs`)."""
+    datasets = read_datasets(args)
+    done = done_keys(args.out)
+    if args.ray:
+        from .ray_runs import run_on_ray
+
+        return run_on_ray(args, datasets, done)
+    provenance, decoder = open_decoder(args)
+    sid = provenance.settings_id
+    jobs = missing_experiments(datasets, args.modes, done, sid)
+    total = sum(len(todo) for _, _, todo in jobs)
+    if total == 0:
+        return nothing_to_do(args, datasets, sid)
+    warm_up(decoder)
+    write_records(
+        args.out,
+        (list(run_example(decoder, ds, ex, todo, provenance, args.with_context)) for ds, ex, todo in jobs),
+        total,
+        args.threads,
+    )
     print(
-        f"{total} experiments run (settings {sid}: model {folder}, format {loaded.fim_format.name}), "
-        f"{len(done)} records were already in {args.out}",
+        f"{total} experiments run (settings {sid}: model {provenance.model}, "
+        f"format {provenance.fim_format}), {len(done)} records were already in {args.out}",
         file=sys.stderr,
     )
+    return 0
+
+
+def nothing_to_do(args: argparse.Namespace, datasets: list, sid: str) -> int:
+    """Say that every experiment is already in ``--out`` (exit 0)."""
+    count = sum(len(examples) for _, examples in datasets) * len(args.modes)
+    print(f"nothing to do: all {count} experiments (settings {sid}) are in {args.out}", file=sys.stderr)
     return 0

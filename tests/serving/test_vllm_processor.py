@@ -68,7 +68,11 @@ class Worker:
     def __init__(self, tokenizer_dir, workers: int):
         self.device, self.max_num_reqs, self.vocab_size = torch.device("cpu"), MAX_REQS, None
         self.all_token_ids = Buffer(MAX_REQS, MAX_LEN)
-        self.prompt_len, self.prefill_len, self.total_len = Buffer(MAX_REQS), Buffer(MAX_REQS), Buffer(MAX_REQS)
+        self.prompt_len, self.prefill_len, self.total_len = (
+            Buffer(MAX_REQS),
+            Buffer(MAX_REQS),
+            Buffer(MAX_REQS),
+        )
         self.free = list(range(MAX_REQS))
         self.active: dict[int, SamplingParams] = {}
         config = SimpleNamespace(
@@ -96,7 +100,9 @@ class Worker:
         del self.active[slot]
         self.free.append(slot)
 
-    def apply(self, order: list[int], logits: torch.Tensor, prefilling: set[int] = frozenset()) -> torch.Tensor:
+    def apply(
+        self, order: list[int], logits: torch.Tensor, prefilling: set[int] = frozenset()
+    ) -> torch.Tensor:
         slots = torch.tensor(order, dtype=torch.int32)
         total = self.total_len.gpu[slots].long()
         pos = torch.tensor([int(t) - 1 - (40 if s in prefilling else 0) for s, t in zip(order, total)])
@@ -154,7 +160,12 @@ def test_masks_equal_what_fim_checker_allows(tiny_dir, workers):
 
     def fim_params(i: int) -> SamplingParams:
         prefix, suffix, version = CUTS[i]
-        extra = {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version, "fim_top_k": TOP_K}
+        extra = {
+            "fim_prefix": prefix,
+            "fim_suffix": suffix,
+            "fim_python_version": version,
+            "fim_top_k": TOP_K,
+        }
         params = SamplingParams(max_tokens=12, extra_args=extra, stop_token_ids=[eos])
         FimLogitsProcessor.validate_params(params)
         return params
@@ -174,9 +185,13 @@ def test_masks_equal_what_fim_checker_allows(tiny_dir, workers):
             if slot not in cut_of or slot in prefilling:
                 assert torch.equal(masked[row], logits[row]), "a row the processor must leave alone"
                 continue
-            allowed = {t for t in torch.isfinite(masked[row]).nonzero().flatten().tolist() if t in whole | stops}
+            allowed = {
+                t for t in torch.isfinite(masked[row]).nonzero().flatten().tolist() if t in whole | stops
+            }
             middle = worker.middle(slot)
-            want = expected_allowed(codec, CUTS[cut_of[slot]], middle, logits[row], stops, specials, whole, len(tok))
+            want = expected_allowed(
+                codec, CUTS[cut_of[slot]], middle, logits[row], stops, specials, whole, len(tok)
+            )
             assert allowed == want, (CUTS[cut_of[slot]], codec.decode(middle))
             assert torch.equal(masked[row][list(allowed)], logits[row][list(allowed)])  # never raised
             checked_rows += 1
