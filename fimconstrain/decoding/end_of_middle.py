@@ -22,13 +22,12 @@ import time
 from .positions import NEWLINE
 
 _REPLACEMENT = "\ufffd"  # a token that ended inside a UTF-8 character decodes to this
-_CODE_LINE_END = re.compile(rf"\S[^\r\n]*({NEWLINE.pattern})")  # a line break after some code
-
-
 def single_line_end(text: str) -> int | None:
-    """Where a one-line middle ends: the first line break after some code (None: not reached yet)."""
-    m = _CODE_LINE_END.search(text)
-    return m.start(1) if m else None
+    """Where a one-line middle ends: its first line break (None: not reached yet). A middle
+    that begins with one ends there, empty: a one-line item never adds a line, which would
+    leave the cursor's line as it was and start another."""
+    m = NEWLINE.search(text)
+    return m.start() if m else None
 
 
 def _accepted(checker, text: str) -> tuple[str, object]:

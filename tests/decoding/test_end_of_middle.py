@@ -8,7 +8,7 @@ import ast
 import pytest
 
 import fimconstrain
-from fimconstrain.decoding.end_of_middle import drop_repetition, finish_middle, invents
+from fimconstrain.decoding.end_of_middle import drop_repetition, finish_middle, invents, single_line_end
 
 PREFIX, SUFFIX = "def f(x):\n    y = x + 1\n", "\n    return y\n"
 
@@ -75,3 +75,14 @@ def test_an_inventing_finish_is_the_last_resort():
     assert out is not None and out.startswith(" -") and invents(out[2:])
     ast.parse("x = (1 +" + out + "\n")
     assert finish_middle(checker, " -", suffix="\n", finish=False) is None
+
+
+def test_a_one_line_middle_never_adds_a_line():
+    """At ``    return |`` at the end of a file, a middle starting with a line break would leave a
+    bare ``return`` and start a second line (seen in VS Code): cut there, nothing is left."""
+    assert single_line_end("\n    return width") == 0
+    assert single_line_end("width\n") == 5 and single_line_end("width") is None
+    prefix = "def area(width, height):\n    return "
+    checker = fimconstrain.fim_checker(prefix, "")
+    assert not finish_middle(checker, "\n    return width", single_line=True, suffix="")
+    assert finish_middle(checker, "width * height\nprint(1)", single_line=True, suffix="") == "width * height"
