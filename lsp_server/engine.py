@@ -140,6 +140,7 @@ class Engine:
             fim_format=settings.fim_format,
             device=settings.device,
             trust_remote_code=settings.trust_remote_code,
+            progress=False,  # a bar on standard error is an error line in an editor's log
         )
         decoder = FimDecoder(model.model, model.tokenizer, model.fim_format)
         gate = ConfidenceGate.for_model(DEFAULT_MODEL_DIR if settings.model is None else settings.model)

@@ -86,6 +86,20 @@ def _load_report():
         logger.warning(line)
 
 
+@contextmanager
+def _progress_bars(shown: bool):
+    """transformers' progress bars (loading weights) on or off while a model loads; a server
+    turns them off: they go to standard error, which an editor logs as errors."""
+    from transformers.utils import logging as transformers_logging
+
+    before = transformers_logging.is_progress_bar_enabled()
+    (transformers_logging.enable_progress_bar if shown else transformers_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (transformers_logging.enable_progress_bar if before else transformers_logging.disable_progress_bar)()
+
+
 def load_model(
     name: str | Path | None = None,
     *,
@@ -93,11 +107,13 @@ def load_model(
     trust_remote_code: bool = False,
     dtype=None,
     device: str = "cpu",
+    progress: bool = True,
 ) -> LoadedModel:
     """Load ``name`` (directory or hub id already in the cache; default: the shipped model) for FIM decoding.
 
     ``dtype`` defaults to float32 on the CPU and to the checkpoint's own type elsewhere;
-    ``fim_format`` overrides the format detected from the tokenizer's vocabulary.
+    ``fim_format`` overrides the format detected from the tokenizer's vocabulary; without
+    ``progress`` transformers shows no progress bar.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -111,7 +127,7 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(
             source, local_files_only=True, trust_remote_code=trust_remote_code
         )
-        with _load_report() as report:
+        with _load_report() as report, _progress_bars(progress):
             model = AutoModelForCausalLM.from_pretrained(
                 source, local_files_only=True, trust_remote_code=trust_remote_code, dtype=dtype
             )
