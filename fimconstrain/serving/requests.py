@@ -70,7 +70,9 @@ class TokenTable:
     @classmethod
     def from_tokenizer(cls, tokenizer) -> TokenTable:
         stops = resolve_format(tokenizer).stop_ids(tokenizer)
-        return cls(TextCodec(tokenizer), frozenset(stops), frozenset(special_token_ids(tokenizer)), len(tokenizer))
+        return cls(
+            TextCodec(tokenizer), frozenset(stops), frozenset(special_token_ids(tokenizer)), len(tokenizer)
+        )
 
 
 class RequestConstraint:

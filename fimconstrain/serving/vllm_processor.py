@@ -78,7 +78,11 @@ def make_checker(vllm_config: VllmConfig, tokenizer) -> BatchChecker:
     """In this process, or a :class:`.pool.ConstraintPool` of ``workers`` processes."""
     options = (getattr(vllm_config, "additional_config", None) or {}).get(CONFIG_KEY, {})
     workers = int(options.get("workers", 0))
-    return ConstraintPool(tokenizer, workers) if workers > 0 else InlineChecker(TokenTable.from_tokenizer(tokenizer))
+    return (
+        ConstraintPool(tokenizer, workers)
+        if workers > 0
+        else InlineChecker(TokenTable.from_tokenizer(tokenizer))
+    )
 
 
 class FimLogitsProcessor(LogitsProcessor):
@@ -123,7 +127,13 @@ class FimLogitsProcessor(LogitsProcessor):
         best = torch.topk(logits[index], k)
         ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
         queries = [
-            RowQuery(q.key, q.keep, q.new, q.drafts, tuple(t for t, ok in zip(row, ok_row) if ok)[: self.slots[q.key].top_k])
+            RowQuery(
+                q.key,
+                q.keep,
+                q.new,
+                q.drafts,
+                tuple(t for t, ok in zip(row, ok_row) if ok)[: self.slots[q.key].top_k],
+            )
             for q, row, ok_row in zip(queries, ids, finite)
         ]
         keep = torch.zeros((len(kept), logits.shape[1]), dtype=torch.bool)
