@@ -22,6 +22,8 @@ import time
 from .positions import NEWLINE
 
 _REPLACEMENT = "\ufffd"  # a token that ended inside a UTF-8 character decodes to this
+
+
 def single_line_end(text: str) -> int | None:
     """Where a one-line middle ends: its first line break (None: not reached yet). A middle
     that begins with one ends there, empty: a one-line item never adds a line, which would

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from fimconstrain.decoding.models import load_model  # noqa: E402
+from fimconstrain.decoding.models import load_model
 
 
 @pytest.fixture(scope="module")

@@ -64,7 +64,7 @@ def test_an_edit_near_the_end_of_the_suffix_rereads_only_from_there():
     fc().clear_caches()
     suffix = ")\n" + _program(3000)
     fc().fim_checker("total = (", suffix)
-    always = lambda: True  # noqa: E731  (any question at all interrupts)
+    always = lambda: True  # any question at all interrupts
     checker = fc().fim_checker("total = (", suffix + "extra = 1\n", should_stop=always)
     assert checker.feed("1").is_complete()  # read from the last checkpoint: nothing to ask
     with pytest.raises(fc().Interrupted):  # an edit at the top: the whole tail is read again
