@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import random
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -42,6 +43,15 @@ from vllm.v1.worker.gpu.sample.logits_processor import (  # noqa: E402
 )
 
 from fimconstrain.serving.vllm_processor import FimLogitsProcessor  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A tiny random FIM model (SantaCoder's tokens)."""
+    from fimconstrain.evaluation.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
+
 
 MAX_REQS, MAX_LEN, TOP_K = 4, 512, 8
 #: (prefix, suffix, python version): cuts of the kind the editor sends
