@@ -1,7 +1,8 @@
 /**
  * The language client for one server process: `<python> -m lsp_server` over stdio, with
  * middleware that applies the client-side settings (`enable`, `debounceMs`) to inline completion
- * requests and gives the server only its own settings.
+ * requests, tells `ReAsk` how as-you-type requests were answered, and gives the server only its
+ * own settings.
  */
 
 import * as vscode from 'vscode';
@@ -12,6 +13,7 @@ import {
 
 import { Debouncer, requestPlan } from './debounce';
 import { SERVER_ARGS } from './interpreter';
+import { ReAsk, isEmptyAnswer } from './reask';
 import { SECTION, clientSettings, serverSettings } from './settings';
 
 /** The `fimconstrain` section as VS Code has it now. */
@@ -19,7 +21,7 @@ export function readSettings(): vscode.WorkspaceConfiguration {
   return vscode.workspace.getConfiguration(SECTION);
 }
 
-export function createClient(python: string, output: vscode.LogOutputChannel): LanguageClient {
+export function createClient(python: string, output: vscode.LogOutputChannel, reAsk: ReAsk): LanguageClient {
   const debouncer = new Debouncer();
   const restarts = new RestartPolicy();
   const serverOptions: ServerOptions = { command: python, args: [...SERVER_ARGS], transport: TransportKind.stdio };
@@ -38,7 +40,12 @@ export function createClient(python: string, output: vscode.LogOutputChannel): L
         if (!plan.ask || !(await debouncer.wait(plan.delayMs, token))) {
           return undefined;
         }
-        return next(document, position, context, token);
+        const answer = await next(document, position, context, token);
+        if (!invoked && !token.isCancellationRequested) {
+          const place = { uri: document.uri.toString(), version: document.version, line: position.line, character: position.character };
+          reAsk.answered(place, isEmptyAnswer(answer));
+        }
+        return answer;
       },
       workspace: {
         // the server pulls its section: answer with the server's keys only

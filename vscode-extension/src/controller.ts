@@ -1,7 +1,8 @@
 /**
  * Owns the server process: starts it with the interpreter resolved now, stops and restarts it,
- * forwards settings changes, and keeps the status bar item in step with the client's state and
- * the server's `fimconstrain/status` notifications.
+ * forwards settings changes, keeps the status bar item in step with the client's state and the
+ * server's `fimconstrain/status` notifications, and asks again where an as-you-type request was
+ * answered before the model was loaded (reask.ts).
  */
 
 import * as os from 'os';
@@ -11,6 +12,7 @@ import { LanguageClient, State } from 'vscode-languageclient/node';
 import { createClient, pushSettings, readSettings } from './client';
 import { Interpreter, SERVER_ARGS, resolveInterpreter } from './interpreter';
 import { selectedInterpreter } from './python';
+import { Place, ReAsk, samePlace } from './reask';
 import { clientSettings } from './settings';
 import { STATUS_NOTIFICATION, parseStatus } from './status';
 import { StatusBar } from './statusBar';
@@ -75,7 +77,8 @@ export class ServerController {
     this.output.info(`starting the server: ${commandLine} (interpreter from ${this.interpreter.source})`);
     this.statusBar.show({ kind: 'starting', command: commandLine });
 
-    const client = createClient(this.interpreter.command, this.output);
+    const reAsk = new ReAsk();
+    const client = createClient(this.interpreter.command, this.output, reAsk);
     this.client = client;
     client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
       const status = parseStatus(params);
@@ -83,6 +86,10 @@ export class ServerController {
         this.output.warn(`ignored a ${STATUS_NOTIFICATION} notification with unexpected params: ${JSON.stringify(params)}`);
       } else if (this.client === client) {
         this.statusBar.show({ kind: 'running', status });
+        const place = reAsk.status(status);
+        if (place !== undefined) {
+          void askAgain(place, this.output);
+        }
       }
     });
     client.onDidChangeState(({ newState }) => {
@@ -140,4 +147,21 @@ async function findInterpreter(output: vscode.LogOutputChannel): Promise<Interpr
     home: os.homedir(),
     workspaceFolder: folder?.uri.fsPath,
   });
+}
+
+/** Asks for an inline completion again, as VS Code does after an edit, if the active editor is
+ * still at `place` and completions as you type are on. (`explicit: false` makes it an automatic
+ * request, as in VS Code 1.139; a VS Code whose trigger command takes no argument sends an
+ * invoked one.) */
+async function askAgain(place: Place, output: vscode.LogOutputChannel): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined || !editor.selection.isEmpty || !clientSettings(readSettings()).enable) {
+    return;
+  }
+  const cursor = editor.selection.active;
+  const here = { uri: editor.document.uri.toString(), version: editor.document.version, line: cursor.line, character: cursor.character };
+  if (samePlace(place, here)) {
+    output.info('the model is loaded: asking again for the completion that came before it');
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger', { explicit: false });
+  }
 }
