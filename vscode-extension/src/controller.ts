@@ -149,10 +149,10 @@ async function findInterpreter(output: vscode.LogOutputChannel): Promise<Interpr
   });
 }
 
-/** Asks for an inline completion again, as VS Code does after an edit, if the active editor is
- * still at `place` and completions as you type are on. (`explicit: false` makes it an automatic
- * request, as in VS Code 1.139; a VS Code whose trigger command takes no argument sends an
- * invoked one.) */
+/** Asks for inline completions again (VS Code's *Trigger Inline Suggestion*, an invoked
+ * request) if the active editor is still at `place` and completions as you type are on. An
+ * automatic request (the command's `explicit: false` in VS Code 1.139) would not do: VS Code asks
+ * its providers again only when the text, the cursor or an explicit trigger says so. */
 async function askAgain(place: Place, output: vscode.LogOutputChannel): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   if (editor === undefined || !editor.selection.isEmpty || !clientSettings(readSettings()).enable) {
@@ -162,6 +162,6 @@ async function askAgain(place: Place, output: vscode.LogOutputChannel): Promise<
   const here = { uri: editor.document.uri.toString(), version: editor.document.version, line: cursor.line, character: cursor.character };
   if (samePlace(place, here)) {
     output.info('the model is loaded: asking again for the completion that came before it');
-    await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger', { explicit: false });
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
   }
 }
