@@ -133,10 +133,15 @@ def _build_vsix(out: Path, tools: dict[str, Path]) -> Path:
 # ---------------------------------------------------------------- code-server
 
 
+def _machine_settings() -> dict[str, Any]:
+    """Where the README puts the interpreter in a remote window such as code-server's: the
+    Machine settings (the setting is machine-overridable; User settings do not apply there)."""
+    return {"fimconstrain.interpreter": sys.executable}
+
+
 def _settings() -> dict[str, Any]:
     return {
-        # the extension: this interpreter runs the server, with the shipped model
-        "fimconstrain.interpreter": sys.executable,
+        # the extension: the shipped model (the interpreter: _machine_settings)
         "fimconstrain.model": "",
         "fimconstrain.device": "cpu",
         "fimconstrain.deadlineMs": 20000,  # a loaded CI machine still gets its item
@@ -182,9 +187,10 @@ class CodeServer:
         self.log = artifacts / "code-server.log"
         self.port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
-        for scope in ("User", "Machine"):  # Machine: what a remote window reads for machine settings
+        user = _settings()
+        for scope, settings in (("User", user), ("Machine", {**user, **_machine_settings()})):
             (self.user_data / scope).mkdir(parents=True, exist_ok=True)
-            (self.user_data / scope / "settings.json").write_text(json.dumps(_settings(), indent=2))
+            (self.user_data / scope / "settings.json").write_text(json.dumps(settings, indent=2))
         self.extensions.mkdir(parents=True, exist_ok=True)
         self.config = root / "code-server.yaml"  # not the user's ~/.config/code-server
         self.config.write_text("auth: none\n")
