@@ -7,7 +7,7 @@
 #   bash scripts/e2e_toolchain.sh [PYTHON]
 #
 # Installs into ${FIMCONSTRAIN_E2E_CACHE:-$HOME/.cache/fimconstrain-e2e}, outside the repository,
-# and reuses it when it is complete (the stamp file `complete` names the pins): about 7 minutes
+# and reuses it when it is complete (the stamp file `complete` names the pins): about 2.5 minutes
 # from scratch (code-server compiles native add-ons), a second when cached. PYTHON (default
 # .venv/bin/python, else python3) is the interpreter whose version playwright is installed for:
 # the one that runs pytest. Needs root for apt-get (chromium, libkrb5-dev) unless both are there.
