@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +319,27 @@ class Editor:
         ghosts = self.page.locator(GHOST_TEXT)
         return any(ghosts.nth(i).is_visible() for i in range(ghosts.count()))
 
+    def open(self, url: str, source: Path, step: Callable[[str], None] = lambda message: None) -> None:
+        """Load the workbench at ``url`` and open ``source`` by Quick Open, the focus in its text."""
+        page = self.page
+        page.goto(url, wait_until="domcontentloaded", timeout=60_000)
+        page.locator(".monaco-workbench").wait_for(state="visible", timeout=90_000)
+        step("the workbench is up")
+        _wait(f"the Explorer to list {source.name}", lambda: page.get_by_text(source.name).count(), 60)
+        page.keyboard.press("Control+P")
+        box = page.locator(".quick-input-widget input")
+        box.wait_for(state="visible", timeout=15_000)
+        box.fill(source.name)
+        page.locator(".quick-input-list .monaco-list-row").filter(has_text=source.name).first.wait_for(
+            state="visible", timeout=30_000
+        )
+        page.keyboard.press("Enter")
+        page.locator(".editor-group-container .monaco-editor .view-lines").first.wait_for(
+            state="visible", timeout=30_000
+        )
+        self.focus_editor()
+        step(f"{source.name} is open")
+
     def focus_editor(self) -> None:
         """Click into the text (VS Code 1.139 takes keys through an EditContext, not a textarea)."""
         self.page.locator(".editor-group-container .monaco-editor .view-lines").first.click()
@@ -337,6 +358,29 @@ class Editor:
         box.wait_for(state="hidden", timeout=15_000)
 
 
+@contextlib.contextmanager
+def _browser(tools: dict[str, Path], artifacts: Path) -> Iterator[Editor]:
+    """An :class:`Editor` on a page of Debian's chromium, headless, driven by the toolchain's
+    playwright; closed at the end."""
+    sys.path.insert(0, str(tools["python"]))
+    try:
+        from playwright.sync_api import sync_playwright
+    finally:
+        sys.path.remove(str(tools["python"]))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(tools["chromium"]),
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 640})
+            page.set_default_timeout(30_000)
+            yield Editor(page, artifacts)
+        finally:
+            browser.close()
+
+
 def _saved_text(path: Path, before: str, timeout: float = 30) -> str:
     return str(_wait(f"{path.name} to be saved", lambda: (t := path.read_text()) != before and t, timeout))
 
@@ -350,12 +394,6 @@ def artifacts(tmp_path: Path) -> Path:
 
 def test_completion_in_vscode(tmp_path: Path, artifacts: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tools = _toolchain()
-    sys.path.insert(0, str(tools["python"]))
-    try:
-        from playwright.sync_api import sync_playwright
-    finally:
-        sys.path.remove(str(tools["python"]))
-
     started = time.monotonic()
     vsix = _build_vsix(tmp_path, tools)
     server = CodeServer(tools, tmp_path, artifacts)
@@ -371,23 +409,11 @@ def test_completion_in_vscode(tmp_path: Path, artifacts: Path, capsys: pytest.Ca
         print(steps[-1])
 
     step("the .vsix is built and installed")
-    editor: Editor | None = None
     try:
         url = server.start()
         step(f"code-server answers on {url}")
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(tools["chromium"]),
-                headless=True,
-                args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1100, "height": 640})
-                page.set_default_timeout(30_000)
-                editor = Editor(page, artifacts)
-                _drive(editor, f"{url}/?folder={workspace}", source, step)
-            finally:
-                browser.close()
+        with _browser(tools, artifacts) as editor:
+            _drive(editor, f"{url}/?folder={workspace}", source, step)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # pytest.fail and the time limit too: keep what shows why
@@ -405,25 +431,7 @@ def test_completion_in_vscode(tmp_path: Path, artifacts: Path, capsys: pytest.Ca
 def _drive(editor: Editor, url: str, source: Path, step: Callable[[str], None]) -> None:
     page = editor.page
     try:
-        page.goto(url, wait_until="domcontentloaded", timeout=60_000)
-        page.locator(".monaco-workbench").wait_for(state="visible", timeout=90_000)
-        step("the workbench is up")
-
-        # open the file (Quick Open), the cursor at its end, on a line of its own
-        _wait("the Explorer to list shapes.py", lambda: page.get_by_text("shapes.py").count(), 60)
-        page.keyboard.press("Control+P")
-        box = page.locator(".quick-input-widget input")
-        box.wait_for(state="visible", timeout=15_000)
-        box.fill(source.name)
-        page.locator(".quick-input-list .monaco-list-row").filter(has_text=source.name).first.wait_for(
-            state="visible", timeout=30_000
-        )
-        page.keyboard.press("Enter")
-        page.locator(".editor-group-container .monaco-editor .view-lines").first.wait_for(
-            state="visible", timeout=30_000
-        )
-        editor.focus_editor()
-        step("shapes.py is open")
+        editor.open(url, source, step)
 
         # the extension activates on a Python file; the status item says ready once the model loaded
         page.locator(STATUS_ITEM).first.wait_for(state="visible", timeout=120_000)

@@ -22,12 +22,21 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_vscode_e2e import SOURCE, TYPED, CodeServer, Editor, _build_vsix, _toolchain, _wait, artifacts
+from test_vscode_e2e import (
+    SOURCE,
+    TYPED,
+    CodeServer,
+    Editor,
+    _browser,
+    _build_vsix,
+    _toolchain,
+    _wait,
+    artifacts,
+)
 
 __all__ = ["artifacts"]  # the fixture, shared
 
@@ -36,12 +45,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.time_limit(900)]
 
 def test_around_the_model_load(tmp_path: Path, artifacts: Path) -> None:
     tools = _toolchain()
-    sys.path.insert(0, str(tools["python"]))
-    try:
-        from playwright.sync_api import sync_playwright
-    finally:
-        sys.path.remove(str(tools["python"]))
-
     server = CodeServer(tools, tmp_path, artifacts)
     server.install(_build_vsix(tmp_path, tools))
     workspace = tmp_path / "workspace"
@@ -52,24 +55,13 @@ def test_around_the_model_load(tmp_path: Path, artifacts: Path) -> None:
     source.write_text(SOURCE)
     try:
         url = server.start()
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(tools["chromium"]),
-                headless=True,
-                args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
-            )
+        with _browser(tools, artifacts) as editor:
             try:
-                page = browser.new_page(viewport={"width": 1100, "height": 640})
-                page.set_default_timeout(30_000)
-                editor = Editor(page, artifacts)
-                try:
-                    _type_then_load(editor, f"{url}/?folder={workspace}", source, workspace_settings)
-                except BaseException:
-                    with contextlib.suppress(Exception):
-                        editor.shot("failure")
-                    raise
-            finally:
-                browser.close()
+                _type_then_load(editor, f"{url}/?folder={workspace}", source, workspace_settings)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    editor.shot("failure")
+                raise
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # keep what shows why
@@ -86,21 +78,7 @@ def test_around_the_model_load(tmp_path: Path, artifacts: Path) -> None:
 
 def _type_then_load(editor: Editor, url: str, source: Path, workspace_settings: Path) -> None:
     page = editor.page
-    page.goto(url, wait_until="domcontentloaded", timeout=60_000)
-    page.locator(".monaco-workbench").wait_for(state="visible", timeout=90_000)
-    _wait(f"the Explorer to list {source.name}", lambda: page.get_by_text(source.name).count(), 60)
-    page.keyboard.press("Control+P")
-    box = page.locator(".quick-input-widget input")
-    box.wait_for(state="visible", timeout=15_000)
-    box.fill(source.name)
-    page.locator(".quick-input-list .monaco-list-row").filter(has_text=source.name).first.wait_for(
-        state="visible", timeout=30_000
-    )
-    page.keyboard.press("Enter")
-    page.locator(".editor-group-container .monaco-editor .view-lines").first.wait_for(
-        state="visible", timeout=30_000
-    )
-    editor.focus_editor()
+    editor.open(url, source)
     _wait("the status item to say mode off", lambda: "mode: off" in editor.status(), 120, interval=1)
 
     # an as-you-type request with no model: answered empty at once
