@@ -11,6 +11,7 @@ torch; the parser core does not.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -326,14 +327,18 @@ class _CachedStepper:
         self.model = model
         self.past = None
         self.seconds = 0.0
+        # transformers 5.x names the key/value cache ``cache`` (``past_key_values`` warns, and goes
+        # in 5.40); 4.x knows only ``past_key_values``
+        takes_cache = "cache" in inspect.signature(model.forward).parameters
+        self._cache_name = "cache" if takes_cache else "past_key_values"
 
     @torch.inference_mode()
     def logits(self, ids: list[int]) -> torch.Tensor:
         """Next-token logits after feeding ``ids`` (the prompt first, then one token at a time)."""
         start = time.perf_counter()
         inputs = torch.tensor([ids], dtype=torch.long, device=self.model.device)
-        out = self.model(input_ids=inputs, past_key_values=self.past, use_cache=True)
-        self.past = out.past_key_values
+        out = self.model(input_ids=inputs, use_cache=True, **{self._cache_name: self.past})
+        self.past = getattr(out, self._cache_name)
         logits = out.logits[0, -1].float().cpu()
         self.seconds += time.perf_counter() - start
         return logits

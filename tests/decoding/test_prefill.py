@@ -42,3 +42,18 @@ def test_a_stop_between_pieces_ends_the_prompt_there(tiny, monkeypatch):
     stepper.logits = lambda ids: calls.append(len(ids)) or real(ids)
     assert stepper.prefill(_prompt(300), lambda: True) is None
     assert calls == [64]
+
+
+def test_the_cache_goes_by_the_name_the_installed_transformers_takes(tiny):
+    """transformers 5 renamed ``past_key_values`` to ``cache`` (the old name warns, then goes):
+    decoding step by step passes no deprecated argument and gives the logits of one pass."""
+    import warnings
+
+    prompt = _prompt(40)
+    whole = generate_module._CachedStepper(tiny.model).logits(prompt)
+    stepper = generate_module._CachedStepper(tiny.model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        stepper.logits(prompt[:39])
+        step = stepper.logits(prompt[39:])
+    assert torch.allclose(whole, step, atol=1e-4)
