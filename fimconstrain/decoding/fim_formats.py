@@ -172,6 +172,7 @@ class TextCodec:
         self._sentinel_ids = tokenizer.encode(_SENTINEL, add_special_tokens=False)
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self._byte_scheme = _byte_scheme(self._backend)
+        self._bytes_of: dict[int, bytes] = {}
 
     def encode(self, text: str, leading_space: bool = True) -> list[int]:
         """Token ids of ``text``; with ``leading_space=False`` a SentencePiece tokenizer adds no space."""
@@ -196,8 +197,11 @@ class TextCodec:
         Only byte-level BPE and SentencePiece byte-fallback tokens can split a character;
         bytes that can never become a character are not unfinished (they decode to U+FFFD for good).
         """
-        if self._byte_scheme is None:
+        if self._byte_scheme is None or not ids:
             return b""
+        last = self._token_bytes(ids[-1])
+        if last and last[-1] < 0x80:
+            return b""  # the usual case: the text ends in an ASCII character
         tail = b"".join(self._token_bytes(t) for t in ids[-4:])[-3:]
         for start in range(len(tail) - 1, -1, -1):
             if tail[start] & 0xC0 != 0x80:  # the last byte that starts a character
@@ -211,13 +215,19 @@ class TextCodec:
         return b""
 
     def _token_bytes(self, token: int) -> bytes:
-        """The raw bytes a token stands for, under this tokenizer's byte scheme."""
-        piece = self.tokenizer.convert_ids_to_tokens(token)
-        if self._byte_scheme == "byte-level":
-            return bytes(_UNICODE_TO_BYTE.get(ch, 0) for ch in piece)
-        if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", piece):
-            return bytes([int(piece[3:5], 16)])
-        return piece.replace("▁", " ").encode("utf-8")
+        """The raw bytes a token stands for, under this tokenizer's byte scheme (remembered:
+        asked for every candidate token of every step)."""
+        found = self._bytes_of.get(token)
+        if found is None:
+            piece = self.tokenizer.convert_ids_to_tokens(token)
+            if self._byte_scheme == "byte-level":
+                found = bytes(_UNICODE_TO_BYTE.get(ch, 0) for ch in piece)
+            elif re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", piece):
+                found = bytes([int(piece[3:5], 16)])
+            else:
+                found = piece.replace("▁", " ").encode("utf-8")
+            self._bytes_of[token] = found
+        return found
 
     def _decode(self, ids: list[int]) -> str:
         """The tokenizer's decoding with special tokens kept and no space clean-up (the Rust one
