@@ -2,9 +2,10 @@
 
 A :class:`RowQuery` says what changed for one request since the last step (committed tokens
 kept and added), the speculative tokens in front of this row and the row's candidates (its top
-``k`` logits, best first).  A :class:`BatchChecker` answers a whole step at once, so that
-:class:`InlineChecker` (this process) and :class:`~.pool.ConstraintPool` (worker processes that
-own the requests) are interchangeable under the vLLM processor and the benchmark.
+``k`` logits, best first, with their probabilities where the request's sampler needs them).
+A :class:`BatchChecker` answers a whole step at once, so that :class:`InlineChecker` (this
+process) and :class:`~.pool.ConstraintPool` (worker processes that own the requests) are
+interchangeable under the vLLM processor and the benchmark.
 """
 
 from __future__ import annotations
@@ -14,25 +15,30 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .requests import FimArgs, RequestConstraint, TokenTable
+from .support import SamplerSupport
 
 
 @dataclass(frozen=True)
 class RowQuery:
     """One logits row of a step: request ``key``'s committed middle becomes its first ``keep``
     tokens and ``new``; the row's tokens are then ``drafts`` (speculative, not committed);
-    ``candidates`` are the row's best tokens, best first."""
+    ``candidates`` are the row's best tokens, best first, and ``probs`` their probabilities (empty
+    unless the request's :class:`~.support.SamplerSupport` reads them)."""
 
     key: int
     keep: int
     new: tuple[int, ...]
     drafts: tuple[int, ...]
     candidates: tuple[int, ...]
+    probs: tuple[float, ...] = ()
 
 
 class BatchChecker(Protocol):
     """Requests added and removed by key, and the allowed tokens of a step's rows."""
 
-    def add(self, key: int, args: FimArgs, extra_stops: Iterable[int] = ()) -> None: ...
+    def add(
+        self, key: int, args: FimArgs, extra_stops: Iterable[int] = (), sampler: SamplerSupport | None = None
+    ) -> None: ...
 
     def remove(self, key: int) -> None: ...
 
@@ -50,8 +56,10 @@ class InlineChecker:
         self.table = table
         self.requests: dict[int, RequestConstraint] = {}
 
-    def add(self, key: int, args: FimArgs, extra_stops: Iterable[int] = ()) -> None:
-        self.requests[key] = RequestConstraint(args, self.table, extra_stops)
+    def add(
+        self, key: int, args: FimArgs, extra_stops: Iterable[int] = (), sampler: SamplerSupport | None = None
+    ) -> None:
+        self.requests[key] = RequestConstraint(args, self.table, extra_stops, sampler)
 
     def remove(self, key: int) -> None:
         self.requests.pop(key, None)
@@ -62,7 +70,7 @@ class InlineChecker:
             request = self.requests[row.key]
             if row.new or row.keep < len(request.ids):
                 request.sync(row.keep, row.new)
-            out.append(request.allowed(row.candidates, row.drafts))
+            out.append(request.allowed(row.candidates, row.drafts, row.probs))
         return out
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 
 from .batch import InlineChecker, RowQuery
 from .requests import FimArgs, TokenTable
+from .support import SamplerSupport
 
 
 class WorkerError(RuntimeError):
@@ -68,12 +69,14 @@ class ConstraintPool:
         self.owner: dict[int, int] = {}
         self.load = [0] * workers
 
-    def add(self, key: int, args: FimArgs, extra_stops: Iterable[int] = ()) -> None:
+    def add(
+        self, key: int, args: FimArgs, extra_stops: Iterable[int] = (), sampler: SamplerSupport | None = None
+    ) -> None:
         self.remove(key)
         worker = self.load.index(min(self.load))
         self.owner[key] = worker
         self.load[worker] += 1
-        self.conns[worker].send(("add", key, args, tuple(extra_stops)))
+        self.conns[worker].send(("add", key, args, tuple(extra_stops), sampler))
 
     def remove(self, key: int) -> None:
         worker = self.owner.pop(key, None)

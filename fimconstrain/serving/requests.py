@@ -18,6 +18,7 @@ from ..decoding.generate import ConstraintState, passing_candidates, special_tok
 from ..engine.checker import fim_checker
 from ..engine.errors import FimConstrainError
 from ..engine.versions import format_version, parse_python_version
+from .support import SamplerSupport
 
 #: the keys of ``SamplingParams.extra_args`` (``vllm_xargs``) that this constraint reads
 PREFIX, SUFFIX, VERSION, TOP_K = "fim_prefix", "fim_suffix", "fim_python_version", "fim_top_k"
@@ -80,12 +81,20 @@ class RequestConstraint:
     the allowed next tokens.
 
     ``extra_stops`` are the request's own stop tokens (vLLM's ``all_stop_token_ids``), which end
-    the middle like the format's.  A request whose prefix/suffix no middle can join (or whose
-    text the engine refuses) gets a dead constraint: only stop tokens, so it ends at once.
+    the middle like the format's; with a ``sampler`` the check of a row's candidates stops where
+    its sampler could pick nothing further down (:mod:`.support`).  A request whose prefix/suffix
+    no middle can join (or whose text the engine refuses) gets a dead constraint: only stop
+    tokens, so it ends at once.
     """
 
-    def __init__(self, args: FimArgs, table: TokenTable, extra_stops: Iterable[int] = ()):
-        self.args, self.table = args, table
+    def __init__(
+        self,
+        args: FimArgs,
+        table: TokenTable,
+        extra_stops: Iterable[int] = (),
+        sampler: SamplerSupport | None = None,
+    ):
+        self.args, self.table, self.sampler = args, table, sampler
         self.stop_ids = set(table.stop_ids) | set(extra_stops)
         self.banned_ids = set(table.special_ids) - self.stop_ids
         self.ids: list[int] = []
@@ -111,18 +120,49 @@ class RequestConstraint:
             return state
         return state.child(token) if token < self.table.size else None
 
-    def allowed(self, candidates: Sequence[int], drafts: Sequence[int] = ()) -> list[int]:
+    def allowed(
+        self, candidates: Sequence[int], drafts: Sequence[int] = (), probs: Sequence[float] = ()
+    ) -> list[int]:
         """The tokens allowed after the committed middle and ``drafts`` (speculative tokens not
-        committed): the passing ones among ``candidates`` (best first), else the full mask,
-        else the stop tokens alone (so that the middle ends)."""
+        committed): the passing ones among ``candidates`` (best first; ``probs`` their
+        probabilities where the sampler needs them), else the full mask, else the stop tokens
+        alone (so that the middle ends)."""
         state = self.states[-1]
         for token in drafts:
             state = self._after(state, token)
         if state is None:
             return sorted(self.stop_ids)
         ranked = [t for t in candidates if t < self.table.size]
-        passing = [t for t, _ in passing_candidates(state, ranked, self.stop_ids, self.banned_ids)]
+        if self.sampler is None:
+            passing = [t for t, _ in passing_candidates(state, ranked, self.stop_ids, self.banned_ids)]
+        else:
+            passing = self._sampled_passing(state, candidates, probs, self.sampler)
         if not passing:
             every = range(self.table.size)
             passing = [t for t, _ in passing_candidates(state, every, self.stop_ids, self.banned_ids)]
         return passing or sorted(self.stop_ids)
+
+    def _sampled_passing(
+        self,
+        state: ConstraintState,
+        candidates: Sequence[int],
+        probs: Sequence[float],
+        sampler: SamplerSupport,
+    ) -> list[int]:
+        """The passing candidates, best first, checked only until ``sampler`` could pick none
+        of the rest."""
+        if sampler.needs_probabilities and len(probs) != len(candidates):
+            raise ValueError("this request's sampler needs each candidate's probability")
+        passing: list[int] = []
+        best = 0.0
+        for rank, token in enumerate(candidates):
+            if token < self.table.size and any(
+                passing_candidates(state, (token,), self.stop_ids, self.banned_ids)
+            ):
+                if not passing and probs:
+                    best = probs[rank]
+                passing.append(token)
+            below = probs[min(rank + 1, len(probs) - 1)] if probs else 0.0
+            if sampler.settled(len(passing), best, below):
+                break
+        return passing

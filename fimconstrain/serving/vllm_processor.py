@@ -21,7 +21,11 @@ How the worker drives it, and what this class does at each call:
   tokens come from ``ctx.input_ids``, and a row that is still prefilling a chunk is skipped.
   Each row keeps only the tokens :meth:`.requests.RequestConstraint.allowed` passes (top ``k``
   candidates, else the full mask; a stop token only when the file is complete); everything else
-  becomes ``-inf`` (never raised, so grammar or bad-words masks stay).
+  becomes ``-inf`` (never raised, so grammar or bad-words masks stay).  Candidates are checked
+  best first only until the request's sampler (greedy, ``top_k``, ``min_p``) could
+  pick none of the rest (:mod:`.support`): the sampled distribution is the whole mask's, and a
+  greedy row usually costs one check.  A request that asks for log-probabilities gets the
+  whole top-``k`` mask.
 
 Checking runs in this process, or with ``--additional-config '{"fimconstrain": {"workers": N}}'``
 in ``N`` worker processes that own the requests (:mod:`.pool`).  Register with
@@ -44,6 +48,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
 from .batch import BatchChecker, InlineChecker, RowQuery
 from .pool import ConstraintPool
 from .requests import FimArgs, TokenTable
+from .support import SamplerSupport
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -55,10 +60,11 @@ CONFIG_KEY = "fimconstrain"
 
 @dataclass
 class _Slot:
-    """A constrained request slot: its candidate count and how many committed tokens the
-    checker has seen."""
+    """A constrained request slot: its candidate count, its sampler's bound and how many
+    committed tokens the checker has seen."""
 
     top_k: int
+    sampler: SamplerSupport | None = None
     seen: int = 0
 
 
@@ -104,8 +110,9 @@ class FimLogitsProcessor(LogitsProcessor):
         self.checker.remove(req_idx)
         if args is None:
             return False
-        self.checker.add(req_idx, args, sampling_params.all_stop_token_ids)
-        self.slots[req_idx] = _Slot(args.top_k)
+        sampler = SamplerSupport.of(sampling_params)
+        self.checker.add(req_idx, args, sampling_params.all_stop_token_ids, sampler)
+        self.slots[req_idx] = _Slot(args.top_k, sampler)
         return True
 
     def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
@@ -126,21 +133,32 @@ class FimLogitsProcessor(LogitsProcessor):
         k = min(logits.shape[1], max(self.slots[slot_of[r]].top_k for r in kept))
         best = torch.topk(logits[index], k)
         ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
-        queries = [
-            RowQuery(
-                q.key,
-                q.keep,
-                q.new,
-                q.drafts,
-                tuple(t for t, ok in zip(row, ok_row) if ok)[: self.slots[q.key].top_k],
-            )
-            for q, row, ok_row in zip(queries, ids, finite)
-        ]
+        probs = self._candidate_probs(logits[index], best.indices, [q.key for q in queries])
+        out = []
+        for q, row, ok_row, p_row in zip(queries, ids, finite, probs):
+            n = min(sum(ok_row), self.slots[q.key].top_k)  # finite values come first
+            out.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), tuple(p_row[:n])))
+        queries = out
         keep = torch.zeros((len(kept), logits.shape[1]), dtype=torch.bool)
         for i, allowed in enumerate(self.checker.check(queries)):
             keep[i, allowed] = True
         logits[index] = logits[index].masked_fill(~keep.to(logits.device), float("-inf"))
         return logits
+
+    def _candidate_probs(self, logits: torch.Tensor, ids: torch.Tensor, keys: list[int]) -> list[list[float]]:
+        """For each row whose sampler reads probabilities: its candidates' softmax at the
+        request's temperature over the whole row; an empty list for the others."""
+        samplers = {i: self.slots[key].sampler for i, key in enumerate(keys)}
+        temperature = {i: s.temperature for i, s in samplers.items() if s and s.needs_probabilities}
+        out: list[list[float]] = [[] for _ in keys]
+        if temperature:
+            rows = list(temperature)
+            picked = torch.tensor(rows, device=logits.device)
+            temps = torch.tensor(list(temperature.values()), device=logits.device)
+            probs = torch.softmax(logits[picked].float() / temps[:, None], dim=-1).gather(1, ids[picked])
+            for i, row in zip(rows, probs.tolist()):
+                out[i] = row
+        return out
 
     def _total_lens(self, slots: list[int]) -> dict[int, int]:
         """Each slot's committed length (prompt and output), read from the device once a step."""

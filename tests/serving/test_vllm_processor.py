@@ -231,3 +231,91 @@ def test_bad_arguments_fail_at_admission():
         with pytest.raises(ValueError, match="fim_"):
             FimLogitsProcessor.validate_params(SamplingParams(extra_args=extra))
     FimLogitsProcessor.validate_params(SamplingParams(extra_args={"other": 1}))  # not FIM: fine
+
+
+def sampler_keeps(logits_row: torch.Tensor, params: SamplingParams) -> set[int]:
+    """The tokens vLLM's sampler can pick from ``logits_row`` (temperature, then min_p, then
+    top_k and top_p; greedy takes the best): a reference written from vLLM's definitions."""
+    finite = torch.isfinite(logits_row)
+    if params.temperature == 0.0:
+        return {int(torch.argmax(logits_row))}
+    probs = torch.softmax(logits_row.double() / params.temperature, dim=-1)
+    keep = finite & (probs >= params.min_p * probs.max())
+    if params.top_k > 0:
+        kth = torch.topk(torch.where(keep, probs, -1.0), min(params.top_k, int(keep.sum()))).values[-1]
+        keep &= probs >= kth
+    if params.top_p < 1.0:
+        kept = torch.where(keep, probs, 0.0)
+        kept /= kept.sum()
+        order = torch.argsort(kept)
+        below = torch.cumsum(kept[order], 0) <= 1.0 - params.top_p
+        below[-1] = False  # the best always stays
+        keep[order[below]] = False
+    return set(keep.nonzero().flatten().tolist())
+
+
+#: sampler settings, and whether the check may stop early under them (``top_p`` alone may not:
+#: its nucleus depends on the mass of every allowed token)
+SAMPLERS = {
+    "greedy": (SamplingParams(temperature=0.0), True),
+    "top_k": (SamplingParams(temperature=0.8, top_k=3), True),
+    "top_k+top_p": (SamplingParams(temperature=0.7, top_k=4, top_p=0.8), True),
+    "min_p": (SamplingParams(temperature=1.0, min_p=0.3), True),
+    "top_p": (SamplingParams(temperature=0.7, top_p=0.8), False),
+}
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-worker-pool"])
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_a_bounded_sampler_checks_fewer_tokens_and_samples_the_same(tiny_dir, workers, name):
+    """With greedy, top_k or min_p the mask may keep fewer tokens than the whole top-k mask,
+    never other ones, and the sampler keeps exactly the same tokens from either; top_p alone
+    gets the whole mask."""
+    worker = Worker(tiny_dir, workers)
+    tok, codec = worker.tokenizer, TextCodec(worker.tokenizer)
+    eos = tok.eos_token_id
+    stops, specials = {eos}, set(tok.all_special_ids) | set(tok.added_tokens_decoder)
+    whole = {t for t in range(len(tok)) if "\ufffd" not in codec.decode([t])} - specials
+    prompt = tok.encode("<fim-prefix>x<fim-suffix>y<fim-middle>")
+    gen, (base, bounded) = torch.Generator().manual_seed(1), SAMPLERS[name]
+    cut_of = {}
+    for i in range(2):
+        prefix, suffix, version = CUTS[i]
+        extra = {
+            "fim_prefix": prefix,
+            "fim_suffix": suffix,
+            "fim_python_version": version,
+            "fim_top_k": TOP_K,
+        }
+        params = SamplingParams(
+            temperature=base.temperature,
+            top_k=base.top_k,
+            top_p=base.top_p,
+            min_p=base.min_p,
+            max_tokens=12,
+            extra_args=extra,
+            stop_token_ids=[eos],
+        )
+        cut_of[worker.add(prompt, params)] = i
+    fewer = 0
+    for _ in range(6):
+        order = list(worker.active)
+        logits = 4 * torch.randn((len(order), worker.vocab_size), generator=gen)  # peaked, as a model's
+        logits[:, sorted(set(range(worker.vocab_size)) - whole - stops)] = float("-inf")
+        masked = worker.apply(order, logits)
+        for row, slot in enumerate(order):
+            middle = worker.middle(slot)
+            want = expected_allowed(
+                codec, CUTS[cut_of[slot]], middle, logits[row], stops, specials, whole, len(tok)
+            )
+            allowed = set(torch.isfinite(masked[row]).nonzero().flatten().tolist())
+            assert allowed <= want
+            fewer += len(allowed) < len(want)
+            full = logits[row].clone()
+            full[sorted(set(range(worker.vocab_size)) - want)] = float("-inf")
+            assert sampler_keeps(masked[row], base) == sampler_keeps(full, base)
+            token = int(torch.argmax(masked[row]))
+            if token not in stops:
+                worker.commit(slot, token)
+    assert (fewer > 0) == bounded  # the bound spared checks where it may
+    worker.processor.checker.close()
