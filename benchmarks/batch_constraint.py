@@ -11,9 +11,12 @@ Then each step of a batch is replayed as the vLLM processor does it: ``topk`` ov
 the candidates), the boolean mask.  Timed: that per step, steps 1..S (step 0 waits for the
 requests' checkers to be built: the one-time cost, not timed).
 
-Ratios are against the in-process checker measured in the same run at the same batch.  A pool
-cannot beat the number of cores: on a 2-core machine the curve stops at 2 workers, and the
-project's goal (<= 2 ms per step at batch 32 with 8 workers) needs an 8-core machine to measure.
+Each batch is timed under the requests' sampler settings (``--samplers``): ``mask`` checks
+every one of the top ``k`` candidates (the whole top-k mask: what plain sampling and top_p
+need), ``greedy`` and ``min_p`` stop where the sampler could pick nothing further down
+(fimconstrain/serving/support.py; the same sampled distribution).  Ratios are against the
+in-process whole mask measured in the same run at the same batch.  A pool cannot beat the
+number of cores: on a 2-core machine the curve stops at 2 workers.
 
     python benchmarks/batch_constraint.py --cuts 128 --steps 16 --workers 1 2
 """
@@ -39,10 +42,13 @@ from fimconstrain.engine import FimConstrainError, fim_checker
 from fimconstrain.serving.batch import InlineChecker, RowQuery
 from fimconstrain.serving.pool import ConstraintPool
 from fimconstrain.serving.requests import FimArgs, TokenTable
+from fimconstrain.serving.support import SamplerSupport
 
 MIDDLE_LINES = 6
 MIN_CHARS, MAX_CHARS = 2000, 20000  # file sizes (the prompt keeps what fits the window)
 VERSION = "3.14"  # the decoder's default, as recorded
+#: --samplers: the requests' sampler bound (None: the whole top-k mask)
+SAMPLERS = {"mask": None, "greedy": SamplerSupport(greedy=True), "min_p": SamplerSupport(min_p=0.05)}
 
 
 def cuts(count: int, seed: int) -> list[tuple[str, str, str]]:
@@ -95,17 +101,36 @@ def dense(recorded: list, step: int, vocab: int) -> torch.Tensor:
     return out
 
 
-def replay(checker, recorded: list, steps: int, top_k: int, vocab: int, cut_list: list) -> list[float]:
+def replay(
+    checker,
+    recorded: list,
+    steps: int,
+    top_k: int,
+    vocab: int,
+    cut_list: list,
+    sampler: SamplerSupport | None = None,
+) -> list[float]:
     """Seconds per step 1..steps for the batch ``recorded`` (step 0 untimed: checkers built)."""
     for key in range(len(recorded)):
-        checker.add(key, FimArgs(*cut_list[key], VERSION, top_k))
+        checker.add(key, FimArgs(*cut_list[key], VERSION, top_k), (), sampler)
     times = []
     for step in range(steps + 1):
         logits = dense(recorded, step, vocab)
         start = time.perf_counter()
-        best = torch.topk(logits, top_k).indices.tolist()
+        top = torch.topk(logits, top_k)
+        best = top.indices.tolist()
+        probs: list[list[float]] = [[] for _ in recorded]
+        if sampler is not None and sampler.needs_probabilities:
+            probs = torch.softmax(logits, dim=-1).gather(1, top.indices).tolist()
         rows = [
-            RowQuery(key, step - 1 if step else 0, (tokens[step - 1],) if step else (), (), tuple(best[key]))
+            RowQuery(
+                key,
+                step - 1 if step else 0,
+                (tokens[step - 1],) if step else (),
+                (),
+                tuple(best[key]),
+                tuple(probs[key]),
+            )
             for key, (tokens, _, _) in enumerate(recorded)
         ]
         keep = torch.zeros(logits.shape, dtype=torch.bool)
@@ -126,6 +151,13 @@ def main() -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="pool sizes to time")
     ap.add_argument("--steps", type=int, default=16, help="decoding steps timed per batch")
     ap.add_argument("--top-k", type=int, default=64, help="candidates per row (FimDecoder's default)")
+    ap.add_argument(
+        "--samplers",
+        nargs="+",
+        choices=list(SAMPLERS),
+        default=list(SAMPLERS),
+        help="the requests' sampler: the whole top-k mask, greedy, min_p 0.05",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--out", type=Path, default=None, help=f"JSON (default: {RESULTS_DIR}/batch_constraint.json)"
@@ -151,21 +183,24 @@ def main() -> int:
     pools = {n: ConstraintPool(loaded.tokenizer, n) for n in args.workers}
     try:
         for batch in (b for b in args.batches if b <= len(recorded)):
-            base = statistics.median(
-                replay(inline, recorded[:batch], args.steps, args.top_k, vocab, cut_list)
-            )
-            results.append({"batch": batch, "workers": 0, "ms_per_step": 1000 * base})
-            rows.append([batch, "in-process", f"{1000 * base:.2f}", f"{1000 * base / batch:.3f}", "1.00"])
-            for n, pool in pools.items():
-                t = statistics.median(replay(pool, recorded[:batch], args.steps, args.top_k, vocab, cut_list))
-                results.append({"batch": batch, "workers": n, "ms_per_step": 1000 * t, "speedup": base / t})
-                rows.append(
-                    [batch, f"{n} workers", f"{1000 * t:.2f}", f"{1000 * t / batch:.3f}", f"{base / t:.2f}"]
-                )
+            batch_args = (recorded[:batch], args.steps, args.top_k, vocab, cut_list)
+            base = statistics.median(replay(inline, *batch_args))
+            for name in args.samplers:
+                for n, checker in [(0, inline), *pools.items()]:
+                    if name == "mask" and n == 0:
+                        t = base
+                    else:
+                        t = statistics.median(replay(checker, *batch_args, SAMPLERS[name]))
+                    results.append({"batch": batch, "sampler": name, "workers": n, "ms_per_step": 1000 * t})
+                    where = f"{n} workers" if n else "in-process"
+                    rows.append(
+                        [batch, name, where, f"{1000 * t:.2f}", f"{1000 * t / batch:.3f}", f"{base / t:.2f}"]
+                    )
     finally:
         for pool in pools.values():
             pool.close()
-    print(table(rows, ["batch", "checker", "ms/step (median)", "ms/row", "speed-up vs in-process"]))
+    headers = ["batch", "sampler", "checker", "ms/step (median)", "ms/row", "speed-up vs in-process mask"]
+    print(table(rows, headers))
     out = write_results("batch_constraint", args, {"cpus": os.cpu_count(), "results": results})
     print(f"-> {out}")
     return 0
