@@ -16,8 +16,10 @@ server's modes ``fim`` and ``prefix``; ``off`` is the same model decoding uncons
 first line for a one-line request). Reported per mode and cursor kind: the share of requests
 that show an item, first-line exact match and edit similarity (CrossCodeEval's: rapidfuzz
 ``fuzz.ratio``/100, 0 for a request with no item), the share of shown items that parse once
-accepted and that are "good" (edit similarity >= 0.7), and latency p50/p95. A bar chart is
-written beside the JSON.
+accepted and that are "good" (edit similarity >= 0.7), latency p50/p95, and the time per
+generated token of the model and of the constraint (candidate and stop checks, the end of the
+middle; pooled over the requests, and the constraint's median share of the model's per
+request). A bar chart is written beside the JSON.
 
     python benchmarks/editor_quality.py --limit 20 --per-file 3
 """
@@ -61,8 +63,9 @@ def _lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def cursors(text: str, rng: random.Random, n: int) -> list[tuple[str, str, str, str]]:
-    """Up to ``n`` requests ``(kind, prefix, suffix, truth)`` cut from ``text``, the kinds in turn."""
+def cursors(text: str, rng: random.Random, n: int, first_kind: int = 0) -> list[tuple[str, str, str, str]]:
+    """Up to ``n`` requests ``(kind, prefix, suffix, truth)`` cut from ``text``, the kinds in turn
+    from ``KINDS[first_kind]`` (so that every kind comes up over several files)."""
     lines = _lines(text)
     code = [
         i for i, (_, s) in enumerate(lines) if s.strip() and not s.strip().startswith(("#", '"', "'", "@"))
@@ -71,7 +74,7 @@ def cursors(text: str, rng: random.Random, n: int) -> list[tuple[str, str, str, 
     for _ in range(n * 4):
         if len(out) == n or not code:
             break
-        kind = KINDS[len(out) % len(KINDS)]
+        kind = KINDS[(first_kind + len(out)) % len(KINDS)]
         i = rng.choice(code)
         at, line = lines[i]
         indent = len(line) - len(line.lstrip())
@@ -130,8 +133,9 @@ class Completer:
         self.engine = Engine()
         self.engine.load(self.settings)
 
-    def complete(self, mode: str, prefix: str, suffix: str) -> str | None:
-        """The first item the editor would show, or None."""
+    def complete(self, mode: str, prefix: str, suffix: str) -> tuple[str | None, dict]:
+        """The first item the editor would show, or None; and the generations' time (tokens,
+        model seconds, constraint seconds)."""
         from dataclasses import replace
 
         from lsp_server.engine import Job
@@ -146,10 +150,16 @@ class Completer:
                 prefix, suffix, mode="unconstrained", max_new_tokens=self.settings.max_tokens
             )
             middle = result.middle.split("\n", 1)[0] if single else result.middle.rstrip()
-            return middle if middle.strip() else None
+            spent = {"tokens": result.generated, "model_s": result.model_seconds, "constraint_s": 0.0}
+            return (middle if middle.strip() else None), spent
         job = Job("file:///bench.py", deadline, single)
         items = self.engine.complete(job, prefix, suffix, replace(self.settings, mode=mode), 1)
-        return items[0] if items else None
+        spent = {
+            "tokens": job.generated,
+            "model_s": job.model_seconds,
+            "constraint_s": job.constraint_seconds,
+        }
+        return (items[0] if items else None), spent
 
 
 def parses(text: str) -> bool:
@@ -162,6 +172,8 @@ def summarise(rows: list[dict]) -> dict:
     n = len(rows)
     shown = [r for r in rows if r["item"] is not None]
     lat = sorted(r["seconds"] for r in rows)
+    tokens = sum(r["tokens"] for r in rows)
+    shares = [r["constraint_s"] / r["model_s"] for r in rows if r["tokens"] and r["model_s"]]
     return {
         "requests": n,
         "shown": len(shown) / n if n else 0.0,
@@ -172,6 +184,9 @@ def summarise(rows: list[dict]) -> dict:
         "shown_good": sum(r["es"] >= GOOD for r in shown) / len(shown) if shown else 0.0,
         "p50_ms": 1000 * lat[len(lat) // 2] if lat else 0.0,
         "p95_ms": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else 0.0,
+        "model_ms_per_token": 1000 * sum(r["model_s"] for r in rows) / tokens if tokens else 0.0,
+        "constraint_ms_per_token": 1000 * sum(r["constraint_s"] for r in rows) / tokens if tokens else 0.0,
+        "constraint_share_median": statistics.median(shares) if shares else 0.0,
     }
 
 
@@ -206,11 +221,11 @@ def main(argv=None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     rng = random.Random(args.seed)
     requests = []
-    for path in held_out_files(args.root, args.limit, args.seed):
+    for index, path in enumerate(held_out_files(args.root, args.limit, args.seed)):
         text = path.read_text("utf-8", errors="replace")
         if not parses(text):
             continue
-        requests += [(str(path), *r) for r in cursors(text, rng, args.per_file)]
+        requests += [(str(path), *r) for r in cursors(text, rng, args.per_file, index % len(KINDS))]
     completer = Completer(args.model, args.deadline_ms, args.max_tokens)
     rows: dict[str, list[dict]] = {m: [] for m in modes}
     for mode in modes:
@@ -218,7 +233,7 @@ def main(argv=None) -> int:
             requests, desc=mode, disable=args.no_progress, unit="request"
         ):
             start = time.perf_counter()
-            item = completer.complete(mode, prefix, suffix)
+            item, spent = completer.complete(mode, prefix, suffix)
             seconds = time.perf_counter() - start
             es = edit_similarity(item, truth) if item is not None else 0.0
             rows[mode].append(
@@ -231,6 +246,7 @@ def main(argv=None) -> int:
                     "es": es,
                     "exact": item is not None and _first_line(item) == _first_line(truth),
                     "parses": item is not None and parses(prefix + item + suffix),
+                    **spent,
                 }
             )
     summary = {
@@ -238,14 +254,22 @@ def main(argv=None) -> int:
         for mode, r in rows.items()
     }
     header = f"{'mode':6} {'kind':9} {'n':>4} {'shown':>6} {'exact':>6} {'ES':>5} {'ES|sh':>6} "
-    print(header + f"{'parse':>6} {'good':>5} {'p50 ms':>7} {'p95 ms':>7}")
+    print(
+        header
+        + f"{'parse':>6} {'good':>5} {'p50 ms':>7} {'p95 ms':>7} {'model/t':>7} {'cons/t':>6} {'share':>6}"
+    )
     for mode, by_kind in summary.items():
         for kind, s in by_kind.items():
             print(
                 f"{mode:6} {kind:9} {s['requests']:4d} {s['shown']:6.1%} {s['exact_first_line']:6.1%} "
                 f"{s['edit_similarity']:5.2f} {s['edit_similarity_shown']:6.2f} {s['shown_parse']:6.1%} "
-                f"{s['shown_good']:5.1%} {s['p50_ms']:7.0f} {s['p95_ms']:7.0f}"
+                f"{s['shown_good']:5.1%} {s['p50_ms']:7.0f} {s['p95_ms']:7.0f} "
+                f"{s['model_ms_per_token']:7.2f} {s['constraint_ms_per_token']:6.2f} "
+                f"{s['constraint_share_median']:6.1%}"
             )
+    print(
+        "model/t, cons/t: ms per generated token (pooled); share: the constraint's median share per request"
+    )
     out = C.write_results("editor_quality", args, {"summary": summary, "rows": rows})
     plot(summary, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")

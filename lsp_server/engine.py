@@ -64,6 +64,10 @@ class Job:
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
         self._event = threading.Event()
         self.generated = 0  # tokens generated over all of this job's generations
+        #: where those generations' time went: the model's forward passes for generated tokens,
+        #: and the constraint (candidate checks, stop checks, the end of the middle)
+        self.model_seconds = 0.0
+        self.constraint_seconds = 0.0
         #: set by the server: at each safe point the job may hand the worker to a more urgent
         #: request and wait for it back (see :mod:`lsp_server.turns`)
         self.checkpoint: Callable[[], None] = lambda: None
@@ -201,6 +205,8 @@ class Engine:
             interrupt_setup=job.should_stop,
             semantic=semantic,
         )
+        job.model_seconds += result.model_seconds
+        job.constraint_seconds += result.checker_seconds
         if result.stopped == "line":
             job.ended = "end of line"
         score = result.mean_logprob

@@ -590,12 +590,15 @@ def _summary(job: Job, done, seconds: float) -> None:
     else:
         count = "failed" if error else f"{len(done.result())} item(s)"
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
+    per_token = 1000 / max(1, job.generated)
     log.info(
-        "completion %s: %s, %d tokens, %.2f s%s",
+        "completion %s: %s, %d tokens, %.2f s (model %.1f ms/token, constraint %.1f ms/token)%s",
         job.uri.rsplit("/", 1)[-1],
         count,
         job.generated,
         seconds,
+        job.model_seconds * per_token,
+        job.constraint_seconds * per_token,
         stop,
     )
 

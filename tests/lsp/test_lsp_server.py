@@ -614,6 +614,26 @@ def test_deadline_and_single_line(engine):
         ast.parse("x = 1\ny = " + middle + "\n")
 
 
+def test_a_job_says_where_its_time_went(engine):
+    """The model's and the constraint's seconds over a job's generations (the server logs them
+    per token; the editor-quality benchmark reads them)."""
+    import time
+
+    from lsp_server.config import Settings
+    from lsp_server.engine import Job
+
+    settings = Settings(max_tokens=12, multiline="always", semantic=False)
+    job = Job("u", time.monotonic() + 60, single_line=False)
+    started = time.perf_counter()
+    engine.complete(job, "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n", settings, 1)
+    wall = time.perf_counter() - started
+    assert job.generated > 0 and job.model_seconds > 0 and job.constraint_seconds > 0
+    assert job.model_seconds + job.constraint_seconds <= wall  # two parts of the same time
+    model, constraint = job.model_seconds, job.constraint_seconds
+    engine.complete(job, "x = ", "\n", settings, 1)
+    assert job.model_seconds > model and job.constraint_seconds > constraint  # summed over generations
+
+
 # ---------------------------------------------------------------- pythonVersion
 
 
