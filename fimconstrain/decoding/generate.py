@@ -732,12 +732,25 @@ class _Run:
         if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()
             res.raw_middle = res.middle
+            valid = self.valid if self.mode == "constrained" else None
             res.middle = longest_valid_prefix(
-                self.prefix, self.decoder.codec, self.ids, self.suffix, self.version, self.healing
+                self.prefix, self.decoder.codec, self.ids, self.suffix, self.version, self.healing, valid
             )
             self._ending(start)
-        res.valid = parses(self.prefix + res.middle + self.suffix, self.version)
+        res.valid = (
+            self.valid(res.middle)
+            if self.mode == "constrained" and self.version != sys.version_info[:2]
+            else parses(self.prefix + res.middle + self.suffix, self.version)
+        )
         return res
+
+    def valid(self, middle: str) -> bool:
+        """Whether ``prefix + middle + suffix`` is valid at this run's version, read on from the
+        checker after the prefix (constrained mode: built with the whole suffix): the engine's
+        verdict, as :func:`parses` gives it for another version than the running one, without
+        reading the prefix and the suffix again for each middle."""
+        after = self.states[0].checker.feed(middle)
+        return after is not None and after.is_complete()
 
 
 def _counting(tokens: Iterator[int], run: _Run) -> Iterator[int]:
@@ -754,16 +767,19 @@ def longest_valid_prefix(
     suffix: str,
     python_version: PythonVersion | None = None,
     healed: str = "",
+    valid: Callable[[str], bool] | None = None,
 ) -> str:
     """The longest token-boundary prefix of the middle that makes the file parse (paper 004
     §VII-B), else all of it; ``healed``: the prefix's end the tokens write first (not middle).
-    A middle ending in a name character never counts before a suffix that starts with one."""
+    A middle ending in a name character never counts before a suffix that starts with one.
+    ``valid`` judges a middle in place of :func:`parses` over the whole file (a checker that
+    has read the prefix answers without reading it again)."""
     fuses = bool(suffix) and _is_word_char(suffix[0])
     for n in range(len(ids), -1, -1):
         middle = middle_of(codec, ids[:n], healed)
         if fuses and middle and _is_word_char(middle[-1]):
             continue
-        if parses(prefix + middle + suffix, python_version):
+        if valid(middle) if valid is not None else parses(prefix + middle + suffix, python_version):
             return middle
     return middle_of(codec, ids, healed)
 

@@ -468,6 +468,25 @@ def test_checked_mode_cuts_to_longest_valid_prefix(tiny):
     assert result.valid or result.middle == result.raw_middle
 
 
+@pytest.mark.parametrize("version", ["3.12", "3.14"])
+def test_a_constrained_cut_judges_by_the_prefix_checker(tiny, version):
+    """At another version than the running one, a constrained run judges middles by reading on
+    from its checker after the prefix: the same verdict as :func:`parses` of the whole file, and
+    the same longest valid prefix."""
+    from fimconstrain.decoding.generate import _Run
+
+    codec = TextCodec(tiny.tokenizer)
+    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    prefix, suffix = "def f[T](x: T) -> T:\n    y = (x +", "\n    return y\n"
+    run = _Run(decoder, prefix, suffix, "constrained", 0, (3, int(version[2:])))
+    run.start_constraint(suffix, run.version)
+    for middle in [" 1)", " 1", " 1))", ")", " [1][0])", " 1)\n    z = 2", " 1)\nz = 2", " f'{x!r}')", ""]:
+        assert run.valid(middle) == parses(prefix + middle + suffix, run.version), middle
+    ids = codec.encode(" 1)") + codec.encode(" + (")
+    assert longest_valid_prefix(prefix, codec, ids, suffix, run.version, valid=run.valid) == " 1)"
+    assert longest_valid_prefix(prefix, codec, ids, suffix, run.version) == " 1)"
+
+
 def test_partial_utf8_is_held_back(tiny):
     vocab = tiny.tokenizer.get_vocab()
     byte = {b: vocab[ch] for b, ch in zip((0xC3, 0xA9, 0xE2, 0x82, 0xAC), "Ã©âĤ¬")}

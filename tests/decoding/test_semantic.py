@@ -178,7 +178,9 @@ def test_the_server_setting_reaches_the_decoder():
 
     def generate(prefix, suffix, **options):
         asked.append(options["semantic"])
-        return SimpleNamespace(valid=True, middle="x", stopped="eos", mean_logprob=0.0)
+        return SimpleNamespace(
+            valid=True, middle="x", stopped="eos", mean_logprob=0.0, model_seconds=0.0, checker_seconds=0.0
+        )
 
     engine = Engine()
     gate = SimpleNamespace(shows=lambda score: True)
