@@ -139,6 +139,8 @@ class ConstraintState:
         self.word_suffix = word_suffix
         self.ends_in_word = ends_in_word
         self._children: dict[int, ConstraintState | None] = {}
+        #: the checker after each first character a candidate's text has had (see _feed)
+        self._after_first: dict[str, Checker | None] = {}
         self._can_end: bool | None = None
         self._window_text: str | None = None
 
@@ -184,11 +186,25 @@ class ConstraintState:
         held = min(len(unfinished), len(new) - len(new.rstrip(_REPLACEMENT)))
         if held:
             new = new[:-held]
-        nxt = self.checker.feed(new) if new else self.checker
+        nxt = self._feed(new) if new else self.checker
         if nxt is None or (held and not any(nxt.feed(ch) for ch in _completions(unfinished))):
             return None
         ends_in_word = _is_word_char(new[-1]) if new else self.ends_in_word
         return ConstraintState(nxt, self.codec, ids, held, "", self.word_suffix, ends_in_word)
+
+    def _feed(self, text: str) -> Checker | None:
+        """The checker after ``text``.  The candidates of one step that start with the same
+        character share the checker after it: that character usually ends the symbol in
+        progress (``foo`` then ``(``, ``.``, `` ``), and the parser's step for the ended symbol
+        is the dear part of a candidate's check, the same for all of them."""
+        first = text[0]
+        if first in self._after_first:
+            after = self._after_first[first]
+        else:
+            after = self._after_first[first] = self.checker.feed(first)
+        if after is None or len(text) == 1:
+            return after
+        return after.feed(text[1:])
 
     def end_inside(self, token: int, suffix: str) -> str | None:
         """The start of ``token``'s text (maybe empty) that completes the file when the rest of

@@ -17,8 +17,6 @@ Two standard refinements keep sets small:
 
 from __future__ import annotations
 
-from weakref import ref
-
 from .grammar import Grammar
 
 _EMPTY: tuple[()] = ()
@@ -59,7 +57,7 @@ class Prediction:
 class EarleySet:
     """One immutable recognizer state: kernel items indexed by the symbol they wait for."""
 
-    __slots__ = ("__weakref__", "_expected", "_scans", "accepting", "prediction", "waiting")
+    __slots__ = ("__weakref__", "_expected", "accepting", "prediction", "waiting")
 
     def __init__(self, waiting: dict[int, list[Item]], prediction: Prediction, accepting: bool) -> None:
         #: symbol -> [(item after the symbol, origin set)] for kernel items expecting it
@@ -68,8 +66,6 @@ class EarleySet:
         #: the start symbol has been completed from the initial set
         self.accepting = accepting
         self._expected = -1
-        #: terminals -> weak reference to the set after scanning them (see Recognizer.scan)
-        self._scans: dict[tuple[int, ...], ref[EarleySet]] | None = None
 
     def signature(self) -> Signature:
         """Equal for sets with the same kernel items over the same origin sets, which
@@ -115,28 +111,7 @@ class Recognizer:
         return mask
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
-        """The state after reading one of ``terminals`` (terminal ids), or None.
-
-        Remembered on ``state`` while the result is alive elsewhere: the candidates of one
-        decoding step fork the same lexer branches, so most of them end the same symbol on the
-        same set (``foo`` then ``(``, ``.``, ``,`` ...), and the closure is built once. The
-        reference is weak so that a long-lived set (a prefix checkpoint) does not keep every
-        continuation ever tried from it."""
-        scans = state._scans
-        if scans is not None:
-            known = scans.get(terminals)
-            if known is not None:
-                found = known()
-                if found is not None:
-                    return found
-        found = self._scan(state, terminals)
-        if found is not None:
-            if scans is None:
-                scans = state._scans = {}
-            scans[terminals] = ref(found)
-        return found
-
-    def _scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
+        """The state after reading one of ``terminals`` (terminal ids), or None."""
         seeds: list[Item] = []
         waiting, advance = state.waiting, state.prediction.advance
         for t in terminals:
