@@ -136,6 +136,15 @@ class Worker:
         return self.all_token_ids.gpu[slot, self.prompt_len.np[slot] : self.total_len.gpu[slot]].tolist()
 
 
+def fim_params(i: int, eos: int, **sampling) -> SamplingParams:
+    """A FIM request for ``CUTS[i]`` (checked as vLLM's frontend checks it at admission)."""
+    prefix, suffix, version = CUTS[i]
+    extra = {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version, "fim_top_k": TOP_K}
+    params = SamplingParams(max_tokens=12, extra_args=extra, stop_token_ids=[eos], **sampling)
+    FimLogitsProcessor.validate_params(params)
+    return params
+
+
 def expected_allowed(codec, cut, middle, logits_row, stops, specials, whole, vocab) -> set[int]:
     """What ``fim_checker`` allows after ``middle``: the passing tokens among the row's top
     ``TOP_K`` finite logits, else every passing token (a stop token when the file is complete)."""
@@ -168,19 +177,7 @@ def test_masks_equal_what_fim_checker_allows(tiny_dir, workers):
     prompt = tok.encode("<fim-prefix>x<fim-suffix>y<fim-middle>")
     rng, gen = random.Random(0), torch.Generator().manual_seed(0)
 
-    def fim_params(i: int) -> SamplingParams:
-        prefix, suffix, version = CUTS[i]
-        extra = {
-            "fim_prefix": prefix,
-            "fim_suffix": suffix,
-            "fim_python_version": version,
-            "fim_top_k": TOP_K,
-        }
-        params = SamplingParams(max_tokens=12, extra_args=extra, stop_token_ids=[eos])
-        FimLogitsProcessor.validate_params(params)
-        return params
-
-    cut_of = {worker.add(prompt, fim_params(0)): 0, worker.add(prompt, fim_params(1)): 1}
+    cut_of = {worker.add(prompt, fim_params(0, eos)): 0, worker.add(prompt, fim_params(1, eos)): 1}
     plain = worker.add(prompt, SamplingParams(max_tokens=12))
     assert worker.needs[plain] is False and all(worker.needs[s] for s in cut_of)
     next_cut, checked_rows = 2, 0
@@ -213,7 +210,7 @@ def test_masks_equal_what_fim_checker_allows(tiny_dir, workers):
                 worker.remove(slot)  # finished: the slot goes back to the free list
                 cut_of.pop(slot, None)
                 if next_cut < len(CUTS):  # and a new request reuses it
-                    cut_of[worker.add(prompt, fim_params(next_cut))] = next_cut
+                    cut_of[worker.add(prompt, fim_params(next_cut, eos))] = next_cut
                     next_cut += 1
             else:
                 worker.commit(slot, token)
@@ -278,25 +275,13 @@ def test_a_bounded_sampler_checks_fewer_tokens_and_samples_the_same(tiny_dir, wo
     whole = {t for t in range(len(tok)) if "\ufffd" not in codec.decode([t])} - specials
     prompt = tok.encode("<fim-prefix>x<fim-suffix>y<fim-middle>")
     gen, (base, bounded) = torch.Generator().manual_seed(1), SAMPLERS[name]
-    cut_of = {}
-    for i in range(2):
-        prefix, suffix, version = CUTS[i]
-        extra = {
-            "fim_prefix": prefix,
-            "fim_suffix": suffix,
-            "fim_python_version": version,
-            "fim_top_k": TOP_K,
-        }
-        params = SamplingParams(
-            temperature=base.temperature,
-            top_k=base.top_k,
-            top_p=base.top_p,
-            min_p=base.min_p,
-            max_tokens=12,
-            extra_args=extra,
-            stop_token_ids=[eos],
-        )
-        cut_of[worker.add(prompt, params)] = i
+    sampling = {
+        "temperature": base.temperature,
+        "top_k": base.top_k,
+        "top_p": base.top_p,
+        "min_p": base.min_p,
+    }
+    cut_of = {worker.add(prompt, fim_params(i, eos, **sampling)): i for i in range(2)}
     fewer = 0
     for _ in range(6):
         order = list(worker.active)
