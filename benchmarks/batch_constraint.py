@@ -119,9 +119,9 @@ def replay(
         start = time.perf_counter()
         top = torch.topk(logits, top_k)
         best = top.indices.tolist()
-        probs: list[list[float]] = [[] for _ in recorded]
-        if sampler is not None and sampler.needs_probabilities:
-            probs = torch.softmax(logits, dim=-1).gather(1, top.indices).tolist()
+        scores: list[list[float]] = [[] for _ in recorded]
+        if sampler is not None:
+            scores = (top.values / (1.0 if sampler.greedy else sampler.temperature)).tolist()
         rows = [
             RowQuery(
                 key,
@@ -129,7 +129,7 @@ def replay(
                 (tokens[step - 1],) if step else (),
                 (),
                 tuple(best[key]),
-                tuple(probs[key]),
+                tuple(scores[key]),
             )
             for key, (tokens, _, _) in enumerate(recorded)
         ]

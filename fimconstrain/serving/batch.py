@@ -2,7 +2,7 @@
 
 A :class:`RowQuery` says what changed for one request since the last step (committed tokens
 kept and added), the speculative tokens in front of this row and the row's candidates (its top
-``k`` logits, best first, with their probabilities where the request's sampler needs them).
+``k`` logits, best first, with their scores where the request's sampler reads them).
 A :class:`BatchChecker` answers a whole step at once, so that :class:`InlineChecker` (this
 process) and :class:`~.pool.ConstraintPool` (worker processes that own the requests) are
 interchangeable under the vLLM processor and the benchmark.
@@ -22,15 +22,16 @@ from .support import SamplerSupport
 class RowQuery:
     """One logits row of a step: request ``key``'s committed middle becomes its first ``keep``
     tokens and ``new``; the row's tokens are then ``drafts`` (speculative, not committed);
-    ``candidates`` are the row's best tokens, best first, and ``probs`` their probabilities (empty
-    unless the request's :class:`~.support.SamplerSupport` reads them)."""
+    ``candidates`` are the row's best tokens, best first, and ``scores`` their logits at the
+    sampler's temperature (empty unless the request has a bounded sampler,
+    :class:`~.support.SamplerSupport`)."""
 
     key: int
     keep: int
     new: tuple[int, ...]
     drafts: tuple[int, ...]
     candidates: tuple[int, ...]
-    probs: tuple[float, ...] = ()
+    scores: tuple[float, ...] = ()
 
 
 class BatchChecker(Protocol):
@@ -70,7 +71,7 @@ class InlineChecker:
             request = self.requests[row.key]
             if row.new or row.keep < len(request.ids):
                 request.sync(row.keep, row.new)
-            out.append(request.allowed(row.candidates, row.drafts, row.probs))
+            out.append(request.allowed(row.candidates, row.drafts, row.scores))
         return out
 
     def close(self) -> None:

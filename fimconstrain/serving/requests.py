@@ -121,22 +121,22 @@ class RequestConstraint:
         return state.child(token) if token < self.table.size else None
 
     def allowed(
-        self, candidates: Sequence[int], drafts: Sequence[int] = (), probs: Sequence[float] = ()
+        self, candidates: Sequence[int], drafts: Sequence[int] = (), scores: Sequence[float] = ()
     ) -> list[int]:
         """The tokens allowed after the committed middle and ``drafts`` (speculative tokens not
-        committed): the passing ones among ``candidates`` (best first; ``probs`` their
-        probabilities where the sampler needs them), else the full mask, else the stop tokens
-        alone (so that the middle ends)."""
+        committed): the passing ones among ``candidates`` (best first; ``scores`` their logits
+        at the sampler's temperature when the request has a bounded sampler), else the full
+        mask, else the stop tokens alone (so that the middle ends)."""
         state = self.states[-1]
         for token in drafts:
             state = self._after(state, token)
         if state is None:
             return sorted(self.stop_ids)
-        ranked = [t for t in candidates if t < self.table.size]
         if self.sampler is None:
+            ranked = [t for t in candidates if t < self.table.size]
             passing = [t for t, _ in passing_candidates(state, ranked, self.stop_ids, self.banned_ids)]
         else:
-            passing = self._sampled_passing(state, candidates, probs, self.sampler)
+            passing = self._sampled_passing(state, candidates, scores, self.sampler)
         if not passing:
             every = range(self.table.size)
             passing = [t for t, _ in passing_candidates(state, every, self.stop_ids, self.banned_ids)]
@@ -146,23 +146,21 @@ class RequestConstraint:
         self,
         state: ConstraintState,
         candidates: Sequence[int],
-        probs: Sequence[float],
+        scores: Sequence[float],
         sampler: SamplerSupport,
     ) -> list[int]:
         """The passing candidates, best first, checked only until ``sampler`` could pick none
         of the rest."""
-        if sampler.needs_probabilities and len(probs) != len(candidates):
-            raise ValueError("this request's sampler needs each candidate's probability")
+        if len(scores) != len(candidates):
+            raise ValueError("a bounded sampler needs each candidate's score")
         passing: list[int] = []
-        best = 0.0
+        passing_scores: list[float] = []
         for rank, token in enumerate(candidates):
             if token < self.table.size and any(
                 passing_candidates(state, (token,), self.stop_ids, self.banned_ids)
             ):
-                if not passing and probs:
-                    best = probs[rank]
                 passing.append(token)
-            below = probs[min(rank + 1, len(probs) - 1)] if probs else 0.0
-            if sampler.settled(len(passing), best, below):
+                passing_scores.append(scores[rank])
+            if sampler.settled(passing_scores, scores[min(rank + 1, len(scores) - 1)]):
                 break
         return passing

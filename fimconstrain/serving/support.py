@@ -13,9 +13,11 @@ decoding, the editor's usual setting, checks candidates only until the first pas
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: slack on the probability test (vLLM compares in float32): settle later, never earlier
+#: slack on the min_p test, in log-probability (vLLM compares in float32): settle later, never earlier
 _SLACK = 1e-4
 
 
@@ -23,8 +25,9 @@ _SLACK = 1e-4
 class SamplerSupport:
     """One request's sampling settings, as far as they bound which allowed tokens it can pick.
 
-    ``top_k`` 0 means no limit; probabilities given to :meth:`settled` are softmax at the
-    request's ``temperature`` over the whole row."""
+    ``top_k`` 0 means no limit.  :meth:`settled` reads the candidates' scores: their logits
+    divided by ``temperature`` (greedy: by 1, where only order and ties count), which differ
+    from log-probabilities by one constant per row."""
 
     greedy: bool = False
     top_k: int = 0
@@ -34,25 +37,26 @@ class SamplerSupport:
     @classmethod
     def of(cls, params) -> SamplerSupport | None:
         """The support bound of vLLM ``SamplingParams``; None where nothing bounds it (plain
-        sampling) or where the request asked for log-probabilities (they would show the cut)."""
+        sampling, ``top_p`` alone) or where the request asked for log-probabilities (they
+        would show the cut)."""
         if params.logprobs is not None:
             return None
         if params.temperature == 0.0:
             return cls(greedy=True)
-        support = cls(top_k=max(0, params.top_k), min_p=params.min_p, temperature=params.temperature)
-        return support if support.top_k or support.needs_probabilities else None
+        if params.top_k <= 0 and params.min_p <= 0.0:
+            return None
+        return cls(top_k=max(0, params.top_k), min_p=params.min_p, temperature=params.temperature)
 
-    @property
-    def needs_probabilities(self) -> bool:
-        """Whether :meth:`settled` reads probabilities (``min_p`` in use)."""
-        return self.min_p > 0.0
-
-    def settled(self, passing: int, best: float, below: float) -> bool:
-        """Whether no token below the checked ones can be sampled: ``passing`` candidates passed,
-        the first with probability ``best``, and every unchecked token has probability at most
-        ``below``."""
-        if passing == 0:
+    def settled(self, passing: Sequence[float], below: float) -> bool:
+        """Whether no token below the checked ones can be sampled: ``passing`` are the scores
+        of the candidates that passed (best first), and every unchecked token scores at most
+        ``below``.  A token tied with the last one kept is kept too (greedy and vLLM's top-k
+        compare values), so a tie never settles; ``min_p`` keeps the tokens whose probability
+        is at least ``min_p`` times the best's, a score at least ``log(min_p)`` below it."""
+        if not passing:
             return False
-        if self.greedy or (self.top_k and passing >= self.top_k):
+        if self.greedy:
+            return below < passing[0]
+        if self.top_k and len(passing) >= self.top_k and below < passing[self.top_k - 1]:
             return True
-        return self.min_p > 0.0 and below < self.min_p * best * (1.0 - _SLACK)
+        return self.min_p > 0.0 and below < passing[0] + math.log(self.min_p) - _SLACK

@@ -133,32 +133,20 @@ class FimLogitsProcessor(LogitsProcessor):
         k = min(logits.shape[1], max(self.slots[slot_of[r]].top_k for r in kept))
         best = torch.topk(logits[index], k)
         ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
-        probs = self._candidate_probs(logits[index], best.indices, [q.key for q in queries])
+        samplers = [self.slots[q.key].sampler for q in queries]
+        scale = [s.temperature if s is not None and not s.greedy else 1.0 for s in samplers]
+        scores = (best.values / torch.tensor(scale, device=logits.device)[:, None]).tolist()
         out = []
-        for q, row, ok_row, p_row in zip(queries, ids, finite, probs):
+        for q, sampler, row, ok_row, score_row in zip(queries, samplers, ids, finite, scores):
             n = min(sum(ok_row), self.slots[q.key].top_k)  # finite values come first
-            out.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), tuple(p_row[:n])))
+            kept_scores = tuple(score_row[:n]) if sampler is not None else ()
+            out.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), kept_scores))
         queries = out
         keep = torch.zeros((len(kept), logits.shape[1]), dtype=torch.bool)
         for i, allowed in enumerate(self.checker.check(queries)):
             keep[i, allowed] = True
         logits[index] = logits[index].masked_fill(~keep.to(logits.device), float("-inf"))
         return logits
-
-    def _candidate_probs(self, logits: torch.Tensor, ids: torch.Tensor, keys: list[int]) -> list[list[float]]:
-        """For each row whose sampler reads probabilities: its candidates' softmax at the
-        request's temperature over the whole row; an empty list for the others."""
-        samplers = {i: self.slots[key].sampler for i, key in enumerate(keys)}
-        temperature = {i: s.temperature for i, s in samplers.items() if s and s.needs_probabilities}
-        out: list[list[float]] = [[] for _ in keys]
-        if temperature:
-            rows = list(temperature)
-            picked = torch.tensor(rows, device=logits.device)
-            temps = torch.tensor(list(temperature.values()), device=logits.device)
-            probs = torch.softmax(logits[picked].float() / temps[:, None], dim=-1).gather(1, ids[picked])
-            for i, row in zip(rows, probs.tolist()):
-                out[i] = row
-        return out
 
     def _total_lens(self, slots: list[int]) -> dict[int, int]:
         """Each slot's committed length (prompt and output), read from the device once a step."""

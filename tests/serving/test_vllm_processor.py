@@ -15,6 +15,7 @@ oracle below judges whole characters only.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import random
 from pathlib import Path
@@ -304,3 +305,26 @@ def test_a_bounded_sampler_checks_fewer_tokens_and_samples_the_same(tiny_dir, wo
                 worker.commit(slot, token)
     assert (fewer > 0) == bounded  # the bound spared checks where it may
     worker.processor.checker.close()
+
+
+def test_a_tie_with_the_last_token_kept_never_settles():
+    """Greedy and vLLM's top-k keep every token whose value equals the last one kept, so the
+    check goes on past a tie; min_p stops only strictly below its bar (scores: logits at the
+    request's temperature)."""
+    from fimconstrain.serving.support import SamplerSupport
+
+    greedy, top2, min_p = SamplerSupport(greedy=True), SamplerSupport(top_k=2), SamplerSupport(min_p=0.5)
+    assert not greedy.settled([], -1.0)
+    assert greedy.settled([4.0], 3.0) and not greedy.settled([4.0], 4.0)
+    assert (
+        not top2.settled([4.0], 1.0) and top2.settled([4.0, 2.0], 1.0) and not top2.settled([4.0, 2.0], 2.0)
+    )
+    bar = 4.0 + math.log(0.5)  # a probability half the best's
+    assert min_p.settled([4.0], bar - 0.01) and not min_p.settled([4.0], bar)
+    for params, bound in [
+        (SamplingParams(temperature=0.0), greedy),
+        (SamplingParams(temperature=0.5, top_k=2), SamplerSupport(top_k=2, temperature=0.5)),
+        (SamplingParams(temperature=1.0, top_p=0.9), None),  # top_p alone: the whole mask
+        (SamplingParams(temperature=0.0, logprobs=3), None),  # log-probabilities asked for
+    ]:
+        assert SamplerSupport.of(params) == bound
