@@ -39,7 +39,7 @@ from fimconstrain.decoding.fim_formats import build_prompt
 from fimconstrain.decoding.generate import FimDecoder
 from fimconstrain.decoding.models import load_model
 from fimconstrain.engine import FimConstrainError, fim_checker
-from fimconstrain.serving.batch import InlineChecker, RowQuery
+from fimconstrain.serving.batch import InlineChecker, RowQuery, keep_mask
 from fimconstrain.serving.pool import ConstraintPool
 from fimconstrain.serving.requests import FimArgs, TokenTable
 from fimconstrain.serving.support import SamplerSupport
@@ -133,10 +133,7 @@ def replay(
             )
             for key, (tokens, _, _) in enumerate(recorded)
         ]
-        keep = torch.zeros(logits.shape, dtype=torch.bool)
-        for row, allowed in enumerate(checker.check(rows)):
-            keep[row, allowed] = True
-        logits.masked_fill_(~keep, float("-inf"))
+        logits.masked_fill_(~keep_mask(checker.check(rows), vocab), float("-inf"))
         if step:
             times.append(time.perf_counter() - start)
     for key in range(len(recorded)):

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import torch
+
 from .requests import FimArgs, RequestConstraint, TokenTable
 from .support import SamplerSupport
 
@@ -32,6 +34,14 @@ class RowQuery:
     drafts: tuple[int, ...]
     candidates: tuple[int, ...]
     scores: tuple[float, ...] = ()
+
+
+def keep_mask(answers: Sequence[Sequence[int]], vocab: int) -> torch.Tensor:
+    """``[rows, vocab]`` booleans, True at each row's allowed tokens (one indexed write)."""
+    keep = torch.zeros((len(answers), vocab), dtype=torch.bool)
+    rows = [row for row, allowed in enumerate(answers) for _ in allowed]
+    keep[rows, [token for allowed in answers for token in allowed]] = True
+    return keep
 
 
 class BatchChecker(Protocol):

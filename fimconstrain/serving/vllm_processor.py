@@ -45,7 +45,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
     LogitsProcRequestState,
 )
 
-from .batch import BatchChecker, InlineChecker, RowQuery
+from .batch import BatchChecker, InlineChecker, RowQuery, keep_mask
 from .pool import ConstraintPool
 from .requests import FimArgs, TokenTable
 from .support import SamplerSupport
@@ -142,9 +142,7 @@ class FimLogitsProcessor(LogitsProcessor):
             kept_scores = tuple(score_row[:n]) if sampler is not None else ()
             out.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), kept_scores))
         queries = out
-        keep = torch.zeros((len(kept), logits.shape[1]), dtype=torch.bool)
-        for i, allowed in enumerate(self.checker.check(queries)):
-            keep[i, allowed] = True
+        keep = keep_mask(self.checker.check(queries), logits.shape[1])
         logits[index] = logits[index].masked_fill(~keep.to(logits.device), float("-inf"))
         return logits
 
