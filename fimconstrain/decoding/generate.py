@@ -336,6 +336,19 @@ def ranking_keys(
     return keys
 
 
+def _cache_argument(model) -> str:
+    """The name ``model.forward`` takes its key/value cache by: ``cache`` in transformers 5
+    (where ``past_key_values`` warns, and goes in 5.40), ``past_key_values`` before.  A wrapper
+    whose forward passes ``**kwargs`` on is taken to wrap a model of the installed transformers."""
+    parameters = inspect.signature(model.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in parameters:
+            return name
+    import transformers
+
+    return "cache" if int(transformers.__version__.split(".")[0]) >= 5 else "past_key_values"
+
+
 class _CachedStepper:
     """One forward pass per generated token, reusing the key/value cache of everything before it."""
 
@@ -343,10 +356,7 @@ class _CachedStepper:
         self.model = model
         self.past = None
         self.seconds = 0.0
-        # transformers 5.x names the key/value cache ``cache`` (``past_key_values`` warns, and goes
-        # in 5.40); 4.x knows only ``past_key_values``
-        takes_cache = "cache" in inspect.signature(model.forward).parameters
-        self._cache_name = "cache" if takes_cache else "past_key_values"
+        self._cache_name = _cache_argument(model)
 
     @torch.inference_mode()
     def logits(self, ids: list[int]) -> torch.Tensor:
