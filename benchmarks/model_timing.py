@@ -15,8 +15,8 @@ code.  Cuts are real (a few lines of a standard-library file taken out).
 * batch ``B`` (``--batches``), Hugging Face ``generate`` over ``B`` different cuts at once with
   the serving checker (``fimconstrain.serving.batch.InlineChecker``, one request per row, as
   the vLLM processor drives it) as a logits processor, greedy: the whole top-64 mask and the
-  greedy-settled check; model ms per step (the step's time less the constraint's), constraint
-  ms per step, share.
+  greedy-settled check; model ms per step (the steps after the prompt's pass, less the
+  constraint's time), constraint ms per step, share.
 
     python benchmarks/model_timing.py --device cuda --dtype bfloat16            # a GPU machine
     python benchmarks/model_timing.py --tiny --cuts 2 --tokens 8 --batches 2    # a CPU check
@@ -133,9 +133,12 @@ class _BatchConstraint:
         self.seen: list[int] = []  # each row's committed tokens the checker has read
         self.seconds = 0.0
         self.steps = 0
+        self.first_call: float | None = None  # when the prompt's pass had ended
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         start = time.perf_counter()
+        if self.first_call is None:
+            self.first_call = start
         if not self.seen:
             self.seen = [0] * input_ids.shape[0]
         top = torch.topk(scores, TOP_K)
@@ -173,9 +176,6 @@ def batched(model, tokenizer, fim_format, cut_list: list, batch: int, tokens: in
         for key, (prefix, _, suffix) in enumerate(chosen):
             checker.add(key, FimArgs(prefix, suffix, VERSION, TOP_K), (), sampler)
         constraint = _BatchConstraint(checker, width, sampler)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
         model.generate(
             input_ids=input_ids,
             attention_mask=attention,
@@ -187,12 +187,11 @@ def batched(model, tokenizer, fim_format, cut_list: list, batch: int, tokens: in
         )
         if device.type == "cuda":
             torch.cuda.synchronize()
-        total = time.perf_counter() - start
-        steps = max(1, constraint.steps)
-        model_ms, constraint_ms = (
-            1000 * (total - constraint.seconds) / steps,
-            1000 * constraint.seconds / steps,
-        )
+        # the model's steps after the first call (the prompt's pass is not a per-token cost)
+        assert constraint.first_call is not None
+        decoding = time.perf_counter() - constraint.first_call - constraint.seconds
+        model_ms = 1000 * decoding / max(1, constraint.steps - 1)
+        constraint_ms = 1000 * constraint.seconds / max(1, constraint.steps)
         rows.append(
             [batch, label, f"{model_ms:.2f}", f"{constraint_ms:.3f}", f"{constraint_ms / model_ms:.1%}"]
         )
