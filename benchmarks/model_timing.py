@@ -9,7 +9,7 @@ check.  The tokenizer is a byte-level BPE trained here on the standard library, 
 model's vocabulary size and SantaCoder's FIM tokens, so that candidate tokens decode to real
 code.  Cuts are real (a few lines of a standard-library file taken out).
 
-* batch 1, the project's decode loop (``FimDecoder.generate``, greedy): modes
+* batch 1, the project's decode loop (``FimDecoder.generate``, greedy, names guide off): modes
   ``unconstrained``, ``constrained`` (FIM) and ``prefix`` (the mask-store path); model ms per
   token, constraint ms per token (``FimResult``) and the constraint's share of the step;
 * batch ``B`` (``--batches``), Hugging Face ``generate`` over ``B`` different cuts at once with
