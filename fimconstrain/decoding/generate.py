@@ -28,6 +28,7 @@ from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 from . import command_line
 from .end_of_middle import finish_middle, single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format
+from .healing_index import HealingIndex
 from .mask_store import mask_logits
 from .models import context_window
 from .oracle import ast_parses
@@ -409,6 +410,7 @@ class FimDecoder:
     stop_ids: set[int] = field(init=False)
     banned_ids: set[int] = field(init=False)
     _mask_stores: dict = field(init=False, default_factory=dict, repr=False)
+    _healing_indexes: dict[int, HealingIndex] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.python_version = parse_python_version(self.python_version)
@@ -433,6 +435,13 @@ class FimDecoder:
                 python_version=version,
             )
         return store
+
+    def healing_index(self, vocab_size: int) -> HealingIndex:
+        """The tokens that may write a healed text, over ``vocab_size`` logits (built once)."""
+        index = self._healing_indexes.get(vocab_size)
+        if index is None:
+            index = self._healing_indexes[vocab_size] = HealingIndex(self.codec, vocab_size)
+        return index
 
     def version_for(self, python_version: VersionLike | None = None) -> PythonVersion:
         """``python_version`` checked, or the decoder's own when None."""
@@ -673,6 +682,12 @@ class _Run:
             self.extra, self.result.stopped = split, "split"
             self.result.checker_seconds += time.perf_counter() - start
             return next(iter(dec.stop_ids))
+        if self.state.healing and self.vocabulary_fallback:
+            # only tokens that can write the healed text come into the walk: the same first
+            # passing token as the walk over the whole vocabulary, without checking the others
+            # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
+            healable = dec.healing_index(keys.shape[-1]).mask(self.state.healing)
+            keys = keys.masked_fill(~healable, float("-inf"))
         ranked = _counting(ranked_tokens(keys, top_k, self.vocabulary_fallback), self)
         for token, nxt in (
             passing_candidates(self.state, ranked, dec.stop_ids, dec.banned_ids)

@@ -162,3 +162,42 @@ def test_no_end_of_middle_cut_fuses_with_the_suffix():
     checker = fimconstrain.fim_checker("x = ", "value\n")
     assert finish_middle(checker, "other", suffix="value\n") is None
     assert finish_middle(checker, "other + ", suffix="value\n") == "other + "
+
+
+def test_the_healing_index_keeps_every_token_that_can_write_the_healed_text(decoder):
+    """A token is left out of a healing step's walk only when its own text neither starts the
+    healed text nor starts with it: exactly those ``rest_of_healing`` refuses."""
+    codec = decoder.codec
+    size = len(decoder.tokenizer) + 3  # the model may have more rows than the tokenizer tokens
+    index = decoder.healing_index(size)
+    for healing in ["retu", "pa", "value_of", "+", "na", "é", " us"]:
+        kept = set(index.tokens(healing))
+        assert set(range(len(decoder.tokenizer), size)) <= kept  # ids the tokenizer does not know
+        for token in range(len(decoder.tokenizer)):
+            text = codec.decode([token])
+            judged = bool(text) and "\ufffd" not in text
+            assert (token in kept) == (not judged or rest_of_healing(healing, text) is not None), (
+                healing,
+                text,
+            )
+        assert index.mask(healing).sum() == len(kept)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_healing_steps_walk_only_what_can_heal_and_choose_the_same(decoder, monkeypatch, temperature):
+    """With the index, decoding chooses the very tokens the walk over the whole vocabulary
+    chose, and checks fewer candidates."""
+    from fimconstrain.decoding.healing_index import HealingIndex
+
+    runs = {}
+    for use_index in (True, False):
+        if not use_index:  # every token kept: the walk over the whole vocabulary
+            monkeypatch.setattr(HealingIndex, "tokens", lambda self, healing: range(self.vocab_size))
+        fresh = FimDecoder(decoder.model, decoder.tokenizer, decoder.fim_format)
+        runs[use_index] = [
+            fresh.generate(prefix, "\n", max_new_tokens=6, temperature=temperature, seed=3, semantic=False)
+            for prefix in PREFIXES
+        ]
+    for with_index, without in zip(runs[True], runs[False]):
+        assert with_index.token_ids == without.token_ids and with_index.middle == without.middle
+    assert sum(r.candidates_checked for r in runs[True]) < sum(r.candidates_checked for r in runs[False])
