@@ -6,10 +6,11 @@ file taken out; one file per cut) one forward pass of the shipped model over the
 the author's middle gives the logits at every step of writing that middle (a path the constraint
 accepts throughout), of which the top ``--top-k`` are kept (the rest of each row is set below
 them: the full-mask fallback still sees every token).
-Then each step of a batch is replayed as the vLLM processor does it: ``topk`` over the dense
-``[batch, vocab]`` logits, the rows' checks (RowQuery: the token committed at the last step and
-the candidates), the boolean mask.  Timed: that per step, steps 1..S (step 0 waits for the
-requests' checkers to be built: the one-time cost, not timed).
+Then each step of a batch is replayed with the vLLM processor's own step
+(``serving.batch.constrain``: ``topk`` over the dense ``[batch, vocab]`` logits, the rows'
+checks (RowQuery: the token committed at the last step and the candidates), the boolean mask).
+Timed: that per step, steps 1..S (step 0 waits for the requests' checkers to be built: the
+one-time cost, not timed).
 
 Each batch is timed under the requests' sampler settings (``--samplers``): ``mask`` checks
 every one of the top ``k`` candidates (the whole top-k mask: what plain sampling and top_p
@@ -39,7 +40,7 @@ from fimconstrain.decoding.fim_formats import build_prompt
 from fimconstrain.decoding.generate import FimDecoder
 from fimconstrain.decoding.models import load_model
 from fimconstrain.engine import FimConstrainError, fim_checker
-from fimconstrain.serving.batch import InlineChecker, RowQuery, keep_mask
+from fimconstrain.serving.batch import InlineChecker, RowQuery, constrain
 from fimconstrain.serving.pool import ConstraintPool
 from fimconstrain.serving.requests import FimArgs, TokenTable
 from fimconstrain.serving.support import SamplerSupport
@@ -117,23 +118,11 @@ def replay(
     for step in range(steps + 1):
         logits = dense(recorded, step, vocab)
         start = time.perf_counter()
-        top = torch.topk(logits, top_k)
-        best = top.indices.tolist()
-        scores: list[list[float]] = [[] for _ in recorded]
-        if sampler is not None:
-            scores = (top.values / (1.0 if sampler.greedy else sampler.temperature)).tolist()
         rows = [
-            RowQuery(
-                key,
-                step - 1 if step else 0,
-                (tokens[step - 1],) if step else (),
-                (),
-                tuple(best[key]),
-                tuple(scores[key]),
-            )
+            RowQuery(key, step - 1 if step else 0, (tokens[step - 1],) if step else (), (), ())
             for key, (tokens, _, _) in enumerate(recorded)
         ]
-        logits.masked_fill_(~keep_mask(checker.check(rows), vocab), float("-inf"))
+        constrain(checker, logits, rows, [top_k] * len(rows), [sampler] * len(rows))
         if step:
             times.append(time.perf_counter() - start)
     for key in range(len(recorded)):

@@ -39,7 +39,7 @@ from batch_constraint import cuts
 from fimconstrain.decoding.fim_formats import build_prompt
 from fimconstrain.decoding.generate import FimDecoder
 from fimconstrain.evaluation.tiny_model import SANTACODER_TOKENS
-from fimconstrain.serving.batch import InlineChecker, RowQuery, keep_mask
+from fimconstrain.serving.batch import InlineChecker, RowQuery, constrain
 from fimconstrain.serving.requests import FimArgs, TokenTable
 from fimconstrain.serving.support import SamplerSupport
 
@@ -141,17 +141,14 @@ class _BatchConstraint:
             self.first_call = start
         if not self.seen:
             self.seen = [0] * input_ids.shape[0]
-        top = torch.topk(scores, TOP_K)
-        ids, values = top.indices.tolist(), top.values.float().tolist()
         queries = []
         for row in range(input_ids.shape[0]):
             middle = input_ids[row, self.width :].tolist()
             new = tuple(middle[self.seen[row] :])
             self.seen[row] = len(middle)
-            kept = tuple(values[row]) if self.sampler is not None else ()
-            queries.append(RowQuery(row, len(middle) - len(new), new, (), tuple(ids[row]), kept))
-        keep = keep_mask(self.checker.check(queries), scores.shape[1]).to(scores.device)
-        out = scores.masked_fill(~keep, float("-inf"))
+            queries.append(RowQuery(row, len(middle) - len(new), new, (), ()))
+        rows = len(queries)
+        out = constrain(self.checker, scores, queries, [TOP_K] * rows, [self.sampler] * rows)
         self.seconds += time.perf_counter() - start
         self.steps += 1
         return out

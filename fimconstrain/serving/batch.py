@@ -11,7 +11,7 @@ interchangeable under the vLLM processor and the benchmark.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -42,6 +42,30 @@ def keep_mask(answers: Sequence[Sequence[int]], vocab: int) -> torch.Tensor:
     rows = [row for row, allowed in enumerate(answers) for _ in allowed]
     keep[rows, [token for allowed in answers for token in allowed]] = True
     return keep
+
+
+def constrain(
+    checker: BatchChecker,
+    logits: torch.Tensor,
+    queries: Sequence[RowQuery],
+    top_ks: Sequence[int],
+    samplers: Sequence[SamplerSupport | None],
+) -> torch.Tensor:
+    """``logits`` (row ``i`` for ``queries[i]``, whose candidates this fills in) with every token
+    the row does not allow at -inf: a row's candidates are its finite top ``top_ks[i]``, with
+    their scores (logits at the sampler's temperature) where ``samplers[i]`` bounds the check.
+    The vLLM processor's step, and what the benchmarks time."""
+    best = torch.topk(logits, min(logits.shape[1], max(top_ks)))
+    ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
+    scale = [s.temperature if s is not None and not s.greedy else 1.0 for s in samplers]
+    scores = (best.values / torch.tensor(scale, device=logits.device)[:, None]).tolist()
+    filled = []
+    for q, top_k, sampler, row, ok_row, score_row in zip(queries, top_ks, samplers, ids, finite, scores):
+        n = min(sum(ok_row), top_k)  # finite values come first
+        kept_scores = tuple(score_row[:n]) if sampler is not None else ()
+        filled.append(replace(q, candidates=tuple(row[:n]), scores=kept_scores))
+    keep = keep_mask(checker.check(filled), logits.shape[1]).to(logits.device)
+    return logits.masked_fill(~keep, float("-inf"))
 
 
 class BatchChecker(Protocol):

@@ -45,7 +45,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
     LogitsProcRequestState,
 )
 
-from .batch import BatchChecker, InlineChecker, RowQuery, keep_mask
+from .batch import BatchChecker, InlineChecker, RowQuery, constrain
 from .pool import ConstraintPool
 from .requests import FimArgs, TokenTable
 from .support import SamplerSupport
@@ -130,20 +130,9 @@ class FimLogitsProcessor(LogitsProcessor):
         if not queries:
             return logits
         index = torch.tensor(kept, device=logits.device)
-        k = min(logits.shape[1], max(self.slots[slot_of[r]].top_k for r in kept))
-        best = torch.topk(logits[index], k)
-        ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
-        samplers = [self.slots[q.key].sampler for q in queries]
-        scale = [s.temperature if s is not None and not s.greedy else 1.0 for s in samplers]
-        scores = (best.values / torch.tensor(scale, device=logits.device)[:, None]).tolist()
-        out = []
-        for q, sampler, row, ok_row, score_row in zip(queries, samplers, ids, finite, scores):
-            n = min(sum(ok_row), self.slots[q.key].top_k)  # finite values come first
-            kept_scores = tuple(score_row[:n]) if sampler is not None else ()
-            out.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), kept_scores))
-        queries = out
-        keep = keep_mask(self.checker.check(queries), logits.shape[1])
-        logits[index] = logits[index].masked_fill(~keep.to(logits.device), float("-inf"))
+        slots = [self.slots[q.key] for q in queries]
+        top_ks, samplers = [slot.top_k for slot in slots], [slot.sampler for slot in slots]
+        logits[index] = constrain(self.checker, logits[index], queries, top_ks, samplers)
         return logits
 
     def _total_lens(self, slots: list[int]) -> dict[int, int]:
