@@ -91,6 +91,7 @@ def add_model_options(ap: argparse.ArgumentParser) -> None:
 positive_int = _checked(int, lambda value: value >= 1, "at least 1")
 non_negative_int = _checked(int, lambda value: value >= 0, "0 or more")
 non_negative_float = _checked(float, lambda value: value >= 0, "0 or more")
+positive_float = _checked(float, lambda value: value > 0, "more than 0")
 #: a nucleus mass
 probability = _checked(float, lambda value: 0 < value <= 1, "in (0, 1]")
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..decoding.oracle import ast_parses
+from .benchmarks import add_benchmark_options
+from .examples import Example
 
 KINDS = ("boundary", "randspan")
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".venv", "node_modules"}
@@ -52,23 +54,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "project": {"per_file": 1, "min_chars": 1000, "max_chars": 50000},
 }
 PER_FILE = PRESETS["project"]["per_file"]
-
-
-@dataclass(frozen=True)
-class Example:
-    """One FIM task: ``prefix + middle + suffix`` is the original file; ``middle`` is the ground truth."""
-
-    id: str
-    kind: str
-    path: str  # relative to the dataset's root
-    sha256: str  # of the file's bytes
-    prefix: str
-    middle: str
-    suffix: str
-    meta: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+DEFAULT_COUNT = 300  # examples a dataset has unless -n says otherwise
 
 
 @dataclass
@@ -455,6 +441,17 @@ def verify(root: Path, header: dict, rows: list[dict]) -> list[str]:
 # ---------------------------------------------------------------- command line
 
 
+def _benchmark_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--benchmark``: check the harness, or write a subset as a dataset file."""
+    from .benchmarks import check_harness, write_dataset
+
+    if args.check_harness:
+        return check_harness(args)
+    if args.out is None:
+        ap.error("--benchmark needs --out FILE (a dataset of one --subset) or --check-harness")
+    return write_dataset(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain dataset``."""
     from ..decoding.command_line import HelpFormatter, non_negative_int, positive_int
@@ -468,13 +465,20 @@ def build_parser() -> argparse.ArgumentParser:
         "one from its manifest, or verify a manifest against the files and the builder.",
         epilog="Presets: paper = 10 cuts per file from every file that parses (§VII-A); project = one "
         "cut per file from files of 1,000-50,000 characters. --per-file/--min-chars/--max-chars "
-        "override the preset. Exit codes: 0 done (verify: it matches), 1 fewer examples than -n "
-        "(verify: differences), 2 usage or input error.",
+        "override the preset. --benchmark writes a subset of HumanEval-infilling or SAFIM as a dataset "
+        "(-n: its first N tasks), or checks the harness on it. Exit codes: 0 done (verify: it matches), "
+        "1 fewer examples than -n (verify: differences; --check-harness: a reference middle failed), "
+        "2 usage or input error.",
     )
     ap.add_argument("--root", type=Path, default=None, help="folder of Python files (default: site-packages)")
     ap.add_argument("--kind", choices=KINDS, help="which dataset to build (required to build)")
     ap.add_argument("--preset", choices=PRESETS, default="project", help="sampling defaults (see below)")
-    ap.add_argument("-n", type=positive_int, default=300, help="number of examples")
+    ap.add_argument(
+        "-n",
+        type=positive_int,
+        default=None,
+        help=f"number of examples (default {DEFAULT_COUNT}; with --benchmark: every task)",
+    )
     ap.add_argument("--seed", type=non_negative_int, default=0)
     ap.add_argument(
         "--per-file", type=positive_int, default=None, help="cuts per file (default: the preset's)"
@@ -521,6 +525,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MANIFEST",
         help="check that the files under --root are the manifest's and that the builder cuts them so",
     )
+    add_benchmark_options(ap)
+    ap.add_argument(
+        "--check-harness",
+        action="store_true",
+        help="with --benchmark: run every task with its reference middle (all must pass) and with an "
+        "empty one (the floor), to check that programs run here as the benchmark runs them",
+    )
     return ap
 
 
@@ -539,6 +550,9 @@ def _main_build(argv: list[str] | None) -> int:
 
     ap = build_parser()
     args = ap.parse_args(argv)
+    if args.benchmark:
+        return _benchmark_command(ap, args)
+    args.n = args.n or DEFAULT_COUNT
     root = args.root or default_root()
     if not root.is_dir():
         raise InputError(f"{root} is not a folder (--root)")

@@ -6,7 +6,8 @@ unconstrained run, :func:`.runs.run_example`).  Ray's :class:`~ray.util.ActorPoo
 examples out as actors come free and gives the results back in submission order, so the
 driver appends records in the single-process order and the rows are those of a single-process
 run (greedy or seeded decoding: no record depends on the process); the progress bar counts
-experiments over all actors.  ``ray`` is imported only here.
+experiments over all actors.  Benchmark programs run in the driver (:mod:`.judging`).  ``ray``
+is imported only here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import sys
 from typing import Any
 
 from ..engine.errors import InputError
-from .datasets import Example
+from .benchmarks import limits_of
+from .examples import Example
+from .judging import Judge
 from .runs import missing_experiments, nothing_to_do, open_decoder, run_example, warm_up, write_records
 
 
@@ -34,8 +37,10 @@ class EvalWorker:
     def settings(self) -> dict:
         return self.provenance.to_dict()
 
-    def run(self, dataset: dict, example: Example, modes: list[str]) -> list[dict]:
-        records = run_example(self.decoder, dataset, example, modes, self.provenance, self.args.with_context)
+    def run(self, dataset: dict, example: Example, modes: list[str], sample: int = 0) -> list[dict]:
+        records = run_example(
+            self.decoder, dataset, example, modes, self.provenance, self.args.with_context, sample
+        )
         return list(records)
 
 
@@ -68,13 +73,14 @@ def run_on_ray(args: argparse.Namespace, datasets: list, done: set[str]) -> int:
         from .provenance import settings_id
 
         sid = settings_id(provenances[0])
-        jobs = missing_experiments(datasets, args.modes, done, sid)
-        total = sum(len(todo) for _, _, todo in jobs)
+        jobs = missing_experiments(datasets, args.modes, done, sid, args.samples)
+        total = sum(len(todo) for _, _, todo, _ in jobs)
         if total == 0:
             return nothing_to_do(args, datasets, sid)
         pool = ActorPool(actors)
         batches = pool.map(lambda actor, job: actor.run.remote(*job), jobs)
-        write_records(args.out, batches, total, args.threads)
+        with Judge(datasets, limits_of(args), args.exec_workers) as judge:
+            write_records(args.out, judge.judged(batches), total, args.threads)
     finally:
         for actor in actors:
             ray.kill(actor)

@@ -31,8 +31,10 @@ from ..decoding.command_line import (
 )
 from ..decoding.oracle import ast_parses
 from ..engine.errors import InputError
-from .datasets import Example
+from .benchmarks import add_benchmark_options, benchmark_datasets, limits_of
+from .examples import Example
 from .inputs import one_line_errors, read_dataset, read_results
+from .judging import Judge
 from .provenance import (
     Provenance,
     Settings,
@@ -61,8 +63,11 @@ GENERATE: dict[str, dict] = {
         heal=False,
         top_k=PAPER_TOP_K,
     ),
+    "prefix": dict(mode="prefix"),
 }
 MODES = tuple(GENERATE)
+#: what ``--modes`` defaults to: all but prefix-only decoding (which needs a token-mask store)
+DEFAULT_MODES = tuple(m for m in MODES if m != "prefix")
 CONSTRAINED = ("constrained", "constrained-nofinish", "paper")
 MODE_HELP = (
     "unconstrained: the model alone (greedy, no token healing); "
@@ -72,24 +77,33 @@ MODE_HELP = (
     "passes, best-stop cut at the budget, no token healing, no split ending, no finish search); "
     "constrained: the project's decoder (top K, then the whole vocabulary; token healing; the "
     "middle may end inside the model's token; the end-of-middle policy's finish search at the "
-    "budget); constrained-nofinish: the same without the finish search"
+    "budget); constrained-nofinish: the same without the finish search; "
+    "prefix: constrained by the left context only (the suffix unseen by the constraint), candidates "
+    "pre-masked by the token-mask store"
 )
 
 
 # ---------------------------------------------------------------- one example
 
 
+def sample_id(example_id: str, sample: int) -> str:
+    """What a record's key names: the example, and with ``--samples`` which of its samples (the
+    first sample's key is the example's, as a greedy run writes it)."""
+    return f"{example_id}#{sample}" if sample else example_id
+
+
 def base_record(
-    dataset: dict, example: Example, mode: str, provenance: Provenance, with_context: bool
+    dataset: dict, example: Example, mode: str, provenance: Provenance, with_context: bool, sample: int = 0
 ) -> dict:
-    """The fields every record has: which task, mode and settings; the context's size and whether
-    the file already parses with an empty middle (the trivial floor)."""
+    """The fields every record has: which task, sample, mode and settings; the context's size and
+    whether the file already parses with an empty middle (the trivial floor)."""
     rec = {
-        "key": record_key(dataset["sha256"], example.id, mode, provenance.settings_id),
+        "key": record_key(dataset["sha256"], sample_id(example.id, sample), mode, provenance.settings_id),
         "dataset": dataset["name"],
         "dataset_sha256": dataset["sha256"],
         "kind": example.kind,
         "id": example.id,
+        "sample": sample,
         "mode": mode,
         "settings_id": provenance.settings_id,
         "provenance": provenance.to_dict(),
@@ -166,16 +180,22 @@ def run_example(
     modes: Iterable[str],
     provenance: Provenance,
     with_context: bool = False,
+    sample: int = 0,
 ) -> Iterator[dict]:
-    """The records of ``example`` for each of ``modes``; checked comes from the unconstrained run."""
+    """The records of ``example`` for each of ``modes``; checked comes from the unconstrained run.
+    Sample ``i`` (``--samples``) decodes with the seed ``--seed`` + ``i``."""
     from ..engine import clear_caches
 
     modes = [m for m in MODES if m in set(modes)]
     s = provenance.settings
     common = dict(
-        max_new_tokens=s.max_new_tokens, top_k=s.top_k, temperature=s.temperature, top_p=s.top_p, seed=s.seed
+        max_new_tokens=s.max_new_tokens,
+        top_k=s.top_k,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        seed=s.seed + sample,
     )
-    base = lambda mode: base_record(dataset, example, mode, provenance, with_context)
+    base = lambda mode: base_record(dataset, example, mode, provenance, with_context, sample)
     if "unconstrained" in modes or "checked" in modes:
         start = time.perf_counter()
         result = decoder.generate(example.prefix, example.suffix, **{**common, **GENERATE["unconstrained"]})
@@ -184,7 +204,7 @@ def run_example(
             yield {**base("unconstrained"), **result_fields(result, example), "wall_seconds": wall}
         if "checked" in modes:
             yield {**base("checked"), **checked_fields(decoder, result, example), "wall_seconds": wall}
-    for mode in (m for m in modes if m in CONSTRAINED):
+    for mode in (m for m in modes if m in CONSTRAINED or m == "prefix"):
         clear_caches()  # a cold build each time, so that the one-time cost is measured honestly
         start = time.perf_counter()
         result = decoder.generate(example.prefix, example.suffix, **{**common, **GENERATE[mode]})
@@ -212,7 +232,9 @@ def eval_parser() -> argparse.ArgumentParser:
         "any other dataset content, model, FIM format or decoding setting runs its own records.",
         epilog=f"Modes: {MODE_HELP}. Exit codes: 0 done, 2 usage or input error.",
     )
-    ap.add_argument("datasets", nargs="+", type=Path, help="dataset JSONL files (fimconstrain dataset)")
+    ap.add_argument(
+        "datasets", nargs="*", type=Path, help="dataset JSONL files (fimconstrain dataset); or --benchmark"
+    )
     ap.add_argument("--out", type=Path, required=True, help="results JSONL (appended to)")
     ap.add_argument(
         "-n",
@@ -222,8 +244,14 @@ def eval_parser() -> argparse.ArgumentParser:
         help="the first N examples of each dataset (default: all)",
     )
     ap.add_argument(
-        "--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE", help=f"{', '.join(MODES)}"
+        "--modes",
+        nargs="+",
+        choices=MODES,
+        default=list(DEFAULT_MODES),
+        metavar="MODE",
+        help=f"{', '.join(MODES)} (default: all but prefix)",
     )
+    add_benchmark_options(ap)
     add_model_options(ap)
     ap.add_argument("--device", default="cpu", help="torch device for the model, e.g. cuda or cuda:1")
     ap.add_argument(
@@ -241,7 +269,15 @@ def eval_parser() -> argparse.ArgumentParser:
         "--temperature", type=non_negative_float, default=0.0, metavar="T", help="0: greedy, as in the paper"
     )
     ap.add_argument("--top-p", type=probability, default=1.0, metavar="P", help="nucleus mass when sampling")
-    ap.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed")
+    ap.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed (sample i: seed + i)")
+    ap.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="samples per example and mode, for pass@k (needs --temperature > 0 when N > 1); raising N "
+        "later resumes, running only the new samples",
+    )
     ap.add_argument(
         "--threads", type=positive_int, default=1, help="torch CPU threads (recorded with the timings)"
     )
@@ -258,7 +294,12 @@ def main_eval(argv: list[str] | None = None) -> int:
     """Run the experiments that are not in ``--out`` yet (torch threads restored after)."""
     import torch
 
-    args = eval_parser().parse_args(argv)
+    ap = eval_parser()
+    args = ap.parse_args(argv)
+    if not args.datasets and not args.benchmark:
+        ap.error("give dataset files, or --benchmark NAME (with --data DIR)")
+    if args.samples > 1 and args.temperature == 0:
+        ap.error("--samples N > 1 needs --temperature > 0 (greedy decoding repeats one sample)")
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
@@ -291,6 +332,7 @@ def read_datasets(args: argparse.Namespace) -> list[tuple[dict, list[Example]]]:
             raise InputError(f"{path}: given as a dataset and as --out; results need a file of their own")
         examples = [Example(**e) for e in read_dataset(path)[: args.n]]
         datasets.append(({"name": path.stem, "path": str(path), "sha256": file_sha256(path)}, examples))
+    datasets += benchmark_datasets(args)
     return select_shard(datasets, args.shard) if args.shard else datasets
 
 
@@ -327,15 +369,18 @@ def open_decoder(args: argparse.Namespace):
 
 
 def missing_experiments(
-    datasets: list[tuple[dict, list[Example]]], modes: list[str], done: set[str], sid: str
-) -> list[tuple[dict, Example, list[str]]]:
-    """(dataset, example, modes not in ``done``) for every example with work left, in run order."""
+    datasets: list[tuple[dict, list[Example]]], modes: list[str], done: set[str], sid: str, samples: int = 1
+) -> list[tuple[dict, Example, list[str], int]]:
+    """(dataset, example, modes not in ``done``, sample) for every sample of every example with
+    work left, in run order."""
     jobs = []
     for dataset, examples in datasets:
         for example in examples:
-            todo = [m for m in modes if record_key(dataset["sha256"], example.id, m, sid) not in done]
-            if todo:
-                jobs.append((dataset, example, todo))
+            for sample in range(samples):
+                run = sample_id(example.id, sample)
+                todo = [m for m in modes if record_key(dataset["sha256"], run, m, sid) not in done]
+                if todo:
+                    jobs.append((dataset, example, todo, sample))
     return jobs
 
 
@@ -371,17 +416,17 @@ def run_all(args: argparse.Namespace) -> int:
         return run_on_ray(args, datasets, done)
     provenance, decoder = open_decoder(args)
     sid = provenance.settings_id
-    jobs = missing_experiments(datasets, args.modes, done, sid)
-    total = sum(len(todo) for _, _, todo in jobs)
+    jobs = missing_experiments(datasets, args.modes, done, sid, args.samples)
+    total = sum(len(todo) for _, _, todo, _ in jobs)
     if total == 0:
         return nothing_to_do(args, datasets, sid)
     warm_up(decoder)
-    write_records(
-        args.out,
-        (list(run_example(decoder, ds, ex, todo, provenance, args.with_context)) for ds, ex, todo in jobs),
-        total,
-        args.threads,
-    )
+    with Judge(datasets, limits_of(args), args.exec_workers) as judge:
+        batches = (
+            list(run_example(decoder, ds, ex, todo, provenance, args.with_context, sample))
+            for ds, ex, todo, sample in jobs
+        )
+        write_records(args.out, judge.judged(batches), total, args.threads)
     print(
         f"{total} experiments run (settings {sid}: model {provenance.model}, "
         f"format {provenance.fim_format}), {len(done)} records were already in {args.out}",
@@ -392,6 +437,6 @@ def run_all(args: argparse.Namespace) -> int:
 
 def nothing_to_do(args: argparse.Namespace, datasets: list, sid: str) -> int:
     """Say that every experiment is already in ``--out`` (exit 0)."""
-    count = sum(len(examples) for _, examples in datasets) * len(args.modes)
+    count = sum(len(examples) for _, examples in datasets) * len(args.modes) * args.samples
     print(f"nothing to do: all {count} experiments (settings {sid}) are in {args.out}", file=sys.stderr)
     return 0

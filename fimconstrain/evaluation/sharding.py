@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..decoding.command_line import HelpFormatter, positive_int
 from ..engine.errors import InputError
-from .datasets import Example
+from .examples import Example
 from .inputs import one_line_errors, read_dataset, read_results
 from .provenance import file_sha256
 

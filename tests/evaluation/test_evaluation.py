@@ -27,7 +27,7 @@ from fimconstrain.evaluation.inputs import read_results  # noqa: E402
 from fimconstrain.evaluation.plots import break_even  # noqa: E402
 from fimconstrain.evaluation.provenance import weights_sha256  # noqa: E402
 from fimconstrain.evaluation.report import failure_breakdown, format_table, main_report  # noqa: E402
-from fimconstrain.evaluation.runs import MODES, PAPER_TOP_K, main_eval  # noqa: E402
+from fimconstrain.evaluation.runs import DEFAULT_MODES, PAPER_TOP_K, main_eval  # noqa: E402
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 BUDGET = ["--max-new-tokens", "12", "--top-k", "10"]
@@ -77,7 +77,7 @@ def eval_args(datasets, tiny_dir, out, *extra) -> list[str]:
 
 def test_one_record_per_experiment_with_provenance(results, datasets, tiny_dir):
     records = read_results(results)
-    assert len(records) == 2 * 3 * len(MODES)
+    assert len(records) == 2 * 3 * len(DEFAULT_MODES)
     examples = {ex.id: ex for path in datasets for ex in read_examples(path)}
     (provenance,) = {json.dumps(r["provenance"], sort_keys=True) for r in records}
     p = json.loads(provenance)
@@ -134,7 +134,7 @@ def test_resume_after_interruption(tmp_path, results, datasets, tiny_dir):
     partial.write_text("".join(lines[:5]) + lines[5][:40])  # killed while writing the sixth record
     assert cli(eval_args(datasets[:1], tiny_dir, partial, "-n", "2")) == 0
     keys = [json.loads(line)["key"] for line in partial.read_text().splitlines()]
-    assert len(keys) == len(set(keys)) == 2 * len(MODES)
+    assert len(keys) == len(set(keys)) == 2 * len(DEFAULT_MODES)
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ def test_resume_runs_again_under_other_settings(tmp_path, results, datasets, tin
     shutil.copy(results, out)
     assert cli([*eval_args(datasets[:1], tiny_dir, out, "-n", "1"), *change]) == 0
     new = read_results(out)[len(read_results(results)) :]
-    assert len(new) == len(MODES) and len({r["settings_id"] for r in read_results(out)}) == 2
+    assert len(new) == len(DEFAULT_MODES) and len({r["settings_id"] for r in read_results(out)}) == 2
 
 
 def test_resume_runs_again_on_another_dataset_content_or_model(tmp_path, results, datasets, tiny_dir, corpus):
@@ -155,7 +155,7 @@ def test_resume_runs_again_on_another_dataset_content_or_model(tmp_path, results
     args = ["--root", str(corpus), "--kind", "boundary", "--preset", "paper", "-n", "3", "--seed", "7"]
     assert main_build([*args, "--no-exclude", "--out", str(other)]) == 0
     assert cli(eval_args([other], tiny_dir, out, "-n", "1")) == 0
-    assert len(read_results(out)) == len(read_results(results)) + len(MODES)
+    assert len(read_results(out)) == len(read_results(results)) + len(DEFAULT_MODES)
     retrained = tmp_path / "retrained"
     shutil.copytree(tiny_dir, retrained)
     from safetensors.torch import load_file, save_file
@@ -164,7 +164,7 @@ def test_resume_runs_again_on_another_dataset_content_or_model(tmp_path, results
     save_file({k: v + 0.01 for k, v in weights.items()}, retrained / "model.safetensors", {"format": "pt"})
     assert weights_sha256(retrained) != weights_sha256(tiny_dir)
     assert cli(eval_args(datasets[:1], retrained, out, "-n", "1")) == 0
-    assert len(read_results(out)) == len(read_results(results)) + 2 * len(MODES)
+    assert len(read_results(out)) == len(read_results(results)) + 2 * len(DEFAULT_MODES)
 
 
 def test_a_missing_model_is_an_error_even_with_nothing_left_to_run(results, datasets, tmp_path, capsys):
