@@ -194,3 +194,52 @@ def test_samples_need_a_temperature(tiny_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main_eval([*args, "--samples", "4"])
     assert "--temperature" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def starcoder2_dir(tmp_path_factory) -> Path:
+    """A random 2-layer Starcoder2 with StarCoder's FIM tokens: another architecture and format."""
+    from transformers import PreTrainedTokenizerFast, Starcoder2Config, Starcoder2ForCausalLM
+
+    from fimconstrain.decoding.vocab import SPECIAL_TOKENS, train_byte_level_bpe
+
+    texts = [
+        Path(torch.__file__).read_text(encoding="utf-8"),
+        Path(json.__file__).read_text(encoding="utf-8"),
+    ]
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=train_byte_level_bpe(texts, 400, min_frequency=0), eos_token=SPECIAL_TOKENS[0]
+    )
+    eos = tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS[0])
+    torch.manual_seed(0)
+    config = Starcoder2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=eos,
+        eos_token_id=eos,
+    )
+    out = tmp_path_factory.mktemp("starcoder2")
+    Starcoder2ForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_the_same_command_runs_another_fim_model(starcoder2_dir, tmp_path):
+    from fimconstrain.evaluation.inputs import read_results
+    from fimconstrain.evaluation.runs import main_eval
+
+    if not (DATA / "human-eval-infilling").is_dir():
+        pytest.skip(f"no HumanEval-infilling files in {DATA}")
+    out = tmp_path / "starcoder2.jsonl"
+    args = ["--benchmark", "humaneval-infilling", "--subset", "single-line", "--data", str(DATA), "-n", "2"]
+    args += ["--model", str(starcoder2_dir), "--out", str(out), *BUDGET, "--modes", "unconstrained", "prefix"]
+    assert main_eval(args) == 0
+    records = read_results(out)
+    assert {r["provenance"]["fim_format"] for r in records} == {"starcoder"}
+    assert {r["mode"] for r in records} == {"unconstrained", "prefix"} and len(records) == 4
+    assert all(isinstance(r["passed"], bool) and "empty_passes" in r for r in records)
