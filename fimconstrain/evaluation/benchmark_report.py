@@ -69,7 +69,8 @@ class Floor:
 
 _CODE_LLAMA = "PSM, greedy, pass@1 from unit tests (Rozière et al. 2023)"
 _FIM90 = (
-    "sampled, T=0.2, pass@1 estimated from 100 samples; the paper's best mode, SPM (Bavarian et al. 2022)"
+    "sampled (100-200 samples per task at T=0.2, as the benchmark's README says), pass@1 estimated; "
+    "the prompt order as in the paper's table (Bavarian et al. 2022)"
 )
 _SAFIM = "Gong et al. 2024 Table 4: all languages pooled, best prompt per model, syntax-aware truncation"
 
@@ -110,12 +111,14 @@ EMPTY_FLOORS: tuple[Floor, ...] = (
 COMPARABILITY = (
     "What is comparable: the published numbers are other models under other harness choices, so they "
     "place this run's order of magnitude, not its rank. Code Llama's are greedy in PSM order, comparable "
-    "with greedy rows of a run in the same order; FIM90's are pass@1 estimated from 100 samples at T=0.2 in "
-    "the paper's best (SPM) mode, comparable only with sampled pass@1, and the two orders can differ by "
-    "points. SantaCoder's 44% is first-line exact match (bigcode's and Qwen's single-line scoring), "
+    "with greedy rows of a run in the same order; FIM90's are pass@1 estimated from sampling at T=0.2, "
+    "comparable only with sampled pass@1 (--samples, --temperature), and the PSM and SPM orders can "
+    "differ by points. SantaCoder's 44% is first-line exact match (bigcode's and Qwen's single-line "
+    "scoring), "
     "to be read against our first-line exact column, never against whole-middle pass@1. SAFIM's "
-    "published numbers pool all of its languages and use syntax-aware truncation; ours are the Python "
-    "subsets alone. HumanEval is public since 2021 and may be in any pretrained model's data; SAFIM "
+    "published numbers pool all of its languages and cut each completion by syntax-aware truncation; "
+    "ours are the Python subsets alone, and a middle is judged as the model ended it. HumanEval is "
+    "public since 2021 and may be in any pretrained model's data; SAFIM "
     "was collected after April 2022 against this. Paired differences are between modes of this one run "
     "and are the comparison to trust."
 )
