@@ -6,9 +6,10 @@
   the time limit (the upstream harness's program, 3 s).
 * SAFIM (Gong et al. 2024, arXiv:2403.04814), Python: block and control-flow holes in
   competitive-programming solutions pass when, on every unit test's input, the program's
-  standard output matches an accepted output (each line's trailing whitespace ignored); API
-  holes have no tests and pass when the middle equals the ground truth without whitespace or
-  parses to the same AST.
+  standard output matches an accepted output as SAFIM's judge, ExecEval, matches it (line by
+  line up to surrounding whitespace, else token by token: numbers within 1e-12, yes / no /
+  true / false in any case); API holes have no tests and pass when the middle equals the
+  ground truth without whitespace or parses to the same AST.
 
 Each benchmark record becomes an :class:`~.datasets.Example` (``prefix``/``middle``/``suffix``,
 the tests in ``meta``), so ``fimconstrain eval`` runs the same modes, provenance, resume and
@@ -27,6 +28,7 @@ import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from ..engine.errors import InputError
@@ -191,14 +193,33 @@ def _judge_io(program: str, tests: list[dict], limits: Limits) -> Verdict:
         seconds += outcome.seconds
         if not outcome.passed:
             return Verdict(False, outcome.failure, seconds)
-        if not any(_lines(outcome.stdout) == _lines(expected) for expected in test["output"]):
+        if not any(same_output(outcome.stdout, expected) for expected in test["output"]):
             return Verdict(False, "wrong output", seconds)
     return Verdict(True, None, seconds)
 
 
-def _lines(text: str) -> list[str]:
-    """Output as SAFIM compares it: lines without trailing whitespace, trailing blank lines dropped."""
-    return [line.rstrip() for line in text.rstrip().splitlines()]
+#: tokens ExecEval compares in any case
+_ANY_CASE = frozenset({"yes", "no", "true", "false"})
+_PRECISION = Fraction(1, 10**12)
+
+
+def same_output(actual: str, expected: str) -> bool:
+    """Whether a program's output is an accepted one, as ExecEval (SAFIM's judge) decides: the same
+    lines up to each line's surrounding whitespace; else the same tokens, numbers within 1e-12
+    and yes / no / true / false in any case (problems that accept any case or float error)."""
+    lines, wanted = actual.strip().split("\n"), expected.strip().split("\n")
+    if len(lines) == len(wanted) and all(a.strip() == b.strip() for a, b in zip(lines, wanted)):
+        return True
+    tokens, wanted = actual.split(), expected.split()
+    return len(tokens) == len(wanted) and all(_same_token(a, b) for a, b in zip(tokens, wanted))
+
+
+def _same_token(token: str, wanted: str) -> bool:
+    try:
+        return abs(Fraction(token) - Fraction(wanted)) <= _PRECISION
+    except (ValueError, ZeroDivisionError):
+        fold = lambda t: t.lower() if t.lower() in _ANY_CASE else t
+        return fold(token) == fold(wanted)
 
 
 def _same_api_call(example: Example, middle: str) -> bool:

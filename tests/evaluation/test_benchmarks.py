@@ -66,6 +66,24 @@ def test_api_holes_compare_without_whitespace_or_by_ast():
     assert judge(example, example.middle + " + 1").failure == "differs"
 
 
+@pytest.mark.parametrize(
+    "actual,expected,same",
+    [
+        ("3\n4\n", "3\n4", True),  # trailing newline
+        (" Division 4 \n", "Division 4", True),  # surrounding whitespace of a line
+        ("29 23 35\n", "29\n23\n35", True),  # token by token
+        ("NO\nYES\n", "No\nYes", True),  # yes / no in any case
+        ("Alice", "alice", False),  # other words keep their case
+        ("0.3333333333333", "0.333333333333333", True),  # within 1e-12
+        ("0.3334", "0.3333", False),
+        ("3", "3\n4", False),
+        ("1 2", "1 3", False),
+    ],
+)
+def test_outputs_are_compared_as_safims_judge_does(actual, expected, same):
+    assert benchmarks.same_output(actual, expected) is same
+
+
 @needs_data
 @pytest.mark.slow
 def test_single_line_floor_and_oracle_as_published(capsys):
