@@ -26,7 +26,9 @@ WINDOW = 8
 class Judge:
     """Judges the records of the benchmark examples among ``datasets``; others pass unchanged."""
 
-    def __init__(self, datasets: list[tuple[dict, list[Example]]], limits: Limits, workers: int | None):
+    def __init__(
+        self, datasets: list[tuple[dict, list[Example]]], limits: Limits | None, workers: int | None
+    ):
         self.examples = {(ds["sha256"], ex.id): ex for ds, examples in datasets for ex in examples}
         self.limits = limits
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="judge")
