@@ -305,9 +305,13 @@ DELEGATED = {
     "dataset": (
         "fimconstrain.evaluation.datasets",
         "main_build",
-        "build Stack-Boundary / Stack-RandSpan datasets",
+        "build Stack-Boundary / Stack-RandSpan datasets, or HumanEval-infilling / SAFIM ones",
     ),
-    "eval": ("fimconstrain.evaluation.runs", "main_eval", "run decoding experiments on datasets (resumable)"),
+    "eval": (
+        "fimconstrain.evaluation.runs",
+        "main_eval",
+        "run decoding experiments on datasets or benchmarks, tests executed (resumable)",
+    ),
     "report": (
         "fimconstrain.evaluation.report",
         "main_report",

@@ -11,8 +11,12 @@ from ..decoding.command_line import HelpFormatter
 
 #: command -> (module, function, summary)
 COMMANDS = {
-    "dataset": (".datasets", "main_build", "build, rebuild or verify Stack-Boundary / Stack-RandSpan"),
-    "eval": (".runs", "main_eval", "run decoding modes on datasets (resumable)"),
+    "dataset": (
+        ".datasets",
+        "main_build",
+        "build, rebuild or verify Stack-Boundary / Stack-RandSpan; write or check a benchmark's subset",
+    ),
+    "eval": (".runs", "main_eval", "run decoding modes on datasets or benchmarks (resumable)"),
     "report": (
         ".report",
         "main_report",
