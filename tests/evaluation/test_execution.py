@@ -200,9 +200,9 @@ def test_cpu_time_is_limited(pool):
         ("import os\nos.setsid()", "exception: PermissionError"),
     ],
 )
-def test_no_process_is_started_and_none_survives(pool, run_dir, source, kind):
+def test_no_process_is_started_and_none_survives(pool, no_survivors, source, kind):
     assert hostile(pool, source).failure == kind
-    assert_no_survivors(run_dir)
+    no_survivors()
 
 
 # CPython builds a deleted built-in module afresh on the next import: an os.fork the guard has
@@ -227,21 +227,32 @@ print("leader done")
         ("posix.close(1); posix.close(2)", None),  # the leader's exit ends the run
     ],
 )
-def test_a_process_past_the_guard_is_killed_with_its_group(pool, run_dir, child, kind):
+def test_a_process_past_the_guard_is_killed_with_its_group(pool, no_survivors, child, kind):
     outcome = hostile(pool, ESCAPE.replace("CHILD", child), limits=Limits(wall_seconds=1))
     assert (outcome.failure, outcome.stdout) == (kind, "leader done\n")
-    assert_no_survivors(run_dir)
+    no_survivors()
 
 
-def assert_no_survivors(run_dir):
-    """No process of a run is left: none is a child of this one, and none runs the runner with a
-    program file under ``run_dir`` (orphans are adopted by init, not by this process).  A process
-    killed a moment ago may take a moment to go: this waits up to 10 s for that."""
-    assert psutil.Process().children(recursive=True) == []
-    give_up = time.monotonic() + 10
-    while (survivors := runners_under(run_dir)) and time.monotonic() < give_up:
-        time.sleep(0.05)
-    assert survivors == []
+@pytest.fixture
+def no_survivors(run_dir):
+    """A check that no process of the test's runs is left: none is a new child of this process
+    (other tests' helpers started before are not), and none runs the runner with a program file
+    under ``run_dir`` (orphans are adopted by init, not by this process).  A process killed a
+    moment ago may take a moment to go: the check waits up to 10 s for that."""
+    before = child_pids()
+
+    def check() -> None:
+        assert child_pids() - before == set()
+        give_up = time.monotonic() + 10
+        while (survivors := runners_under(run_dir)) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert survivors == []
+
+    return check
+
+
+def child_pids() -> set[int]:
+    return {child.pid for child in psutil.Process().children(recursive=True)}
 
 
 def runners_under(run_dir) -> list[str]:
