@@ -24,9 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from types import TracebackType
 
 
 @dataclass(frozen=True)
@@ -301,30 +299,3 @@ def _failure(status: int, reported: str | None) -> str | None:
         except ValueError:  # a real-time signal, which has no name of its own
             return f"killed: signal {-status}"
     return f"exit {status}"
-
-
-class ProgramPool:
-    """Runs programs in parallel over the cores: a thread pool whose threads each start one
-    program's subprocess and wait on it."""
-
-    def __init__(self, workers: int | None = None, python: str = sys.executable) -> None:
-        self._python = python
-        self._executor = ThreadPoolExecutor(
-            max_workers=os.cpu_count() if workers is None else workers, thread_name_prefix="program-run"
-        )
-
-    def submit(self, source: str, stdin: str = "", limits: Limits = Limits()) -> Future[Outcome]:
-        """Run ``source`` (see :func:`run_program`) on a free thread."""
-        return self._executor.submit(run_program, source, stdin, limits, self._python)
-
-    def close(self) -> None:
-        """Wait for the submitted runs, then stop the threads."""
-        self._executor.shutdown(wait=True)
-
-    def __enter__(self) -> ProgramPool:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.close()

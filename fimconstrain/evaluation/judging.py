@@ -18,6 +18,8 @@ from .benchmarks import Verdict, first_line_exact, is_benchmark, judge
 from .examples import Example
 from .execution import Limits
 
+#: a record's two runs under way (its middle's, the task's empty middle's), or None: not a benchmark's
+Pending = tuple[Future[Verdict], Future[Verdict]] | None
 #: batches of records judged ahead of the one being written (a bound on memory and on what an
 #: interrupted run loses)
 WINDOW = 8
@@ -40,7 +42,7 @@ class Judge:
     def __exit__(self, *exc) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def _submit(self, record: dict) -> tuple[Future[Verdict], Future[Verdict]] | None:
+    def _submit(self, record: dict) -> Pending:
         where = (record["dataset_sha256"], record["id"])
         example = self.examples.get(where)
         if example is None or not is_benchmark(example):
@@ -49,7 +51,7 @@ class Judge:
             self.floors[where] = self.pool.submit(judge, example, "", self.limits)
         return self.pool.submit(judge, example, record["middle"], self.limits), self.floors[where]
 
-    def _complete(self, record: dict, pending: tuple[Future[Verdict], Future[Verdict]] | None) -> dict:
+    def _complete(self, record: dict, pending: Pending) -> dict:
         if pending is None:
             return record
         verdict, floor = (future.result() for future in pending)
@@ -68,7 +70,7 @@ class Judge:
     def judged(self, batches: Iterable[list[dict]]) -> Iterator[list[dict]]:
         """Each batch with its benchmark records judged, in order; up to :data:`WINDOW` batches
         are judged while the next are decoded."""
-        waiting: deque[list[tuple[dict, tuple[Future[Verdict], Future[Verdict]] | None]]] = deque()
+        waiting: deque[list[tuple[dict, Pending]]] = deque()
         for batch in batches:
             waiting.append([(record, self._submit(record)) for record in batch])
             while waiting and (len(waiting) > WINDOW or _done(waiting[0])):
@@ -77,5 +79,5 @@ class Judge:
             yield [self._complete(*item) for item in waiting.popleft()]
 
 
-def _done(batch: list[tuple[dict, tuple[Future[Verdict], Future[Verdict]] | None]]) -> bool:
+def _done(batch: list[tuple[dict, Pending]]) -> bool:
     return all(pending is None or all(f.done() for f in pending) for _, pending in batch)
