@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .report import MODE_NOTES
-from .runs import CONSTRAINED
+from .modes import CONSTRAINED, MODE_NOTES
 
 FORMATS = ("png", "svg", "pdf")
 DPI = 300

@@ -2,7 +2,7 @@
 
 Each actor loads the model once (one per GPU with ``--device cuda``, else one per CPU slot) and
 runs whole examples, every missing mode of one example together (checked comes from the
-unconstrained run, :func:`.runs.run_example`).  Ray's :class:`~ray.util.ActorPool` hands the
+unconstrained run, :func:`.experiments.run_example`).  Ray's :class:`~ray.util.ActorPool` hands the
 examples out as actors come free and gives the results back in submission order, so the
 driver appends records in the single-process order and the rows are those of a single-process
 run (greedy or seeded decoding: no record depends on the process); the progress bar counts
@@ -19,8 +19,8 @@ from typing import Any
 from ..engine.errors import InputError
 from .benchmarks import limits_of
 from .examples import Example
+from .experiments import missing_experiments, nothing_to_do, open_decoder, run_example, warm_up, write_records
 from .judging import Judge
-from .runs import missing_experiments, nothing_to_do, open_decoder, run_example, warm_up, write_records
 
 
 class EvalWorker:

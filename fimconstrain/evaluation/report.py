@@ -30,8 +30,9 @@ from ..decoding.command_line import HelpFormatter
 from ..engine.errors import InputError
 from .benchmark_report import benchmark_summary, format_benchmark
 from .inputs import one_line_errors, read_results
+from .modes import CONSTRAINED, MODE_NOTES, MODES
+from .plots import draw_fig11
 from .provenance import differences
-from .runs import CONSTRAINED, MODES
 
 NAMES = {"boundary": "Stack-Boundary", "randspan": "Stack-RandSpan"}
 TITLES = {"boundary": "Table I: Stack-Boundary", "randspan": "Table II: Stack-RandSpan"}
@@ -45,11 +46,6 @@ FAILURES = {
     "parser said complete, ast.parse rejected": ("eos", "split", "best-stop", "finished"),
     "never connected: budget ran out": ("budget",),
     "never connected: no candidate passed (stuck)": ("stuck",),
-}
-MODE_NOTES = {
-    "constrained": "project decoder, finish search on",
-    "constrained-nofinish": "project decoder, finish search off",
-    "paper": "paper 004 §VII-B decoder",
 }
 
 
@@ -376,8 +372,6 @@ def parse_labels(specs: list[str]) -> dict[str, str]:
 @one_line_errors("fimconstrain report")
 def main_report(argv: list[str] | None = None) -> int:
     """Print the report and write it, its figures as JSON and Fig. 11 to ``--out-dir``."""
-    from .plots import draw_fig11
-
     args = report_parser().parse_args(argv)
     labels = parse_labels(args.label)
     records = [rec for path in args.results for rec in read_results(path)]

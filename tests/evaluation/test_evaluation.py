@@ -24,10 +24,11 @@ from fimconstrain.decoding.oracle import ast_parses  # noqa: E402
 from fimconstrain.evaluation import runs  # noqa: E402
 from fimconstrain.evaluation.datasets import main_build, read_examples  # noqa: E402
 from fimconstrain.evaluation.inputs import read_results  # noqa: E402
+from fimconstrain.evaluation.modes import CONSTRAINED, DEFAULT_MODES, PAPER_TOP_K  # noqa: E402
 from fimconstrain.evaluation.plots import break_even  # noqa: E402
 from fimconstrain.evaluation.provenance import weights_sha256  # noqa: E402
 from fimconstrain.evaluation.report import failure_breakdown, format_table, main_report  # noqa: E402
-from fimconstrain.evaluation.runs import DEFAULT_MODES, PAPER_TOP_K, main_eval  # noqa: E402
+from fimconstrain.evaluation.runs import main_eval  # noqa: E402
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 BUDGET = ["--max-new-tokens", "12", "--top-k", "10"]
@@ -103,7 +104,7 @@ def test_timings_are_per_decoding_step_with_the_ending_apart(results):
         steps = rec["steps"]
         assert rec["model_ms_per_step"] == pytest.approx(1000 * rec["model_seconds"] / steps)
         assert rec["constraint_ms_per_step"] == pytest.approx(1000 * rec["constraint_seconds"] / steps)
-        if rec["mode"] in runs.CONSTRAINED:
+        if rec["mode"] in CONSTRAINED:
             assert rec["setup_seconds"] > 0
             assert rec["constraint_seconds"] + rec["ending_seconds"] == pytest.approx(rec["checker_seconds"])
         if rec["mode"] == "checked":  # one ast.parse per step, averaged
@@ -199,7 +200,7 @@ def test_report_tables_failures_and_figure(results, tmp_path, capsys):
     for block in re.findall(r"^\| Total .*$", text, flags=re.M):
         ok, bad, total = map(int, block.strip("| ").split("|")[1:])
         assert ok + bad == total == 3
-    for mode in runs.CONSTRAINED:
+    for mode in CONSTRAINED:
         assert re.search(rf"^  {mode} +model .* ms/step, constraint", text, flags=re.M)
     from PIL import Image
 
