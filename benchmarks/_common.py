@@ -14,16 +14,30 @@ import json
 import os
 import platform
 import random
-import signal
 import sys
 import sysconfig
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__", ".git", ".venv", "node_modules"}
+
+# ``with time_limit(seconds, what): ...`` raises Timeout (a BaseException: ``except Exception``
+# lets it through) in the main thread; None or 0 is no limit. See fimconstrain/time_limit.py.
+try:
+    from fimconstrain.time_limit import TimeLimitExceeded as Timeout
+    from fimconstrain.time_limit import time_limit
+except ModuleNotFoundError:  # ab.py --same-script against a baseline older than the module: this tree's
+    import importlib.util
+
+    _source = HERE.parent / "fimconstrain" / "time_limit.py"
+    _spec = importlib.util.spec_from_file_location("_time_limit", _source)
+    assert _spec is not None and _spec.loader is not None
+    _time_limit = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _time_limit
+    _spec.loader.exec_module(_time_limit)
+    Timeout, time_limit = _time_limit.TimeLimitExceeded, _time_limit.time_limit
 
 
 # ---------------------------------------------------------------- files
@@ -149,29 +163,6 @@ def where_rejected(text: str, dead: int | None) -> dict:
     line, col = line_col(text, offset)
     why = "rejected while feeding" if dead is not None else "fed fully but not complete at EOF"
     return {"dead_at": dead, "line": line, "col": col, "context": context_line(text, offset), "why": why}
-
-
-class Timeout(Exception):
-    pass
-
-
-@contextmanager
-def time_limit(seconds: float | None):
-    """Raise Timeout in this (main) thread after ``seconds`` (SIGALRM; POSIX only)."""
-    if not seconds or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Timeout(f"timed out after {seconds:g} s")
-
-    old = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def describe_exc(e: BaseException) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import random
-import signal
 import sys
 import time
 from collections import defaultdict
@@ -35,22 +34,6 @@ _spec = importlib.util.spec_from_file_location("tests_cut_fuzz", REPO / "tests" 
 cf = importlib.util.module_from_spec(_spec)
 sys.modules["tests_cut_fuzz"] = cf
 _spec.loader.exec_module(cf)
-
-
-class Timeout(BaseException):
-    """Raised by SIGALRM; a BaseException so that cut_fuzz's crash handler lets it through."""
-
-
-def alarm(seconds: float):
-    def handler(signum, frame):
-        raise Timeout()
-
-    signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-
-def disarm():
-    signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def main(argv=None) -> int:
@@ -101,14 +84,13 @@ def main(argv=None) -> int:
             case.origin += f" [case {args.seed}:{cat}:{k}]"
             t0 = time.perf_counter()
             try:
-                alarm(args.timeout)
-                before = len(tally.messages)
-                msg = cf.check(*case.triple(), stats=tally, category=cat)
-                disarm()
+                # a Timeout (BaseException) passes cut_fuzz's crash handler (except Exception)
+                with C.time_limit(args.timeout, "the case"):
+                    before = len(tally.messages)
+                    msg = cf.check(*case.triple(), stats=tally, category=cat)
                 if msg:
                     found.append((cat, tally.messages[before][1], case))
-            except Timeout:
-                disarm()
+            except C.Timeout:
                 tally.add(cat, cf.ast_ok(case.text), None, args.timeout + 1)
             dt = time.perf_counter() - t0
             if dt > args.slow:
@@ -146,11 +128,10 @@ def main(argv=None) -> int:
             small = None
             if args.minimise > 0 and n < args.max_minimise:
                 try:
-                    alarm(args.minimise + args.timeout)
-                    small = cf.minimise(*case.triple(), budget=args.minimise)
-                    disarm()
-                except Timeout:
-                    disarm()
+                    with C.time_limit(args.minimise + args.timeout, "minimising"):
+                        small = cf.minimise(*case.triple(), budget=args.minimise)
+                except C.Timeout:
+                    pass
             if small is not None:
                 repro = f"minimised: {small!r}"
             else:

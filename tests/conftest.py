@@ -1,8 +1,8 @@
 """Shared fixtures: the ast.parse oracle, the engine's verdicts, standard-library files.
 
-Every test gets a hard time limit (SIGALRM) so that a hang in the engine fails
-the test instead of stalling the run: 600 s by default, or
-``@pytest.mark.time_limit(seconds)``. Tests marked ``slow`` run by default
+Every test gets a hard time limit (``fimconstrain.time_limit``) so that a hang in
+the engine fails the test instead of stalling the run: 600 s by default, or
+``@pytest.mark.time_limit(seconds)`` (0: none). Tests marked ``slow`` run by default
 (CI runs them too); deselect them locally with ``-m "not slow"``.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import sys
 import sysconfig
 from pathlib import Path
@@ -19,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from fimconstrain.decoding.oracle import ast_error, ast_parses
+from fimconstrain.time_limit import time_limit
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -33,29 +33,18 @@ RUNNING_VERSION = "{}.{}".format(*min(max(sys.version_info[:2], (3, 8)), (3, 14)
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a long test (tens of seconds); runs by default and in CI")
     config.addinivalue_line(
-        "markers", "time_limit(seconds): fail the test if it runs longer than this (default 600 s)"
+        "markers", "time_limit(seconds): fail the test if it runs longer than this (default 600 s; 0: none)"
     )
 
 
 @pytest.fixture(autouse=True)
 def _time_limit(request):
-    """Fail (rather than hang) a test that runs past its limit."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
+    """Fail (rather than hang) a test that runs past its limit: TimeLimitExceeded, raised where
+    the test was, a BaseException that the code under test's ``except Exception`` lets through."""
     marker = request.node.get_closest_marker("time_limit")
     seconds = marker.args[0] if marker else DEFAULT_TIME_LIMIT
-
-    def handler(signum, frame):
-        pytest.fail(f"test ran past its {seconds} s time limit", pytrace=True)
-
-    old = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
+    with time_limit(seconds, "the test"):
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ---------------------------------------------------------------- oracle and engine
