@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, editor_quality
 import _common as C
 import editor_quality as EQ
 
