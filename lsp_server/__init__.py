@@ -4,7 +4,7 @@ file stays valid Python.  Run it with ``python -m lsp_server`` (stdio) or the
 ``fimconstrain-lsp`` console script; see docs/lsp.md.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["__version__", "create_server"]
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from fimconstrain.decoding.command_line import SEMANTIC_DEFAULT
+from fimconstrain.decoding.options import SEMANTIC_DEFAULT
 
 SECTION = "fimconstrain"
 MODES = ("fim", "prefix", "off")
@@ -133,7 +133,7 @@ def _languages(value: Any) -> tuple[str, ...]:
 
 
 def _python_version(value: Any) -> str:
-    from .pyversion import normalize_setting
+    from fimconstrain.decoding.python_version import normalize_setting
 
     return normalize_setting(value)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -49,6 +50,16 @@ def _line_end(text: str, starts: Starts, line: int) -> int:
     while end > starts[line] and text[end - 1] in "\r\n":
         end -= 1
     return end
+
+
+def uri_path(uri: str) -> Path | None:
+    """The file-system path of a ``file:`` URI (None for ``untitled:`` and other schemes)."""
+    if not uri.startswith("file:"):
+        return None
+    from pygls.uris import to_fs_path
+
+    path = to_fs_path(uri)
+    return Path(path) if path else None
 
 
 def offset_at(

@@ -1,18 +1,12 @@
-"""The model side of the server: loading, and constrained FIM generation that can be stopped.
+"""The model side of the server: loading a model, and running the library's editor policy on it.
 
 Everything here runs on the server's worker threads, one at a time (whichever holds the turn,
 :mod:`lsp_server.turns`: the model and the checker caches are used by one thread at a time);
-the event loop only waits on them.
-
-Stopping within one decode step: a :class:`Job` says when generation must end
-(``$/cancelRequest``, a newer request for the same document, the deadline);
-``FimDecoder.generate`` polls ``job.should_stop`` once per step and stops by itself at the end
-of a one-line completion's line. The middle then ends by the decode loop's one policy
-(:func:`fimconstrain.decoding.end_of_middle.finish_middle`, by default without the finish search:
-an item only the search made valid is not shown; cut to whole lines, no repetition of the
-suffix), and
-shows only when the model's confidence in it passes the model's fitted threshold
-(:mod:`fimconstrain.decoding.confidence`), so what comes back is valid and likely or nothing.
+the event loop only waits on them. What a completion is (the cursor's context, the Python
+version, the end of the middle, the confidence gate) is the library's
+(:mod:`fimconstrain.decoding.editor`); a :class:`Job` is this server's side of one request:
+``$/cancelRequest``, a newer request for the same document and the deadline stop it within one
+decode step (``job.should_stop`` is polled once per step).
 """
 
 from __future__ import annotations
@@ -24,9 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fimconstrain.decoding.editor import Completion, complete_at_cursor
+from fimconstrain.decoding.options import DecodeOptions
+from fimconstrain.decoding.result import StopReason
+from fimconstrain.engine.errors import FimConstrainError, Interrupted
+
 from .config import Settings
 
 if TYPE_CHECKING:
+    from fimconstrain.decoding.backend import ModelBackend
     from fimconstrain.decoding.confidence import ConfidenceGate
     from fimconstrain.decoding.generate import FimDecoder
     from fimconstrain.engine.versions import PythonVersion
@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 
 WARMUP_PREFIX = "def add(a, b):\n    return "
 WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
-#: seconds the end of a middle may search for a finish (an editor waits for it)
-FINISH_SECONDS = 0.15
 
 
 class Job:
@@ -103,6 +101,16 @@ class Job:
         """Called for each token the decode loop chooses."""
         self.generated += 1
 
+    def note(self, done: Completion) -> None:
+        """Take in what the completion's generations did: the version, where the time went,
+        whether a one-line middle ended at its line."""
+        self.used_version = done.version
+        for result in done.results:
+            self.model_seconds += result.model_seconds
+            self.constraint_seconds += result.checker_seconds
+            if result.stopped == StopReason.LINE:
+                self.ended = "end of line"
+
 
 @dataclass
 class Loaded:
@@ -122,14 +130,39 @@ class Engine:
         self.loaded: Loaded | None = None
         self.error: str | None = None
 
-    def load(self, settings: Settings) -> Loaded:
-        """Load the configured model (and warm the checker and the model up); raises on failure."""
+    def load(self, settings: Settings, backend: ModelBackend | None = None) -> Loaded:
+        """Load the configured model, or take ``backend`` (any model backend, already loaded),
+        and warm the checker and the model up; raises on failure."""
         start = time.perf_counter()
         self.loaded, self.error = None, None
-        import torch
-
         from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.generate import FimDecoder
+
+        if backend is None:
+            backend = self._load_backend(settings)
+        decoder = FimDecoder(backend)
+        gate = ConfidenceGate.for_model(backend.name or None)
+        if settings.semantic:
+            from fimconstrain.decoding import jedi_attributes
+
+            jedi = jedi_attributes.shared()
+            if jedi is not None:
+                jedi.warm_up()  # in the background: jedi's first answer takes seconds
+        loaded = Loaded(backend.name, decoder, backend.fim_format.name, 0.0, gate)
+        # warm up: grammar tables, the prompt path, a few decode steps
+        warm = DecodeOptions.editor(False, max_new_tokens=4, top_k=8, semantic=False)
+        complete_at_cursor(
+            decoder, WARMUP_PREFIX, WARMUP_SUFFIX, warm, request=Job("warmup", time.monotonic() + 60, False)
+        )
+        loaded.load_seconds = time.perf_counter() - start
+        self.loaded = loaded
+        return loaded
+
+    @staticmethod
+    def _load_backend(settings: Settings) -> ModelBackend:
+        """The configured transformers model (default: the shipped one), offline."""
+        import torch
+
         from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
         if settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
@@ -139,80 +172,13 @@ class Engine:
             )
         if settings.threads:
             torch.set_num_threads(settings.threads)
-        model = load_model(
+        return load_model(
             settings.model,
             fim_format=settings.fim_format,
             device=settings.device,
             trust_remote_code=settings.trust_remote_code,
             progress=False,  # a bar on standard error is an error line in an editor's log
         )
-        decoder = FimDecoder(model.model, model.tokenizer, model.fim_format)
-        gate = ConfidenceGate.for_model(DEFAULT_MODEL_DIR if settings.model is None else settings.model)
-        if settings.semantic:
-            from fimconstrain.decoding import jedi_attributes
-
-            jedi = jedi_attributes.shared()
-            if jedi is not None:
-                jedi.warm_up()  # in the background: jedi's first answer takes seconds
-        loaded = Loaded(model.name, decoder, model.fim_format.name, 0.0, gate)
-        # warm up: grammar tables, the prompt path, a few decode steps
-        self._generate(
-            loaded,
-            Job("warmup", time.monotonic() + 60, False),
-            WARMUP_PREFIX,
-            WARMUP_SUFFIX,
-            max_tokens=4,
-            temperature=0.0,
-            seed=None,
-            top_k=8,
-        )
-        loaded.load_seconds = time.perf_counter() - start
-        self.loaded = loaded
-        return loaded
-
-    def _generate(
-        self,
-        loaded: Loaded,
-        job: Job,
-        prefix: str,
-        suffix: str,
-        max_tokens: int,
-        temperature: float,
-        seed: int | None,
-        top_k: int,
-        python_version=None,
-        finish_search: bool = False,
-        semantic: bool = False,
-    ) -> tuple[str, float] | None:
-        """A valid, non-blank middle the confidence gate shows, with its mean token
-        log-probability, or None; raises FimConstrainError when no middle can join ``prefix``
-        and ``suffix`` at ``python_version``."""
-        result = loaded.decoder.generate(
-            prefix,
-            suffix,
-            mode="constrained",
-            max_new_tokens=max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            seed=seed,
-            should_stop=job.should_stop,
-            on_token=job.on_token,
-            single_line=job.single_line,
-            drop_repeats=True,
-            finish_seconds=FINISH_SECONDS,
-            finish_search=finish_search,
-            python_version=python_version,
-            interrupt_setup=job.should_stop,
-            semantic=semantic,
-        )
-        job.model_seconds += result.model_seconds
-        job.constraint_seconds += result.checker_seconds
-        if result.stopped == "line":
-            job.ended = "end of line"
-        score = result.mean_logprob
-        if not (result.valid and result.middle.strip()) or score is None or not loaded.gate.shows(score):
-            return None
-        return result.middle, score
 
     def complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
         """Up to ``items`` distinct valid middles the confidence gate shows (greedy first, then
@@ -222,60 +188,42 @@ class Engine:
     def scored(
         self, job: Job, prefix: str, suffix: str, settings: Settings, items: int
     ) -> list[tuple[str, float]]:
-        """:meth:`complete`'s middles with their mean token log-probabilities.
-
-        The syntax is ``job.python_version``'s, or a newer version's when the document
-        (``job.verify_text``) or the text around the cursor does not parse at it but does at a
-        newer one (never refused for its version); ``job.used_version`` says which was used."""
-        from fimconstrain import FimConstrainError, Interrupted
-        from fimconstrain.engine.versions import parse_python_version
-
-        from .pyversion import accepts, newest_accepting
-
+        """:meth:`complete`'s middles with their mean token log-probabilities, by the library's
+        editor policy (:func:`fimconstrain.decoding.editor.complete_at_cursor`) at
+        ``job.python_version`` (or a newer version the document parses at: ``job.used_version``)."""
         loaded = self.loaded
-        if loaded is None or job.cancelled or job.expired():
+        if loaded is None:
             return []
-        constrain_suffix = suffix if settings.mode == "fim" else ""
-        version = parse_python_version(job.python_version)
-        if job.verify_text is not None and not accepts(job.verify_text, "", version, job.should_stop):
-            version = newest_accepting(job.verify_text, "", version) or version
-        job.used_version = version
-        out: dict[str, float] = {}
-        for i in range(items):
-            if job.cancelled or (i and job.expired()):
-                break
-            temperature, seed = (0.0, None) if i == 0 else (settings.temperature, i)
+        options = editor_options(settings, job.single_line, job.python_version)
+        try:
+            done = complete_at_cursor(
+                loaded.decoder,
+                prefix,
+                suffix if settings.mode == "fim" else "",
+                options,
+                items=items,
+                gate=loaded.gate,
+                request=job,
+                verify_text=job.verify_text,
+                more_temperature=settings.temperature,
+            )
+        except Interrupted:
+            raise  # cancelled or out of time while the document was read: no items
+        except FimConstrainError as error:  # a syntax error before the cursor at every version
+            log.info("no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None))
+            job.used_version = options.python_version
+            return []
+        job.note(done)
+        return [(item.middle, item.mean_logprob) for item in done.items]
 
-            def generate(at_version, temperature=temperature, seed=seed):
-                return self._generate(
-                    loaded,
-                    job,
-                    prefix,
-                    constrain_suffix,
-                    settings.max_tokens,
-                    temperature,
-                    seed,
-                    settings.top_k,
-                    python_version=at_version,
-                    finish_search=settings.finish_search,
-                    semantic=settings.semantic,
-                )
 
-            try:
-                middle = generate(version)
-            except Interrupted:
-                raise  # cancelled or out of time while the document was read: no items
-            except FimConstrainError as error:  # a syntax error before the cursor, NUL characters...
-                newer = newest_accepting(prefix, constrain_suffix, version)
-                if newer is None:
-                    log.info(
-                        "no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None)
-                    )
-                    return []
-                version = job.used_version = newer
-                middle = generate(version)
-            if job.cancelled:
-                break
-            if middle is not None:
-                out.setdefault(*middle)
-        return [] if job.cancelled else sorted(out.items(), key=lambda item: -item[1])
+def editor_options(settings: Settings, single_line: bool, python_version=None) -> DecodeOptions:
+    """The library's editor preset with the user's settings."""
+    return DecodeOptions.editor(
+        single_line,
+        max_new_tokens=settings.max_tokens,
+        top_k=settings.top_k,
+        finish_search=settings.finish_search,
+        semantic=settings.semantic,
+        python_version=python_version,
+    )

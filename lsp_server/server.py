@@ -33,16 +33,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from fimconstrain import Interrupted, clear_caches
+from fimconstrain.decoding.editor import wants_multiline
+from fimconstrain.decoding.python_version import Choice, Chooser
+from fimconstrain.engine import clear_caches
+from fimconstrain.engine.errors import Interrupted
 
-from . import __version__
 from .collector import Collector
 from .config import SECTION, Settings, section, update
-from .documents import UTF8, Documents, encoding_name, offset_at
+from .documents import UTF8, Documents, encoding_name, offset_at, uri_path
 from .engine import Engine, Job
-from .pyversion import Choice, Chooser
-from .shaping import wants_multiline
 from .turns import Ticket, Turns
+from .version import __version__
 
 T = TypeVar("T")
 
@@ -404,7 +405,9 @@ class FimServer(LanguageServer):
         """The version ``uri`` is checked as: from the pythonVersion setting (pyproject.toml's
         requires-python for "auto", read again when it changes), or the newer version it was
         found to parse at since."""
-        choice = self.versions.choose(self.settings.python_version, uri)
+        choice = self.versions.choose(
+            self.settings.python_version, uri_path(uri), named="setting pythonVersion"
+        )
         entry = self.doc_versions.get(uri)
         if entry is None or entry.choice != choice:
             entry = self.doc_versions[uri] = DocVersion(choice, choice.version)

@@ -17,13 +17,6 @@ from ..engine.errors import FimConstrainError, InputError
 from .fim_formats import get_format
 from .positions import line_starts
 
-#: the decoding modes (:data:`.generate.MODES` re-exports them with the decode loop)
-MODES = ("unconstrained", "checked", "constrained", "prefix")
-#: whether names guide decoding unless told (:mod:`.semantic`; the API, ``complete`` and the
-#: server's ``semantic`` setting): on, from ``benchmarks/semantic_quality.py`` (docs/semantic.md,
-#: "Measured": more middles that parse and resolve, no true middle excluded, ~1% latency)
-SEMANTIC_DEFAULT = True
-
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Help that shows each option's default, except where there is none to show (None, or a

@@ -13,13 +13,12 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..engine.errors import FimConstrainError
-from ..engine.versions import add_python_version_option, parse_python_version
+from ..engine.versions import NEWEST, OLDEST, PythonVersion, format_version
 from .command_line import (
-    MODES,
-    SEMANTIC_DEFAULT,
     HelpFormatter,
     add_model_options,
     non_negative_float,
@@ -28,87 +27,89 @@ from .command_line import (
     probability,
     read_source,
 )
+from .confidence import ConfidenceGate
+from .editor import complete_at_cursor, shows, wants_multiline
+from .options import MODES, SEMANTIC_DEFAULT, DecodeOptions
 from .positions import cursor_offset
-
-#: what ``stopped:`` says about how the middle ended (printed under it; README, "Command line")
-STOPPED = {
-    "eos": "the model ended the middle (constrained modes allow that only when the file is valid)",
-    "split": "the model's last token ran on into the text after the cursor; the middle ends inside it",
-    "line": "one line was asked for, and it ended",
-    "budget": "--max-new-tokens ran out; the middle is as generated, or cut back to its longest valid "
-    "prefix when nothing ended it validly: try a larger --max-new-tokens",
-    "best-stop": "--max-new-tokens ran out; the middle is cut where the file was last valid and the "
-    "model likeliest to stop",
-    "finished": "--max-new-tokens ran out; the middle was ended by the end-of-middle policy (a cut of "
-    "it, closed with brackets and the like)",
-    "stuck": "no token the model offered kept the file valid; the middle ends there, as for budget",
-    "cancelled": "stopped from outside (the language server: a newer request, or the deadline)",
-}
+from .python_version import AUTO, Chooser, normalize_setting
+from .result import FimResult
 
 
-def complete_file(path: str | Path, cursor: str | int, model=None, **options):
+@dataclass
+class CursorCompletion:
+    """The middle at a cursor, whether the editor would show it, and the version it was checked as."""
+
+    result: FimResult
+    #: the editor shows it: valid, not blank, confident enough (:func:`.editor.shows`)
+    shown: bool
+    version: PythonVersion
+    #: why that version: the setting, requires-python of a pyproject.toml, or a newer version
+    #: the file parses at
+    version_source: str
+
+
+def complete_file(path: str | Path, cursor: str | int, model=None, **options) -> CursorCompletion:
     """Fill the middle of the file at ``path`` (``"-"``: standard input) at ``cursor``;
-    returns a :class:`~fimconstrain.decoding.generate.FimResult`. ``options``: those of
-    :func:`complete_text`."""
+    ``options``: those of :func:`complete_text`."""
     _, text = read_source(str(path))
-    return complete_text(text, cursor_offset(text, cursor), model, **options)
+    where = Path.cwd() if str(path) == "-" else Path(path)
+    return complete_text(text, cursor_offset(text, cursor), model, path=where, **options)
 
 
 def complete_text(
     text: str,
     offset: int,
     model=None,
-    mode: str = "constrained",
-    max_new_tokens: int = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 64,
-    seed: int | None = 0,
+    *,
+    path: Path | None = None,
+    python_version: str = AUTO,
+    multiline: str = "auto",
     fim_format: str | None = None,
     order: str = "psm",
     trust_remote_code: bool = False,
     progress: bool = True,
-    python_version=None,
     timings: dict[str, float] | None = None,
-    **options,
-):
-    """Fill the middle of ``text`` at character ``offset``.
+    **changes,
+) -> CursorCompletion:
+    """Fill the middle of ``text`` at character ``offset`` as the editor would.
 
-    ``model`` is a :class:`~fimconstrain.decoding.models.LoadedModel`, a directory or cached hub
-    id, or None for the shipped default model. ``python_version`` (``"3.12"`` or ``(3, 12)``;
-    default: the newest) is the syntax the middle must keep valid. ``timings``, if given, gets
-    the seconds spent importing the model stack, loading the model and generating.
-    ``options`` go to :meth:`~fimconstrain.decoding.generate.FimDecoder.generate`.
+    ``model``: a model backend (:mod:`.backend`, e.g. what :func:`.models.load_model` returns),
+    a directory or cached hub id, or None for the shipped default model. ``python_version``:
+    ``"auto"`` (requires-python of the nearest pyproject.toml above ``path``, else the newest)
+    or ``"3.12"``; ``multiline``: ``auto`` (from the cursor's context), ``always`` or ``never``.
+    ``changes``: fields of :class:`.options.DecodeOptions` that differ from the editor's preset
+    (:meth:`.options.DecodeOptions.editor`). ``timings``, if given, gets the seconds spent
+    importing the model stack, loading the model and generating.
     """
-    python_version = parse_python_version(python_version)  # a bad version fails before the model loads
+    setting = normalize_setting(python_version)  # a bad version fails before the model loads
+    prefix, suffix = text[:offset], text[offset:]
+    choice = Chooser().choose(setting, path, named="--python-version")
+    options = replace(
+        DecodeOptions.editor(single_line=not wants_multiline(prefix, suffix, multiline)),
+        python_version=choice.version,
+        **changes,
+    )
     spent = {} if timings is None else timings
     start = time.perf_counter()
     from .generate import FimDecoder
-    from .models import LoadedModel, load_model
+    from .models import load_model
 
     spent["import"] = time.perf_counter() - start
     start = time.perf_counter()
-    if not isinstance(model, LoadedModel):
+    if model is None or isinstance(model, (str, Path)):
         model = load_model(model, fim_format=fim_format, trust_remote_code=trust_remote_code)
-    decoder = FimDecoder(
-        model.model, model.tokenizer, model.fim_format, order=order, python_version=python_version
-    )
+    decoder = FimDecoder(model, order=order)
+    gate = ConfidenceGate.for_model(getattr(model, "name", "") or None)
     spent["load"] = time.perf_counter() - start
     start = time.perf_counter()
-    result = decoder.generate(
-        text[:offset],
-        text[offset:],
-        mode=mode,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-        progress=progress,
-        **options,
+    completion = complete_at_cursor(
+        decoder, prefix, suffix, options, gate=gate, verify_text=text, progress=progress
     )
     spent["generate"] = time.perf_counter() - start
-    return result
+    result = completion.results[0]
+    version = completion.version or choice.version
+    source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
+    return CursorCompletion(result, shows(result, gate), version, source)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,7 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="constrained: prefix + middle + suffix stays valid; prefix: the text before the cursor "
         "only; checked: unconstrained, then cut to the longest valid prefix; unconstrained: the model alone",
     )
-    ap.add_argument("--max-new-tokens", type=positive_int, default=128, metavar="N", help="token budget")
+    ap.add_argument("--max-new-tokens", type=positive_int, default=64, metavar="N", help="token budget")
+    ap.add_argument(
+        "--multiline",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="a block or one line: auto decides from the cursor's context, as the editor does",
+    )
     ap.add_argument(
         "--temperature", type=non_negative_float, default=0.0, metavar="T", help="0 for greedy decoding"
     )
@@ -169,9 +176,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="constrained and prefix modes: names the file defines and attributes jedi resolves guide "
         "the choice among valid tokens (soft: an unknown name is only ruled out where that is sure)",
     )
-    add_python_version_option(ap)
+    ap.add_argument(
+        "--finish-search",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="constrained: a middle cut short may be completed by the checker's finish search (off, as "
+        "in the editor: only the model's own text is shown)",
+    )
+    ap.add_argument(
+        "--python-version",
+        type=_version_setting,
+        default=AUTO,
+        metavar="auto|X.Y",
+        help=f"target Python, {format_version(OLDEST)} to {format_version(NEWEST)}: that version's syntax "
+        "is valid, newer syntax is not; auto: the lower bound of requires-python in the nearest "
+        "pyproject.toml above the file (standard input: above the current folder), else the newest. "
+        "A file that parses only at a newer version is completed as that one, as in the editor",
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return ap
+
+
+def _version_setting(text: str) -> str:
+    """argparse type of ``--python-version``: ``auto`` or a supported ``X.Y``."""
+    try:
+        return normalize_setting(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main_complete(argv: list[str] | None = None) -> int:
@@ -181,42 +212,49 @@ def main_complete(argv: list[str] | None = None) -> int:
     try:
         _, text = read_source(args.file)
         offset = cursor_offset(text, args.cursor)
-        result = complete_text(
+        done = complete_text(
             text,
             offset,
             model=args.model,
+            path=Path.cwd() if args.file == "-" else Path(args.file),
+            python_version=args.python_version,
+            multiline=args.multiline,
+            fim_format=args.fim_format,
+            order=args.order,
+            trust_remote_code=args.trust_remote_code,
+            progress=not args.json,
+            timings=timings,
             mode=args.mode,
             max_new_tokens=args.max_new_tokens,
             temperature=args.temperature,
             top_p=args.top_p,
             top_k=args.top_k,
             seed=args.seed,
-            fim_format=args.fim_format,
-            order=args.order,
-            trust_remote_code=args.trust_remote_code,
-            progress=not args.json,
-            python_version=args.python_version,
-            timings=timings,
             finish_in_budget=args.finish_in_budget,
             best_stop=args.best_stop,
             prefilter=args.prefilter,
+            finish_search=args.finish_search,
             semantic=args.semantic,
         )
     except FimConstrainError as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)
         return 2
+    result = done.result
+    version = format_version(done.version)
     if args.json:
-        print(json.dumps({**result.to_dict(), "timings": timings}))
+        extra = dict(shown=done.shown, python_version=version, python_version_source=done.version_source)
+        print(json.dumps({**result.to_dict(), **extra, "timings": timings}))
     else:
         sys.stdout.write(result.middle if result.middle.endswith("\n") else result.middle + "\n")
+        shown = "" if done.shown else "; the editor would show nothing (blank, invalid or unlikely)"
         print(
-            f"# {'valid' if result.valid else 'INVALID'} Python ({result.mode}, stopped: {result.stopped}); "
-            f"{result.tokens} tokens, model {result.model_ms_per_token:.1f} ms/token, "
-            f"constraint {result.checker_ms_per_token:.2f} ms/token, "
-            f"setup {1000 * result.setup_seconds:.0f} ms\n"
-            f"# stopped: {result.stopped}: {STOPPED.get(result.stopped, '')}\n"
+            f"# {'valid' if result.valid else 'INVALID'} Python {version} ({done.version_source}); "
+            f"{result.mode}, {result.tokens} tokens{shown}\n"
+            f"# stopped: {result.stopped}: {result.stopped.explanation}\n"
             f"# time: import {timings['import']:.2f} s, model load {timings['load']:.2f} s, "
-            f"generate {timings['generate']:.2f} s",
+            f"generate {timings['generate']:.2f} s (model {result.model_ms_per_token:.1f} ms/token, "
+            f"constraint {result.checker_ms_per_token:.2f} ms/token, "
+            f"setup {1000 * result.setup_seconds:.0f} ms)",
             file=sys.stderr,
         )
     return 0 if result.valid else 1

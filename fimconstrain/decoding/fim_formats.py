@@ -162,6 +162,13 @@ def split_budget(n_prefix: int, n_suffix: int, budget: int) -> tuple[int, int]:
     return half, budget - half
 
 
+def special_token_ids(tokenizer) -> set[int]:
+    """Ids of every special or added token (FIM markers, padding...): never part of a middle's text."""
+    ids = set(tokenizer.all_special_ids)
+    ids.update(getattr(tokenizer, "added_tokens_decoder", {}).keys())
+    return ids
+
+
 class TextCodec:
     """Exact text <-> token ids for a tokenizer, hiding SentencePiece's implicit leading space."""
 

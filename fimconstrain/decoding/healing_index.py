@@ -2,7 +2,7 @@
 
 While the first tokens must write the healed end of the prefix again (``self.na|`` healed
 to ``self.`` + "na..."), a token passes only if its text is a start of what is left to write
-or writes all of it and goes on (:func:`.generate.rest_of_healing`).  The model, prompted
+or writes all of it and goes on (:func:`.constraint.rest_of_healing`).  The model, prompted
 before the healed text, often ranks such tokens far down: walking the ranking checked hundreds
 of candidates per healing step (2,396 in one step of a held-out mid-line request).  This index
 gives the tokens that can pass directly, so that the walk sees only them, in the model's order.
@@ -21,11 +21,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from functools import lru_cache
 
-import torch
+import numpy as np
 
+from .constraint import REPLACEMENT
 from .fim_formats import TextCodec
-
-_REPLACEMENT = "\ufffd"
 
 
 class HealingIndex:
@@ -37,9 +36,9 @@ class HealingIndex:
         texts = [codec.decode([token]) for token in range(known)]
         #: tokens whose text cannot be judged alone (not whole UTF-8), that write nothing, or
         #: that the tokenizer does not know
-        self.always = [t for t, text in enumerate(texts) if not text or _REPLACEMENT in text]
+        self.always = [t for t, text in enumerate(texts) if not text or REPLACEMENT in text]
         self.always += range(known, vocab_size)
-        ranked = sorted((text, t) for t, text in enumerate(texts) if text and _REPLACEMENT not in text)
+        ranked = sorted((text, t) for t, text in enumerate(texts) if text and REPLACEMENT not in text)
         self.texts = [text for text, _ in ranked]
         self.ids = [t for _, t in ranked]
         self.mask = lru_cache(maxsize=256)(self._mask)
@@ -58,8 +57,8 @@ class HealingIndex:
             at += 1
         return out
 
-    def _mask(self, healing: str) -> torch.Tensor:
+    def _mask(self, healing: str) -> np.ndarray:
         """Booleans over the vocabulary: True where a token may write ``healing`` (cached)."""
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        mask = np.zeros(self.vocab_size, dtype=bool)
         mask[self.tokens(healing)] = True
         return mask

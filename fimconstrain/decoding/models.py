@@ -10,42 +10,20 @@ model shipped in ``fimconstrain/default_model`` is used.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..engine.errors import FimConstrainError
-from .fim_formats import FimFormat, resolve_format
+from .fim_formats import resolve_format
+
+if TYPE_CHECKING:
+    from .transformers_backend import TransformersBackend
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"
 
 
 class ModelNotFoundError(FimConstrainError):
     """The model is neither a local directory nor in the local Hugging Face cache."""
-
-
-@dataclass
-class LoadedModel:
-    """A causal LM in eval mode, its tokenizer, and the FIM format it was trained with."""
-
-    model: object
-    tokenizer: object
-    fim_format: FimFormat
-    name: str
-
-    @property
-    def context_window(self) -> int:
-        """Most tokens (prompt plus generated) the model's positions cover."""
-        return context_window(self.model, self.tokenizer)
-
-
-def context_window(model, tokenizer) -> int:
-    """The model's window from its config (``n_positions`` or ``max_position_embeddings``), else
-    the tokenizer's."""
-    for key in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
-        value = getattr(model.config, key, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return min(int(tokenizer.model_max_length), 1 << 20)
 
 
 def _not_found(name: str, error: Exception) -> ModelNotFoundError:
@@ -108,8 +86,9 @@ def load_model(
     dtype=None,
     device: str = "cpu",
     progress: bool = True,
-) -> LoadedModel:
-    """Load ``name`` (directory or hub id already in the cache; default: the shipped model) for FIM decoding.
+) -> TransformersBackend:
+    """Load ``name`` (directory or hub id already in the cache; default: the shipped model) for FIM
+    decoding, as a model backend (:mod:`.backend`).
 
     ``dtype`` defaults to float32 on the CPU and to the checkpoint's own type elsewhere;
     ``fim_format`` overrides the format detected from the tokenizer's vocabulary; without
@@ -117,6 +96,8 @@ def load_model(
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .transformers_backend import TransformersBackend
 
     name = str(DEFAULT_MODEL_DIR if name is None else name)
     path = Path(name).expanduser()
@@ -146,4 +127,4 @@ def load_model(
         ) from error
     # transformers wraps PreTrainedModel.to in a decorator whose stub loses the signature
     model.to(device).eval()  # type: ignore[arg-type]
-    return LoadedModel(model, tokenizer, resolve_format(tokenizer, fim_format), name)
+    return TransformersBackend(model, tokenizer, resolve_format(tokenizer, fim_format), name)

@@ -20,13 +20,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 from ..engine.completion_engine import CompletionEngine
 from ..engine.name_check import RESOLVES, NameCheck, Verdict
 from ..engine.scopes import FileScopes
 from . import jedi_attributes
-from .generate import ConstraintState, passing_candidates
+from .constraint import ConstraintState, passing_candidates
 
 #: log-probability taken off a candidate that makes a name unresolvable where not confident
 SOFT_PENALTY = 2.0
@@ -98,7 +98,7 @@ class SemanticGuide:
         return (state.added_text(token) or "")[len(state.healing) :]
 
     def choose(
-        self, state: ConstraintState, ranked: Iterator[int], keys: torch.Tensor
+        self, state: ConstraintState, ranked: Iterator[int], keys: np.ndarray
     ) -> Iterator[tuple[int, ConstraintState]]:
         """The chosen valid candidate of ``ranked`` (best key first), with the state after it;
         nothing when no candidate is valid. The guide moves on with the choice."""

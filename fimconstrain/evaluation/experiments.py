@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ..decoding.options import DecodeOptions
 from .examples import Example
-from .modes import CONSTRAINED, GENERATE, MODES
+from .modes import CONSTRAINED, MODES
 from .provenance import Provenance, Settings, model_folder, record_key, weights_sha256
 from .records import base_record, checked_fields, result_fields, sample_id
 
@@ -39,13 +40,7 @@ def open_decoder(args: argparse.Namespace):
         str(getattr(loaded.model, "dtype", "")),
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
-    decoder = FimDecoder(
-        loaded.model,
-        loaded.tokenizer,
-        loaded.fim_format,
-        order=args.order,
-        python_version=args.python_version,
-    )
+    decoder = FimDecoder(loaded, order=args.order, python_version=args.python_version)
     return provenance, decoder
 
 
@@ -92,7 +87,7 @@ def run_example(
 
     modes = [m for m in MODES if m in set(modes)]
     s = provenance.settings
-    common = dict(
+    common: dict = dict(
         max_new_tokens=s.max_new_tokens,
         top_k=s.top_k,
         temperature=s.temperature,
@@ -102,7 +97,8 @@ def run_example(
     base = lambda mode: base_record(dataset, example, mode, provenance, with_context, sample)
     if "unconstrained" in modes or "checked" in modes:
         start = time.perf_counter()
-        result = decoder.generate(example.prefix, example.suffix, **{**common, **GENERATE["unconstrained"]})
+        options = DecodeOptions.evaluation("unconstrained", **common)
+        result = decoder.generate(example.prefix, example.suffix, options)
         wall = time.perf_counter() - start
         if "unconstrained" in modes:
             yield {**base("unconstrained"), **result_fields(result, example), "wall_seconds": wall}
@@ -111,7 +107,7 @@ def run_example(
     for mode in (m for m in modes if m in CONSTRAINED or m == "prefix"):
         clear_caches()  # a cold build each time, so that the one-time cost is measured honestly
         start = time.perf_counter()
-        result = decoder.generate(example.prefix, example.suffix, **{**common, **GENERATE[mode]})
+        result = decoder.generate(example.prefix, example.suffix, DecodeOptions.evaluation(mode, **common))
         yield {**base(mode), **result_fields(result, example), "wall_seconds": time.perf_counter() - start}
 
 

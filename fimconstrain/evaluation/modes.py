@@ -1,29 +1,14 @@
-"""The decoding modes an evaluation compares (paper 004 §VII-B): what each passes to
-``FimDecoder.generate`` and what it means in ``--help`` and in the report."""
+"""The decoding modes an evaluation compares (paper 004 §VII-B) and what each means in ``--help``
+and in the report; what each decodes with is the library's preset
+(:data:`fimconstrain.decoding.options.EVALUATION_PRESETS`)."""
 
 from __future__ import annotations
 
-#: the paper's candidate count (§VII-B: "up to the top 50 token candidates")
-PAPER_TOP_K = 50
-#: the modes an evaluation runs, and what each passes to ``FimDecoder.generate`` (checked is
-#: derived from the unconstrained run).  The baselines take the prefix as written (no token
-#: healing), as the paper's do.
-GENERATE: dict[str, dict] = {
-    "unconstrained": dict(mode="unconstrained", heal=False),
-    "checked": dict(mode="unconstrained", heal=False),
-    "constrained": dict(mode="constrained", finish_in_budget=True),
-    "constrained-nofinish": dict(mode="constrained", finish_in_budget=False),
-    "paper": dict(
-        mode="constrained",
-        finish_in_budget=False,
-        vocabulary_fallback=False,
-        split_ending=False,
-        heal=False,
-        top_k=PAPER_TOP_K,
-    ),
-    "prefix": dict(mode="prefix"),
-}
-MODES = tuple(GENERATE)
+from ..decoding.options import EVALUATION_PRESETS, PAPER_TOP_K
+
+__all__ = ["CONSTRAINED", "DEFAULT_MODES", "MODES", "MODE_HELP", "MODE_NOTES", "PAPER_TOP_K"]
+
+MODES = tuple(EVALUATION_PRESETS)
 #: what ``--modes`` defaults to: all but prefix-only decoding (which needs a token-mask store)
 DEFAULT_MODES = tuple(m for m in MODES if m != "prefix")
 CONSTRAINED = ("constrained", "constrained-nofinish", "paper")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 
+from ..decoding.options import DecodeOptions
 from ..decoding.oracle import ast_parses
 from .examples import Example
-from .modes import GENERATE
 from .provenance import Provenance, record_key
 
 
@@ -43,7 +43,7 @@ def base_record(
         "mode": mode,
         "settings_id": provenance.settings_id,
         "provenance": provenance.to_dict(),
-        "top_k": GENERATE[mode].get("top_k", provenance.settings.top_k),
+        "top_k": DecodeOptions.evaluation(mode, top_k=provenance.settings.top_k).top_k,
         "path": example.path,
         "sha256": example.sha256,
         "prefix_chars": len(example.prefix),
@@ -77,7 +77,7 @@ def result_fields(result, example: Example, middle: str | None = None) -> dict:
 def online_parse_seconds(decoder, result, example: Example) -> list[float]:
     """The checked baseline's work at each step: one timed ``ast.parse`` of the file with the
     middle written so far (the last step, a stop token, checks the whole middle again)."""
-    from ..decoding.generate import middle_of
+    from ..decoding.validity import middle_of
 
     times = []
     for step in range(result.steps):
@@ -91,7 +91,7 @@ def online_parse_seconds(decoder, result, example: Example) -> list[float]:
 def checked_fields(decoder, result, example: Example) -> dict:
     """Checked-unconstrained from an unconstrained run: its tokens cut to the longest prefix that
     parses (§VII-B; greedy decoding would repeat the same tokens), timed as checking online."""
-    from ..decoding.generate import longest_valid_prefix
+    from ..decoding.validity import longest_valid_prefix
 
     middle = longest_valid_prefix(example.prefix, decoder.codec, result.token_ids, example.suffix)
     parses = online_parse_seconds(decoder, result, example)

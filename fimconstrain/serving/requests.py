@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..decoding.fim_formats import TextCodec, resolve_format
-from ..decoding.generate import ConstraintState, passing_candidates, special_token_ids
+from ..decoding.constraint import ConstraintState, passing_candidates
+from ..decoding.fim_formats import TextCodec, resolve_format, special_token_ids
 from ..engine.checker import fim_checker
 from ..engine.errors import FimConstrainError
 from ..engine.versions import format_version, parse_python_version

@@ -20,10 +20,13 @@ from types import SimpleNamespace
 import pytest
 
 torch = pytest.importorskip("torch")
+import numpy as np  # noqa: E402
+
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import fimconstrain  # noqa: E402
+from fimconstrain.decoding.constraint import ConstraintState  # noqa: E402
 from fimconstrain.decoding.fim_formats import (  # noqa: E402
     FORMATS,
     FimFormatError,
@@ -33,15 +36,11 @@ from fimconstrain.decoding.fim_formats import (  # noqa: E402
     get_format,
     split_budget,
 )
-from fimconstrain.decoding.generate import (  # noqa: E402
-    ConstraintState,
-    FimDecoder,
-    FimLogitsProcessor,
-    longest_valid_prefix,
-    middle_of,
-    parses,
-)
+from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
+from fimconstrain.decoding.logits_processor import FimLogitsProcessor  # noqa: E402
+from fimconstrain.decoding.options import Controls  # noqa: E402
 from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
+from fimconstrain.decoding.validity import longest_valid_prefix, middle_of, parses  # noqa: E402
 
 # (prefix, suffix) pairs: an open expression, a statement to fill inside a block, a call's arguments
 CASES = [
@@ -258,24 +257,22 @@ def test_load_tiny_model(tiny, tiny_dir):
 
 def test_kv_cache_matches_full_forward(tiny):
     """One cached forward per token gives the logits of a full forward over everything so far."""
-    from fimconstrain.decoding.generate import _CachedStepper
-
     ids = build_prompt(tiny.fim_format, TextCodec(tiny.tokenizer), *CASES[0])
-    stepper = _CachedStepper(tiny.model)
-    logits = stepper.logits(ids)
+    session = tiny.start()
+    logits = session.prefill(ids)
     with torch.no_grad():
         for token in [17, 300, 5, 599, 42]:
-            full = tiny.model(input_ids=torch.tensor([ids])).logits[0, -1]
-            assert torch.allclose(logits, full, atol=1e-5)
+            full = tiny.model(input_ids=torch.tensor([ids])).logits[0, -1].numpy()
+            assert np.allclose(logits, full, atol=1e-5)
             ids.append(token)
-            logits = stepper.logits([token])
+            logits = session.step(token)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_constrained_middle_stays_completable(tiny, case, temperature):
     prefix, suffix = CASES[case]
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     result = decoder.generate(
         prefix, suffix, mode="constrained", max_new_tokens=30, temperature=temperature, top_p=0.95, seed=case
     )
@@ -292,7 +289,7 @@ def test_finish_in_budget_ends_valid(tiny, case):
     if need be), so the result is valid whenever some valid end was found; off, it is left as
     generated. The tokens decoded are the same either way."""
     prefix, suffix = CASES[case]
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     kwargs = dict(mode="constrained", max_new_tokens=12, temperature=1.0, seed=case, best_stop=False)
     on = decoder.generate(prefix, suffix, **kwargs)
     off = decoder.generate(prefix, suffix, finish_in_budget=False, **kwargs)
@@ -304,14 +301,14 @@ def test_finish_in_budget_ends_valid(tiny, case):
 
 
 def test_should_stop_cancels_within_one_step(tiny):
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     calls = []
     result = decoder.generate(
         "x = ",
         "\n",
         mode="constrained",
         max_new_tokens=30,
-        should_stop=lambda: calls.append(1) or len(calls) > 3,
+        controls=Controls(should_stop=lambda: calls.append(1) or len(calls) > 3),
     )
     assert result.stopped == "cancelled" and result.tokens <= 3
 
@@ -320,7 +317,9 @@ def test_should_stop_cancels_within_one_step(tiny):
 def test_eos_only_when_complete(tiny, case):
     """With EOS always ranked first, decoding stops at the first token boundary where the file parses."""
     prefix, suffix = case
-    decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(
+        _EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
     for seed in range(3):
         result = decoder.generate(
             prefix,
@@ -342,7 +341,9 @@ def test_eos_only_when_complete(tiny, case):
 
 
 def test_eos_accepted_at_once_when_complete(tiny):
-    decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(
+        _EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
     for mode in ("constrained", "unconstrained"):
         result = decoder.generate("x = 1", "\n", mode=mode, max_new_tokens=10, heal=False)
         assert (result.middle, result.stopped, result.valid, result.tokens) == ("", "eos", True, 0)
@@ -355,7 +356,7 @@ def test_budget_cuts_at_the_best_valid_stop(tiny):
     eos = tiny.tokenizer.eos_token_id
     results = {}
     for best_stop in (True, False):
-        decoder = FimDecoder(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
+        decoder = FimDecoder.from_model(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
         results[best_stop] = decoder.generate(
             "x = 1",
             "\n",
@@ -377,7 +378,7 @@ def test_a_stray_middle_is_finished_by_the_end_of_middle_policy(tiny):
     what was decoded plus the checker's shortest finish, and the file is valid."""
     codec = TextCodec(tiny.tokenizer)
     script = codec.encode("x = 1\n") + codec.encode("y = (")
-    decoder = FimDecoder(
+    decoder = FimDecoder.from_model(
         _Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     result = decoder.generate("", "\n", mode="constrained", max_new_tokens=len(script), best_stop=False)
@@ -388,7 +389,7 @@ def test_a_stray_middle_is_finished_by_the_end_of_middle_policy(tiny):
 def test_single_line_stops_at_the_end_of_the_line(tiny):
     codec = TextCodec(tiny.tokenizer)
     script = codec.encode("y = 2\n") + codec.encode("z = 3\n")
-    decoder = FimDecoder(
+    decoder = FimDecoder.from_model(
         _Scripted(tiny.model, script, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     result = decoder.generate(
@@ -402,7 +403,7 @@ def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
     (token,) = codec.encode("')")
-    decoder = FimDecoder(
+    decoder = FimDecoder.from_model(
         _Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     result = decoder.generate("x = f('a", ")\n", mode="constrained", max_new_tokens=5, heal=False)
@@ -414,7 +415,7 @@ def test_no_split_ending_in_paper_mode(tiny):
     candidate: it fails the check, and the middle never ends inside it."""
     codec = TextCodec(tiny.tokenizer)
     (token,) = codec.encode("')")
-    decoder = FimDecoder(
+    decoder = FimDecoder.from_model(
         _Scripted(tiny.model, [token], tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     result = decoder.generate(
@@ -428,7 +429,7 @@ def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
     with ``top_k=1`` stops the middle at once ("stuck", one step), where the scan goes on."""
     codec = TextCodec(tiny.tokenizer)
     (token,) = codec.encode(")")
-    decoder = FimDecoder(
+    decoder = FimDecoder.from_model(
         _Scripted(tiny.model, [token] * 8, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     common = dict(
@@ -442,13 +443,15 @@ def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
 
 def test_steps_count_the_stop_token(tiny):
     """A middle of n tokens ended by the stop token took n + 1 decoding steps."""
-    decoder = FimDecoder(_EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(
+        _EosFirst(tiny.model, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
+    )
     result = decoder.generate("x = 1\n", "", mode="constrained", max_new_tokens=8, heal=False)
     assert result.stopped == "eos" and result.steps == result.generated + 1 == 1
 
 
 def test_sampling_is_seeded(tiny):
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     prefix, suffix = CASES[1]
     runs = [
         decoder.generate(prefix, suffix, max_new_tokens=15, temperature=1.0, seed=s).middle for s in (3, 3, 4)
@@ -462,7 +465,7 @@ def test_checked_mode_cuts_to_longest_valid_prefix(tiny):
     ids = codec.encode(" 2)") + codec.encode(" + (")
     assert longest_valid_prefix("x = (1 +", codec, ids, "\n") == " 2)"
     assert longest_valid_prefix("x = (1 +", codec, codec.encode(" +"), "\n") == " +"  # none valid: all of it
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     result = decoder.generate(*CASES[0], mode="checked", max_new_tokens=20)
     assert result.raw_middle.startswith(result.middle)
     assert result.valid or result.middle == result.raw_middle
@@ -473,13 +476,14 @@ def test_a_constrained_cut_judges_by_the_prefix_checker(tiny, version):
     """At another version than the running one, a constrained run judges middles by reading on
     from its checker after the prefix: the same verdict as :func:`parses` of the whole file, and
     the same longest valid prefix."""
-    from fimconstrain.decoding.generate import _Run
+    from fimconstrain.decoding.options import DecodeOptions
+    from fimconstrain.decoding.run import Run
 
     codec = TextCodec(tiny.tokenizer)
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder(tiny)
     prefix, suffix = "def f[T](x: T) -> T:\n    y = (x +", "\n    return y\n"
-    run = _Run(decoder, prefix, suffix, "constrained", 0, (3, int(version[2:])))
-    run.start_constraint(suffix, run.version)
+    run = Run(decoder.vocabulary, prefix, suffix, DecodeOptions(), 0, (3, int(version[2:])))
+    run.start_constraint(suffix)
     for middle in [" 1)", " 1", " 1))", ")", " [1][0])", " 1)\n    z = 2", " 1)\nz = 2", " f'{x!r}')", ""]:
         assert run.valid(middle) == parses(prefix + middle + suffix, run.version), middle
     ids = codec.encode(" 1)") + codec.encode(" + (")
@@ -537,7 +541,7 @@ def test_logits_processor_masks_to_first_k_passing(tiny, k):
 
 def test_logits_processor_with_generate(tiny):
     prefix, suffix = CASES[3]
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     prompt = build_prompt(tiny.fim_format, decoder.codec, prefix, suffix)
     proc = FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=len(prompt), k=1)
     with torch.no_grad():
@@ -579,7 +583,7 @@ def test_default_model_completes_a_file(tmp_path):
         "    for name in sorted(os.listdir(folder)):\n        if name.endswith('.py'):\n"
         "            result.append(name)\n    return result\n"
     )
-    result = complete_file(path, "6:5", max_new_tokens=48, progress=False)  # cursor before "for"
+    result = complete_file(path, "6:5", max_new_tokens=48, progress=False).result  # cursor before "for"
     text = path.read_text()
     offset = cursor_offset(text, "6:5")
     assert text[offset:].startswith("for name")
@@ -621,7 +625,7 @@ def test_prefix_mode_uses_the_mask_store(tiny, case, tmp_path, monkeypatch):
     """mode="prefix": the left context alone constrains; the mask store pre-filters candidates."""
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
     prefix, suffix = CASES[case]
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     result = decoder.generate(
         prefix, suffix, mode="prefix", max_new_tokens=20, temperature=1.0, seed=case, finish_in_budget=False
     )
@@ -638,7 +642,7 @@ def test_prefilter_chooses_the_same_tokens_with_fewer_checks(tiny, case, tmp_pat
     pre-filter draws exactly the tokens it draws without, checking no more candidates."""
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
     prefix, suffix = CASES[case]
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     runs = [
         decoder.generate(
             prefix,
@@ -664,9 +668,9 @@ def test_complete_command_options(tiny_dir, tmp_path, capsys, monkeypatch):
     path.write_text("def f(x):\n    return (x +\n")
     args = [str(path), "--cursor", "2:16", "--model", str(tiny_dir), "--max-new-tokens", "4", "--json"]
     off = json.loads((main_complete(args + ["--no-finish", "--no-best-stop"]), capsys.readouterr().out)[1])
-    on = json.loads((main_complete(args + ["--prefilter"]), capsys.readouterr().out)[1])
+    on = json.loads((main_complete(args + ["--prefilter", "--finish-search"]), capsys.readouterr().out)[1])
     assert off["stopped"] in ("budget", "eos", "split", "stuck")
-    assert on["valid"]  # ended by the policy (a finish that invents nothing, or a cut)
+    assert on["valid"]  # ended by the policy (a cut, closed by the finish search)
 
 
 # ---------------------------------------------------------------- target Python version
@@ -676,17 +680,15 @@ def test_python_version_constrains_generation(tiny):
     """The decoder's python_version (or a call's) is the syntax the middle must keep valid:
     `type X = ...` (3.12) cannot be completed as 3.11."""
     prefix, suffix = "type X = ", "\n"
-    old = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="3.11")
+    old = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="3.11")
     assert old.python_version == (3, 11)
     with pytest.raises(fimconstrain.UncompletableError):
         old.generate(prefix, suffix, max_new_tokens=4)
     result = old.generate(prefix, suffix, max_new_tokens=6, python_version=(3, 12))  # this call only
     assert fimconstrain.fim_checker(prefix, suffix, python_version="3.12").feed(result.middle) is not None
-    assert (
-        FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format).python_version == fimconstrain.NEWEST_PYTHON
-    )
+    assert FimDecoder(tiny).python_version == fimconstrain.NEWEST_PYTHON
     with pytest.raises(fimconstrain.InputError):
-        FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="2.7")
+        FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="2.7")
     with pytest.raises(fimconstrain.UncompletableError):
         FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.11")
     FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.12")
@@ -695,7 +697,7 @@ def test_python_version_constrains_generation(tiny):
 def test_mask_store_per_version(tiny, tmp_path, monkeypatch):
     """One mask store per version, each cached in its own file; prefix mode uses the call's."""
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
-    decoder = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="3.10")
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="3.10")
     default, newer = decoder.mask_store(), decoder.mask_store("3.12")
     assert (default.python_version, newer.python_version) == ("3.10", "3.12")
     assert decoder.mask_store((3, 10)) is default
@@ -718,8 +720,10 @@ def test_complete_command_python_version(tiny_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main_complete(args + ["--python-version", "3.7"])
     assert info.value.code == 2 and "3.8 to 3.14" in capsys.readouterr().err
-    assert main_complete(args + ["--python-version", "3.11"]) == 2  # the file's prefix is 3.12 syntax
-    assert "cannot be completed" in capsys.readouterr().err
+    # the file's prefix is 3.12 syntax: completed as the newest version, as the editor does
+    assert main_complete(args + ["--python-version", "3.11"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["python_version"] == "3.14" and "does not parse as 3.11" in record["python_version_source"]
     main_complete(args + ["--python-version", "3.12"])
     record = json.loads(capsys.readouterr().out)
     assert fimconstrain.fim_checker("type X = int\ny = ", "\n", python_version="3.12").feed(record["middle"])

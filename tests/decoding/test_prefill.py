@@ -1,5 +1,6 @@
-"""Reading the prompt in pieces (``_CachedStepper.prefill`` with ``should_stop``): the same
-next-token logits as one pass, and a stop between pieces ends it there."""
+"""The transformers backend's session: reading the prompt in pieces (``prefill`` with
+``should_stop``) gives the same next-token logits as one pass, and a stop between pieces ends it
+there; stepping passes the cache by the name the installed transformers takes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+import numpy as np  # noqa: E402
 
-from fimconstrain.decoding import generate as generate_module  # noqa: E402
+from fimconstrain.decoding import transformers_backend  # noqa: E402
 from fimconstrain.decoding.models import load_model  # noqa: E402
 
 
@@ -25,21 +27,21 @@ def _prompt(n: int) -> list[int]:
 
 
 def test_pieces_give_the_logits_of_one_pass(tiny, monkeypatch):
-    monkeypatch.setattr(generate_module, "PREFILL_CHUNK", 64)
+    monkeypatch.setattr(transformers_backend, "PREFILL_CHUNK", 64)
     prompt = _prompt(300)  # five pieces, the last one short
-    whole = generate_module._CachedStepper(tiny.model).prefill(prompt)
+    whole = tiny.start().prefill(prompt)
     asked = []
-    pieces = generate_module._CachedStepper(tiny.model).prefill(prompt, lambda: asked.append(1) or False)
-    assert pieces is not None and torch.allclose(whole, pieces, atol=1e-4)
+    pieces = tiny.start().prefill(prompt, lambda: asked.append(1) or False)
+    assert pieces is not None and np.allclose(whole, pieces, atol=1e-4)
     assert len(asked) == 4  # between the five pieces, not before the first
 
 
 def test_a_stop_between_pieces_ends_the_prompt_there(tiny, monkeypatch):
-    monkeypatch.setattr(generate_module, "PREFILL_CHUNK", 64)
-    stepper = generate_module._CachedStepper(tiny.model)
+    monkeypatch.setattr(transformers_backend, "PREFILL_CHUNK", 64)
+    stepper = tiny.start()
     calls = []
-    real = stepper.logits
-    stepper.logits = lambda ids: calls.append(len(ids)) or real(ids)
+    real = stepper.feed
+    stepper.feed = lambda ids: calls.append(len(ids)) or real(ids)
     assert stepper.prefill(_prompt(300), lambda: True) is None
     assert calls == [64]
 
@@ -50,10 +52,10 @@ def test_the_cache_goes_by_the_name_the_installed_transformers_takes(tiny):
     import warnings
 
     prompt = _prompt(40)
-    whole = generate_module._CachedStepper(tiny.model).logits(prompt)
-    stepper = generate_module._CachedStepper(tiny.model)
+    whole = tiny.start().prefill(prompt)
+    stepper = tiny.start()
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
-        stepper.logits(prompt[:39])
-        step = stepper.logits(prompt[39:])
-    assert torch.allclose(whole, step, atol=1e-4)
+        stepper.prefill(prompt[:39])
+        step = stepper.step(prompt[39])
+    assert np.allclose(whole, step, atol=1e-4)

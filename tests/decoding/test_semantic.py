@@ -11,13 +11,17 @@ from types import SimpleNamespace
 import pytest
 
 torch = pytest.importorskip("torch")
+import numpy as np  # noqa: E402
+
 pytest.importorskip("transformers")
 
 from fimconstrain.decoding import jedi_attributes  # noqa: E402
-from fimconstrain.decoding.command_line import SEMANTIC_DEFAULT  # noqa: E402
+from fimconstrain.decoding.constraint import ConstraintState  # noqa: E402
 from fimconstrain.decoding.fim_formats import TextCodec  # noqa: E402
-from fimconstrain.decoding.generate import ConstraintState, FimDecoder, ranked_tokens  # noqa: E402
+from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
 from fimconstrain.decoding.models import load_model  # noqa: E402
+from fimconstrain.decoding.options import SEMANTIC_DEFAULT  # noqa: E402
+from fimconstrain.decoding.ranking import ranked_tokens  # noqa: E402
 from fimconstrain.decoding.semantic import SemanticGuide, SemanticOptions  # noqa: E402
 from fimconstrain.engine.checker import fim_checker  # noqa: E402
 from fimconstrain.engine.completion_engine import UNKNOWN, NamePoint  # noqa: E402
@@ -51,7 +55,7 @@ def pick(tiny, codec, prefix: str, suffix: str, preferences: dict[str, float], h
     """The guide's choice when only the tokens in ``preferences`` (text: key) are possible;
     ``healing``: the prefix's end the tokens must write again first."""
     stop_ids = tiny.fim_format.stop_ids(tiny.tokenizer)
-    keys = torch.full((len(tiny.tokenizer),), float("-inf"), dtype=torch.float64)
+    keys = np.full(len(tiny.tokenizer), -np.inf)
     for text, key in preferences.items():
         keys[token_of(codec, text)] = key
     state = ConstraintState(fim_checker(prefix, suffix), codec, healing=healing)
@@ -117,7 +121,7 @@ class _Steered(torch.nn.Module):
 def test_the_api_switch(tiny, codec, semantic):
     stop = next(iter(tiny.fim_format.stop_ids(tiny.tokenizer)))
     model = _Steered(tiny.model, {token_of(codec, " width"): 100.0, token_of(codec, " text"): 95.0}, stop)
-    decoder = FimDecoder(model, tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(model, tiny.tokenizer, tiny.fim_format)
     options = SemanticOptions(attributes=False) if semantic else False
     result = decoder.generate(HARD, "\n", max_new_tokens=4, heal=False, semantic=options)
     assert result.middle == (" text" if semantic else " width") and result.valid
@@ -176,15 +180,16 @@ def test_the_server_setting_reaches_the_decoder():
     assert config.update(settings, {"semantic": "yes"})[1]  # a bad value is reported, ignored
     asked = []
 
-    def generate(prefix, suffix, **options):
-        asked.append(options["semantic"])
+    def generate(prefix, suffix, options, controls, **changes):
+        asked.append(options.semantic)
         return SimpleNamespace(
             valid=True, middle="x", stopped="eos", mean_logprob=0.0, model_seconds=0.0, checker_seconds=0.0
         )
 
     engine = Engine()
     gate = SimpleNamespace(shows=lambda score: True)
-    engine.loaded = Loaded("fake", SimpleNamespace(generate=generate), "fake", 0.0, gate)  # type: ignore[arg-type]
+    decoder = SimpleNamespace(generate=generate, python_version=(3, 14))
+    engine.loaded = Loaded("fake", decoder, "fake", 0.0, gate)  # type: ignore[arg-type]
     for semantic in (True, False):
         job = Job("file:///a.py", float("inf"), True)
         assert engine.complete(job, "x = ", "\n", replace(settings, semantic=semantic), 1) == ["x"]

@@ -11,16 +11,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import fimconstrain  # noqa: E402
+from fimconstrain.decoding.constraint import ConstraintState, healed_tail, rest_of_healing  # noqa: E402
 from fimconstrain.decoding.fim_formats import build_prompt  # noqa: E402
-from fimconstrain.decoding.generate import (  # noqa: E402
-    MODES,
-    ConstraintState,
-    FimDecoder,
-    healed_tail,
-    middle_of,
-    rest_of_healing,
-)
+from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
 from fimconstrain.decoding.models import load_model  # noqa: E402
+from fimconstrain.decoding.options import MODES  # noqa: E402
+from fimconstrain.decoding.validity import middle_of  # noqa: E402
 
 PREFIXES = ["def f(items):\n    retu", "import os\nname = os.pa", "x = value_of", "total = 1 +"]
 
@@ -34,7 +30,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def decoder(tiny):
-    return FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    return FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
 
 
 class _Scripted(torch.nn.Module):
@@ -104,11 +100,11 @@ def test_the_constraint_makes_the_tokens_write_the_healed_text_first(decoder):
 
 def test_a_scripted_model_completes_the_split_word(tiny):
     prefix, suffix = "def f(items):\n    retu", "\n"
-    probe = FimDecoder(tiny.model, tiny.tokenizer, tiny.fim_format)
+    probe = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     tail = healed_tail(probe.codec, prefix)
     script = probe.codec.encode(tail + "rn len(items)")
     eos = next(iter(probe.stop_ids))
-    decoder = FimDecoder(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
+    decoder = FimDecoder.from_model(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
     result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=len(script) + 2)
     assert (result.healed, result.middle, result.stopped) == (tail, "rn len(items)", "eos")
     assert result.valid
@@ -193,7 +189,7 @@ def test_healing_steps_walk_only_what_can_heal_and_choose_the_same(decoder, monk
     for use_index in (True, False):
         if not use_index:  # every token kept: the walk over the whole vocabulary
             monkeypatch.setattr(HealingIndex, "tokens", lambda self, healing: range(self.vocab_size))
-        fresh = FimDecoder(decoder.model, decoder.tokenizer, decoder.fim_format)
+        fresh = FimDecoder(decoder.backend)
         runs[use_index] = [
             fresh.generate(prefix, "\n", max_new_tokens=6, temperature=temperature, seed=3, semantic=False)
             for prefix in PREFIXES

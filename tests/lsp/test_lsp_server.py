@@ -550,17 +550,6 @@ def test_incremental_changes():
     assert not docs.change("nope", 1, [change])
 
 
-def test_multiline_policy():
-    from lsp_server.shaping import wants_multiline
-
-    assert not wants_multiline("x = f(", ")\n")  # inside a line
-    assert not wants_multiline("x = ", "\n")  # finishing a line
-    assert wants_multiline("def f():\n    ", "\n")  # an empty (indented) line
-    assert wants_multiline("def f():", "\n")  # a line that opens a block
-    assert wants_multiline("if x:  # why", "\n")
-    assert wants_multiline("x = f(", ")\n", "always") and not wants_multiline("def f():\n", "", "never")
-
-
 @pytest.fixture(scope="module")
 def engine(tiny_model):
     from lsp_server.config import Settings
@@ -637,66 +626,8 @@ def test_a_job_says_where_its_time_went(engine):
 # ---------------------------------------------------------------- pythonVersion
 
 
-@pytest.mark.parametrize(
-    "spec, bound",
-    [
-        (">=3.9", (3, 9)),
-        ("~=3.10", (3, 10)),
-        (">=3.8,<4", (3, 8)),
-        ("^3.11", (3, 11)),
-        ("~3.10", (3, 10)),
-        ("==3.12.*", (3, 12)),
-        (">3.9", (3, 9)),
-        (">= 3.10 , != 3.11.*", (3, 10)),
-        (">=3.8 <4", (3, 8)),
-        ("3.11", (3, 11)),
-        ("^3.9 || ^3.11", (3, 9)),
-        (">=3.6", (3, 8)),
-        (">=2.7", (3, 8)),
-        (">=3.15", (3, 14)),
-        ("<4", None),
-        ("", None),
-        ("*", None),
-        ("whatever", None),
-    ],
-)
-def test_requires_python_lower_bound(spec, bound):
-    from lsp_server.pyversion import lower_bound
-
-    assert lower_bound(spec) == bound
-
-
 def _uri(path: Path) -> str:
     return path.resolve().as_uri()
-
-
-def test_auto_version_from_the_nearest_pyproject(tmp_path):
-    from lsp_server.pyversion import Chooser
-
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "a"\nrequires-python = ">=3.9"\n')
-    inner = tmp_path / "pkg" / "sub"
-    inner.mkdir(parents=True)
-    chooser = Chooser()
-    choice = chooser.choose("auto", _uri(inner / "mod.py"))
-    assert choice.version == (3, 9) and "'>=3.9'" in choice.source and str(tmp_path) in choice.source
-    assert chooser.choose("3.12", _uri(inner / "mod.py")).version == (3, 12)  # a set version wins
-    # the nearest file decides, even without requires-python (then: the newest)
-    (tmp_path / "pkg" / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
-    choice = chooser.choose("auto", _uri(inner / "mod.py"))
-    assert choice.version == (3, 14) and "no requires-python" in choice.source
-    # Poetry's python dependency, and a file that changed since it was read
-    poetry = tmp_path / "pkg" / "pyproject.toml"
-    poetry.write_text('[tool.poetry.dependencies]\npython = "^3.11"\n')
-    os.utime(poetry, ns=(1, 1))
-    assert chooser.choose("auto", _uri(inner / "mod.py")).version == (3, 11)
-    poetry.write_text('[project]\nrequires-python = "~=3.10"\n[tool.poetry.dependencies]\npython = "^3.11"\n')
-    os.utime(poetry, ns=(2, 2))
-    assert chooser.choose("auto", _uri(inner / "mod.py")).version == (3, 10)
-    # a broken file, no file at all, a document without a path: the newest
-    poetry.write_text("[project\n")
-    choice = chooser.choose("auto", _uri(inner / "mod.py"))
-    assert choice.version == (3, 14) and "cannot be read" in choice.source
-    assert chooser.choose("auto", "untitled:Untitled-1").version == (3, 14)
 
 
 def test_python_version_setting():
@@ -771,6 +702,35 @@ async def test_python_version_auto_from_pyproject_and_fallback(client: LanguageC
         types.DidChangeConfigurationParams(settings={"fimconstrain": {"pythonVersion": "auto"}})
     )
     await _wait_log(client, "'pythonVersion': 'auto'")
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_command_line_gives_the_items_the_server_gives(
+    client: LanguageClient, tiny_model, tmp_path
+):
+    """One policy: ``fimconstrain complete`` with the server's settings gives the item the server
+    gives at the same cursor (the same version from requires-python, the same line-or-block
+    choice, the same end of the middle and confidence gate), at a line and a block cursor."""
+    import json
+    import subprocess
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\nrequires-python = ">=3.10"\n')
+    text = "def scale(values, k):\n    out = []\n    for v in values:\n        out.append(v * k)\n    \n    return out\n"
+    path, shown = tmp_path / "same.py", []
+    path.write_text(text)
+    _open(client, _uri(path), text)
+    for line, character in ((1, 10), (4, 4)):  # "out = |[]" (one line), an empty line (a block)
+        served = await _complete(client, _uri(path), types.Position(line=line, character=character))
+        command = [sys.executable, "-m", "fimconstrain", "complete", str(path)]
+        command += ["--cursor", f"{line + 1}:{character + 1}", "--model", str(tiny_model)]
+        command += ["--max-new-tokens", str(MAX_TOKENS), "--finish-search", "--json"]
+        run = subprocess.run(command, capture_output=True, text=True, env=SERVER_ENV, timeout=120)
+        assert run.returncode in (0, 1), run.stderr
+        record = json.loads(run.stdout)
+        assert record["python_version"] == "3.10"
+        assert [item.insert_text for item in served] == ([record["middle"]] if record["shown"] else [])
+        shown.append(record["shown"])
+    assert any(shown)  # (not only two empty answers)
 
 
 def test_major_changes_check_the_document_again():

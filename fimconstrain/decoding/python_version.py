@@ -1,14 +1,15 @@
-"""Which Python version a document is checked as: the ``pythonVersion`` setting.
+"""Which Python version a file is completed as, for every caller (the editor, ``fimconstrain
+complete``, the evaluation): one setting, read the same way.
 
 ``"3.8"`` .. ``"3.14"``: that version. ``"auto"`` (the default): the lower bound of
 ``requires-python`` in the ``[project]`` table of the nearest ``pyproject.toml`` above the
-document (the convention ruff uses; Poetry's ``[tool.poetry.dependencies] python`` when
+file (the convention ruff uses; Poetry's ``[tool.poetry.dependencies] python`` when
 there is no ``[project] requires-python``), clamped into 3.8 .. 3.14; the newest when
 there is no such file, no such key, or no lower bound in it.
 
-A document is never refused for its version: if it does not parse at the chosen version
-but does at a newer one, it is checked as the newest version that works
-(:func:`newest_accepting`), and the server says so in its log and status.
+A file is never refused for its version: if it does not parse at the chosen version but does
+at a newer one, it is completed as the newest version that works (:func:`newest_accepting`;
+the editor's policy, :mod:`.editor`, applies it), and the server says so in its log and status.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fimconstrain.engine.versions import (
+from ..engine.checker import fim_checker
+from ..engine.errors import FimConstrainError, Interrupted
+from ..engine.versions import (
     NEWEST,
     OLDEST,
     SUPPORTED,
@@ -35,7 +38,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 (pyproject: tomli; python_version<'3.11')
     import tomli as tomllib
 
-log = logging.getLogger("lsp_server")
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 PYPROJECT = "pyproject.toml"
@@ -144,28 +147,12 @@ def requires_python(pyproject: Path) -> str | None:
     return python if isinstance(python, str) else None
 
 
-def uri_path(uri: str) -> Path | None:
-    """The file-system path of a ``file:`` URI (None for ``untitled:`` and other schemes)."""
-    if not uri.startswith("file:"):
-        return None
-    try:
-        from pygls.uris import to_fs_path
-
-        path = to_fs_path(uri)
-    except Exception:  # pragma: no cover - pygls is what the server runs on
-        from urllib.parse import unquote, urlparse
-        from urllib.request import url2pathname
-
-        path = url2pathname(unquote(urlparse(uri).path))
-    return Path(path) if path else None
-
-
 @dataclass(frozen=True)
 class Choice:
-    """The version a setting gives a document, and why (for the log and the status)."""
+    """The version a setting gives a file, and why (for logs and the status)."""
 
     version: PythonVersion
-    source: str  # "setting pythonVersion", "requires-python '>=3.9' in /p/pyproject.toml", ...
+    source: str  # "--python-version", "requires-python '>=3.9' in /p/pyproject.toml", ...
 
     @property
     def label(self) -> str:
@@ -173,22 +160,24 @@ class Choice:
 
 
 class Chooser:
-    """Resolves ``pythonVersion`` for documents; ``pyproject.toml`` files are read once per
-    change (keyed by modification time and size). Thread-safe."""
+    """Resolves the setting for files; ``pyproject.toml`` files are read once per change
+    (keyed by modification time and size). Thread-safe."""
 
     def __init__(self):
         self._read: dict[Path, tuple[tuple[int, int], str | None, str | None]] = {}
         self._lock = threading.Lock()
 
-    def choose(self, setting: str, uri: str) -> Choice:
+    def choose(self, setting: str, path: Path | None, named: str = "set explicitly") -> Choice:
+        """The version ``setting`` (``"auto"`` or ``"3.12"``) gives the file at ``path`` (None:
+        a file that is not on disk, such as an editor's unsaved buffer); ``named``: what a set
+        version is called in the choice's source (the setting's name)."""
         if setting != AUTO:
-            return Choice(parse_python_version(setting), "setting pythonVersion")
-        path = uri_path(uri)
+            return Choice(parse_python_version(setting), named)
         if path is None:
-            return Choice(NEWEST, "newest (the document has no file path)")
+            return Choice(NEWEST, "newest (the file has no path)")
         pyproject = find_pyproject(path)
         if pyproject is None:
-            return Choice(NEWEST, f"newest (no {PYPROJECT} above the document)")
+            return Choice(NEWEST, f"newest (no {PYPROJECT} above the file)")
         spec, problem = self._requires_python(pyproject)
         if problem is not None:
             return Choice(NEWEST, f"newest ({pyproject} cannot be read: {problem})")
@@ -228,9 +217,8 @@ def accepts(
     """Whether some middle makes ``prefix + middle + suffix`` a program of ``version`` (as far
     as the checker can tell up front: a prefix that no text completes, or a suffix that cannot
     follow, is not). Runs the checker: call it on the server's worker thread. ``should_stop``:
-    as :func:`fimconstrain.fim_checker`'s (:class:`fimconstrain.Interrupted` goes through)."""
-    from fimconstrain import FimConstrainError, Interrupted, fim_checker
-
+    as :func:`~fimconstrain.engine.checker.fim_checker`'s (:class:`~fimconstrain.engine.errors.Interrupted`
+    goes through)."""
     try:
         fim_checker(prefix, suffix, python_version=version, should_stop=should_stop)
     except Interrupted:
@@ -245,7 +233,7 @@ def accepts(
 def newest_accepting(prefix: str, suffix: str, version: PythonVersion) -> PythonVersion | None:
     """The newest version, when it is newer than ``version`` and :func:`accepts` the text;
     else None. Only the newest is tried: from 3.8 to 3.14 the syntax only grows, so when even
-    the newest rejects the text, its error is not a matter of version (and a broken document
+    the newest rejects the text, its error is not a matter of version (and a broken file
     costs one extra check, not one per version)."""
     if version < NEWEST and accepts(prefix, suffix, NEWEST):
         return NEWEST

@@ -1,0 +1,55 @@
+"""The seam between the decode loop and a model runtime: what the loop needs from a model.
+
+The loop (:mod:`.generate`) prefills a prompt, steps one token at a time and reads the
+next-token logits as a numpy array; the constraint reads the vocabulary through the tokenizer
+(token texts and bytes, :class:`.fim_formats.TextCodec`) and keeps the special ids out of a
+middle. Nothing else of the model is seen, so any runtime that offers these (transformers,
+:mod:`.transformers_backend`; a pure-numpy bigram model, :mod:`.bigram_backend`) runs every
+decoding mode, the editor's policy and the evaluation unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from .fim_formats import FimFormat
+
+
+class ModelSession(Protocol):
+    """One generation's model state (its key/value cache, or whatever the runtime keeps)."""
+
+    #: seconds spent in the model since the session started, or since the caller reset it
+    seconds: float
+
+    def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
+        """The next-token logits after the prompt ``ids`` (float32, one per vocabulary id); None
+        when ``should_stop``, asked between pieces of a long prompt, said stop."""
+        ...
+
+    def step(self, token: int) -> np.ndarray:
+        """The next-token logits after feeding one more token."""
+        ...
+
+
+class ModelBackend(Protocol):
+    """A FIM model: its vocabulary, its prompt format and window, and sessions that step it."""
+
+    #: the model's name, for logs and records
+    name: str
+    #: a Hugging Face-compatible tokenizer (``encode``, ``decode``, ``convert_ids_to_tokens``,
+    #: special tokens): the vocabulary the constraint reads token texts and bytes from
+    tokenizer: Any
+    fim_format: FimFormat
+    #: width of the logits (may exceed the tokenizer's size: padded embeddings)
+    vocab_size: int
+    #: tokens the model attends to: the prompt and the middle together
+    context_window: int
+    #: ids that never write a middle's text (FIM markers, padding, end of text...)
+    special_ids: frozenset[int]
+
+    def start(self) -> ModelSession:
+        """A fresh session for one generation."""
+        ...

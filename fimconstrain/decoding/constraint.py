@@ -1,0 +1,217 @@
+"""The constraint on a middle, token by token: which next tokens keep ``prefix + middle +
+suffix`` completable (paper 004 §IV-§V's checker, fed the text each token adds).
+
+It reads the model's vocabulary only through a :class:`.fim_formats.TextCodec`, and logits not
+at all: any model backend (:mod:`.backend`) is constrained the same way. Token healing (the
+prefix's last token written again, :func:`healed_tail`) and UTF-8 characters split across
+tokens are handled here, where the text is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from itertools import product
+
+from ..engine.checker import Checker
+from .fim_formats import TextCodec
+
+REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole UTF-8 character
+_DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
+
+
+class ConstraintState:
+    """The FIM checker after the middle's tokens so far; which next tokens keep the file completable.
+
+    Text is the tokenizer's own decoding; the checker is fed the difference that
+    a candidate token makes to it.  The difference is taken over the last few
+    tokens (decoding is local for byte-level BPE and SentencePiece), with the
+    whole middle as the fallback.  A token that ends inside a UTF-8 character
+    has that character held back (it decodes to U+FFFD for now) until it is
+    whole, and passes only if some character it could become is acceptable
+    next; bytes that can never be a character stay U+FFFD and are checked as such.
+    """
+
+    def __init__(
+        self,
+        checker: Checker,
+        codec: TextCodec,
+        ids: tuple[int, ...] = (),
+        held: int = 0,
+        healing: str = "",
+        word_suffix: bool = False,
+        ends_in_word: bool = False,
+    ):
+        self.checker = checker
+        self.codec = codec
+        self.ids = ids
+        self.held = held  # trailing U+FFFD characters of the decoded middle that the checker has not seen
+        #: text taken off the prompt's end (token healing) that the tokens must write again first;
+        #: the checker, built after the whole prefix, sees only what comes after it
+        self.healing = healing
+        #: token healing at the right edge: when the suffix starts with a name character, a
+        #: middle may not end in one (the two would fuse into a name nobody wrote)
+        self.word_suffix = word_suffix
+        self.ends_in_word = ends_in_word
+        self._children: dict[int, ConstraintState | None] = {}
+        #: the checker after each first character a candidate's text has had (see _feed)
+        self._after_first: dict[str, Checker | None] = {}
+        self._can_end: bool | None = None
+        self._window_text: str | None = None
+
+    def child(self, token: int) -> ConstraintState | None:
+        """The state after ``token``, or None when no continuation can make a valid file (cached)."""
+        if token not in self._children:
+            self._children[token] = self._advance(token)
+        return self._children[token]
+
+    def _seen(self, ids: tuple[int, ...]) -> str:
+        """The decoding of ``ids`` (a tail of the middle) without the held-back characters."""
+        text = self.codec.decode(list(ids))
+        return text[: len(text) - self.held] if self.held else text
+
+    def added_text(self, token: int) -> str | None:
+        """The text ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
+        window = self.ids[-_DECODE_WINDOW:]
+        if self._window_text is None:
+            self._window_text = self._seen(window)
+        text = self.codec.decode(list(window) + [token])
+        if text.startswith(self._window_text):
+            return text[len(self._window_text) :]
+        base, text = self._seen(self.ids), self.codec.decode(list(self.ids) + [token])
+        return text[len(base) :] if text.startswith(base) else None
+
+    def _advance(self, token: int) -> ConstraintState | None:
+        new = self.added_text(token)
+        if new is None:
+            return None
+        ids = self.ids + (token,)
+        if self.healing:
+            healing = rest_of_healing(self.healing, new)
+            if healing is None:
+                return None
+            if healing:
+                return ConstraintState(self.checker, self.codec, ids, 0, healing, self.word_suffix)
+            new = new[len(self.healing) :]
+        unfinished = self.codec.unfinished_char(list(ids[-4:]))
+        held = min(len(unfinished), len(new) - len(new.rstrip(REPLACEMENT)))
+        if held:
+            new = new[:-held]
+        nxt = self._feed(new) if new else self.checker
+        if nxt is None or (held and not any(nxt.feed(ch) for ch in utf8_completions(unfinished))):
+            return None
+        ends_in_word = is_word_char(new[-1]) if new else self.ends_in_word
+        return ConstraintState(nxt, self.codec, ids, held, "", self.word_suffix, ends_in_word)
+
+    def _feed(self, text: str) -> Checker | None:
+        """The checker after ``text``.  The candidates of one step that start with the same
+        character share the checker after it: that character usually ends the symbol in
+        progress (``foo`` then ``(``, ``.``, `` ``), and the parser's step for the ended symbol
+        is the dear part of a candidate's check, the same for all of them."""
+        first = text[0]
+        if first in self._after_first:
+            after = self._after_first[first]
+        else:
+            after = self._after_first[first] = self.checker.feed(first)
+        if after is None or len(text) == 1:
+            return after
+        return after.feed(text[1:])
+
+    def end_inside(self, token: int, suffix: str) -> str | None:
+        """The start of ``token``'s text (maybe empty) that completes the file when the rest of
+        the token is the suffix's own beginning, not only blanks: the model has written past
+        the end of the middle and into the suffix. None if there is no such cut."""
+        new = self.added_text(token)
+        if not new or self.held or self.healing or not suffix:
+            return None
+        for cut in range(len(new) - 1, -1, -1):
+            rest = new[cut:]
+            if rest.strip() and suffix.startswith(rest):
+                if self.word_suffix and (is_word_char(new[cut - 1]) if cut else self.ends_in_word):
+                    continue  # the middle's last name would run into the suffix's first
+                end = self.checker.feed(new[:cut]) if cut else self.final_checker()
+                if end is not None and end.is_complete():
+                    return new[:cut]
+        return None
+
+    def final_checker(self) -> Checker | None:
+        """The checker with the held-back characters fed as U+FFFD, as they stay in the final text."""
+        return self.checker.feed(REPLACEMENT * self.held) if self.held else self.checker
+
+    def can_end(self) -> bool:
+        """Whether prefix + middle + suffix is a complete program now (cached)."""
+        if self._can_end is None:
+            fused = self.word_suffix and self.ends_in_word
+            final = None if self.healing or fused else self.final_checker()
+            self._can_end = final is not None and final.is_complete()
+        return self._can_end
+
+
+def is_word_char(ch: str) -> bool:
+    """Whether ``ch`` can continue a name: a middle ending in one fuses with a suffix starting in one."""
+    return ("a" + ch).isidentifier()
+
+
+def rest_of_healing(healing: str, new: str) -> str | None:
+    """What is left to write of the healed text ``healing`` after a token that writes ``new``:
+    ``""`` once it is all written (``new`` may go on past it), None when ``new`` strays from it."""
+    if healing.startswith(new):
+        return healing[len(new) :]
+    return "" if new.startswith(healing) else None
+
+
+def healed_tail(codec: TextCodec, prefix: str, limit: int = 16) -> str:
+    """Token healing (the left edge): the text of the prefix's last token when the cursor may
+    split a token there (``retu|``, ``self.na|``, ``x =|``): the prompt ends before it, and the
+    first generated tokens must write it again, so the model continues from a boundary it was
+    trained on instead of one the cursor made. Empty when nothing should be healed (no token,
+    a blank one, a line break)."""
+    ids = codec.encode(prefix[-4 * limit :]) if prefix else []
+    if not ids:
+        return ""
+    tail = codec.decode(ids[-1:])
+    if not tail.strip() or len(tail) > limit or REPLACEMENT in tail or not prefix.endswith(tail):
+        return ""  # blanks end a token already: healing them would let the model re-indent
+    return tail if "\n" not in tail else ""
+
+
+@lru_cache(maxsize=4096)
+def utf8_completions(unfinished: bytes) -> tuple[str, ...]:
+    """Characters whose UTF-8 starts with ``unfinished``: the first that can start a name,
+    continue one, or be any.
+
+    Python accepts a non-ASCII character only in a name (identifier characters) or
+    in a string or comment (any character), so these three stand for all of them.
+    """
+    size = 2 if unfinished[0] < 0xE0 else 3 if unfinished[0] < 0xF0 else 4
+    found: dict[str, str] = {}
+    for rest in product(range(0x80, 0xC0), repeat=size - len(unfinished)):
+        try:
+            ch = (unfinished + bytes(rest)).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found.setdefault("any", ch)
+        if ch.isidentifier():
+            found.setdefault("start", ch)
+        if ("a" + ch).isidentifier():
+            found.setdefault("continue", ch)
+        if len(found) == 3:
+            break
+    return tuple(dict.fromkeys(found.values()))
+
+
+def passing_candidates(
+    state: ConstraintState, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]
+) -> Iterator[tuple[int, ConstraintState]]:
+    """The tokens of ``ranked``, in order, that pass.
+
+    A stop token passes when the file is complete; any other when it keeps the file completable.
+    """
+    for token in ranked:
+        if token in stop_ids:
+            if state.can_end():
+                yield token, state
+        elif token not in banned_ids:
+            nxt = state.child(token)
+            if nxt is not None:
+                yield token, nxt

@@ -1,0 +1,177 @@
+"""What an editor shows at a cursor: the one policy behind the language server, ``fimconstrain
+complete`` and the editor-quality benchmarks.
+
+The cursor's context says whether a line or a block is wanted (:func:`wants_multiline`); the
+middle is constrained at the file's Python version (:mod:`.python_version`; a file that parses
+only at a newer version is completed as that one, never refused), ended by the one end-of-middle
+policy (:meth:`.options.DecodeOptions.editor`), and shown only when it is valid, not blank, and
+the model's confidence in it passes the model's fitted threshold (:mod:`.confidence`): valid and
+likely, or nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ..engine.errors import FimConstrainError, Interrupted
+from ..engine.versions import PythonVersion
+from .confidence import ConfidenceGate
+from .options import Controls, DecodeOptions
+from .positions import NEWLINE
+from .python_version import accepts, newest_accepting
+from .result import FimResult
+
+if TYPE_CHECKING:  # (the decode loop imports numpy: a command line reads its arguments first)
+    from .generate import FimDecoder
+
+#: the sampling temperature of the items after the first (the first is greedy)
+MORE_ITEMS_TEMPERATURE = 0.8
+
+
+def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
+    """Whether to offer a block (True) or one line (False) at the cursor between ``prefix`` and ``suffix``.
+
+    ``auto``: text after the cursor on its line -> one line (an edit inside a line);
+    an empty or indentation-only line, or a line that opens a block (ends in ``:``)
+    -> a block; otherwise (finishing a line) -> one line. ``always`` / ``never``: as they say.
+    """
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    rest = NEWLINE.split(suffix, maxsplit=1)[0]
+    if rest.strip():
+        return False
+    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]  # (not a split of the whole file)
+    if not line.strip():
+        return True
+    code = re.sub(r"\s*#[^'\"]*$", "", line).rstrip()  # drop a trailing comment (not one inside a string)
+    return code.endswith(":")
+
+
+class Request(Protocol):
+    """The caller's view of a request in progress (the language server's job; nothing for the CLI)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """The items are no longer wanted (a newer request, the client cancelled)."""
+        ...
+
+    def expired(self) -> bool:
+        """No time is left for another item."""
+        ...
+
+    def should_stop(self) -> bool:
+        """Polled once per decode step and while the file is read: stop now."""
+        ...
+
+    def on_token(self, token: int) -> None:
+        """Called for each token the decode loop chooses."""
+        ...
+
+
+class Unhurried:
+    """A request nobody cancels and no deadline ends (the command line's)."""
+
+    cancelled = False
+
+    def expired(self) -> bool:
+        return False
+
+    def should_stop(self) -> bool:
+        return False
+
+    def on_token(self, token: int) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Item:
+    """A middle worth showing, with the model's mean token log-probability of it."""
+
+    middle: str
+    mean_logprob: float
+
+
+@dataclass
+class Completion:
+    """The items at a cursor, most confident first, and how they were made."""
+
+    items: list[Item] = field(default_factory=list)
+    #: the version the middles were constrained by (None: stopped before any generation)
+    version: PythonVersion | None = None
+    #: every generation, shown or not (the first is greedy): timings and stop reasons
+    results: list[FimResult] = field(default_factory=list)
+
+
+def shows(result: FimResult, gate: ConfidenceGate) -> bool:
+    """Whether an editor shows ``result``'s middle: valid, not blank, and confident enough."""
+    score = result.mean_logprob
+    return result.valid and bool(result.middle.strip()) and score is not None and gate.shows(score)
+
+
+def complete_at_cursor(
+    decoder: FimDecoder,
+    prefix: str,
+    suffix: str,
+    options: DecodeOptions,
+    items: int = 1,
+    gate: ConfidenceGate | None = None,
+    request: Request | None = None,
+    verify_text: str | None = None,
+    more_temperature: float = MORE_ITEMS_TEMPERATURE,
+    progress: bool = False,
+) -> Completion:
+    """Up to ``items`` distinct middles an editor shows between ``prefix`` and ``suffix``: the
+    first greedy, the others sampled at ``more_temperature`` (seeds 1, 2, ...); [] when the
+    request is cancelled. ``progress``: a bar over the tokens on a terminal.
+
+    The syntax is ``options.python_version``'s (None: the decoder's), or the newest version's
+    when the file (``verify_text``, checked first when given) or the text around the cursor
+    does not parse at it but does at the newest (never refused for its version).
+    Raises :class:`~fimconstrain.engine.errors.Interrupted` when stopped while the file is read,
+    and the engine's :class:`~fimconstrain.engine.errors.FimConstrainError` when no middle can
+    join ``prefix`` and ``suffix`` at any version.
+    """
+    request = request or Unhurried()
+    gate = gate or ConfidenceGate()
+    controls = Controls(
+        should_stop=request.should_stop,
+        on_token=request.on_token,
+        interrupt_setup=request.should_stop,
+        progress=progress,
+    )
+    if request.cancelled or request.expired():
+        return Completion()
+    version = options.python_version or decoder.python_version
+    if verify_text is not None and not accepts(verify_text, "", version, request.should_stop):
+        version = newest_accepting(verify_text, "", version) or version
+    done = Completion(version=version)
+    found: dict[str, float] = {}
+    for i in range(items):
+        if request.cancelled or (i and request.expired()):
+            break
+        sampled = {} if i == 0 else dict(temperature=more_temperature, seed=i)
+        try:
+            result = decoder.generate(prefix, suffix, options, controls, python_version=version, **sampled)
+        except Interrupted:
+            raise
+        except FimConstrainError:  # a syntax error before the cursor, NUL characters...
+            newer = newest_accepting(prefix, suffix, version)
+            if newer is None:
+                raise
+            version = done.version = newer
+            result = decoder.generate(prefix, suffix, options, controls, python_version=version, **sampled)
+        done.results.append(result)
+        if request.cancelled:
+            break
+        if shows(result, gate):
+            assert result.mean_logprob is not None  # a shown middle has tokens
+            found.setdefault(result.middle, result.mean_logprob)
+    if request.cancelled:
+        return Completion(version=done.version, results=done.results)
+    ranked = sorted(found.items(), key=lambda item: -item[1])
+    done.items = [Item(middle, score) for middle, score in ranked]
+    return done

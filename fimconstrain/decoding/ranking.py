@@ -1,0 +1,57 @@
+"""The order the decode loop walks candidate tokens in, from a step's logits (numpy arrays).
+
+Greedy walks the logits best first; sampling walks them perturbed by Gumbel noise, so the first
+candidate that passes the constraint is an exact draw from the model's distribution restricted
+to the passing tokens (paper 004 §VII-B walks the top candidates the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+
+def log_normaliser(logits: np.ndarray) -> float:
+    """``log(sum(exp(logits)))``: a token's log-probability is its logit minus this."""
+    top = float(logits.max())
+    return top + float(np.log(np.exp(logits - top, dtype=np.float64).sum()))
+
+
+def ranking_keys(
+    logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator | None
+) -> np.ndarray:
+    """Keys whose descending order is the walk order: logits (greedy) or perturbed by Gumbel noise (sampling).
+
+    With ``top_p < 1`` the nucleus comes first, then the other tokens in their own Gumbel order.
+    """
+    if temperature <= 0:
+        return logits
+    generator = rng if rng is not None else np.random.default_rng()
+    scaled = logits.astype(np.float64) / temperature
+    scaled -= log_normaliser(scaled)
+    uniform = np.clip(generator.random(scaled.shape), 1e-12, 1 - 1e-12)
+    keys = scaled - np.log(-np.log(uniform))
+    if top_p < 1.0:
+        order = np.argsort(-scaled, kind="stable")
+        probs = np.exp(scaled[order])
+        outside = np.cumsum(probs) - probs >= top_p
+        finite = keys[np.isfinite(keys)]
+        keys[order[outside]] -= float(finite.max() - finite.min()) + 1.0
+    return keys
+
+
+def ranked_tokens(keys: np.ndarray, first: int, rest: bool = True) -> Iterator[int]:
+    """Token ids by descending key: the top ``first`` from a partial sort, then (with ``rest``)
+    the others from a full one; tokens whose key is -inf (masked out) never come."""
+    finite = int(np.isfinite(keys).sum())
+    first = min(first, finite)
+    top: list[int] = []
+    if first:
+        part = np.argpartition(keys, keys.shape[-1] - first)[keys.shape[-1] - first :]
+        top = part[np.argsort(-keys[part], kind="stable")].tolist()
+        yield from top
+    if rest and first < finite:
+        seen = set(top)  # ties at the partial sort's edge may fall either way: never twice
+        order = np.argsort(-keys, kind="stable")[:finite].tolist()
+        yield from (token for token in order if token not in seen)

@@ -1,0 +1,245 @@
+"""One generation in progress: the tokens chosen, the constraint state after them, the timings,
+and how the middle ends (paper 004 §VII-B's best stop, then the one end-of-middle policy).
+
+The decode loop (:mod:`.generate`) owns the model; this owns everything a step decides from a
+step's logits (numpy arrays), so it is the same for every model backend.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..engine.checker import fim_checker
+from ..engine.versions import PythonVersion
+from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
+from .end_of_middle import finish_middle
+from .options import DecodeOptions
+from .ranking import ranked_tokens
+from .result import FimResult, StopReason
+from .semantic import SemanticGuide, SemanticOptions
+from .validity import longest_valid_prefix, middle_of, parses
+from .vocabulary import Vocabulary
+
+
+class Run:
+    """The mutable state of one generation: tokens chosen, constraint state, timings."""
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        prefix: str,
+        suffix: str,
+        options: DecodeOptions,
+        prompt_tokens: int,
+        version: PythonVersion,
+        healing: str = "",
+    ):
+        self.vocabulary = vocabulary
+        self.options = options
+        self.healing = healing  # the prefix's end, taken off the prompt, that the tokens write again
+        self.version = version
+        self.prefix, self.suffix, self.mode = prefix, suffix, options.mode
+        self.ids: list[int] = []
+        self.state: ConstraintState | None = None
+        self.extra = ""  # the end of a token that runs into the suffix (see split_end)
+        self.ended_as: str | None = None  # the middle as the end-of-middle policy ended it
+        self.cut_to_valid = False  # no finish found: fall back to the longest valid prefix
+        self.states: list[ConstraintState] = []
+        self.logprobs: list[float] = []  # the model's log-probability of each token in ``ids``
+        #: (weighted stop probability, tokens, state) of each point where the middle could stop
+        self.stop_points: list[tuple[float, int, ConstraintState]] = []
+        self.result = FimResult("", options.mode, False, StopReason.EOS, 0, prompt_tokens)
+        self.semantic: SemanticGuide | None = None
+
+    def start_semantic(self, options: bool | SemanticOptions) -> None:
+        """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
+        start = time.perf_counter()
+        vocabulary = self.vocabulary
+        chosen = options if isinstance(options, SemanticOptions) else SemanticOptions()
+        self.semantic = SemanticGuide.start(
+            self.prefix, self.suffix, vocabulary.stop_ids, vocabulary.banned_ids, chosen
+        )
+        self.result.semantic = self.semantic.stats
+        self.result.setup_seconds += time.perf_counter() - start
+
+    def start_constraint(self, suffix: str, should_stop: Callable[[], bool] | None = None) -> None:
+        """Build the checker (the one-time cost): for the whole file, or the prefix only."""
+        start = time.perf_counter()
+        checker = fim_checker(self.prefix, suffix, python_version=self.version, should_stop=should_stop)
+        word_suffix = bool(suffix) and is_word_char(suffix[0])
+        self.state = ConstraintState(
+            checker, self.vocabulary.codec, healing=self.healing, word_suffix=word_suffix
+        )
+        self.states = [self.state]  # the state after each token of the middle
+        self.result.setup_seconds = time.perf_counter() - start
+
+    def note_stop_point(self, logits: np.ndarray, normaliser: float) -> None:
+        """Remember this point as a place to stop, scored by the probability of a stop token
+        here times the middle's length in tokens (checked only if it is needed, at the end);
+        ``normaliser``: :func:`.ranking.log_normaliser` of ``logits``."""
+        assert self.state is not None  # called only under a constraint
+        if self.ids:
+            stop = list(self.vocabulary.stop_ids)
+            p_stop = float(np.exp(logits[stop].astype(np.float64) - normaliser).sum())
+            self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
+
+    def cut_at_best_stop(self, seconds: float = 1.0) -> bool:
+        """Cut the middle at the best-scored stop point where the file is complete (§VII-B)."""
+        start = time.perf_counter()
+        found = False
+        for _, n, state in sorted(self.stop_points, key=lambda point: -point[0]):
+            if time.perf_counter() - start > seconds:
+                break
+            if state.can_end():
+                del self.ids[n:], self.logprobs[n:]
+                self.state, self.result.stopped, found = state, StopReason.BEST_STOP, True
+                break
+        self._ending(start)
+        return found
+
+    def choose(self, keys: np.ndarray) -> int | None:
+        """The next token (recorded unless it ends the middle; a stop token when the middle
+        ends inside the model's favourite token), or None when no candidate passes."""
+        vocabulary, options = self.vocabulary, self.options
+        if self.state is None:
+            token = self.unconstrained_choice(keys)
+            if token is not None and not vocabulary.ends(token):
+                self.ids.append(token)
+            return token
+        start = time.perf_counter()
+        choice = None
+        if (
+            self.mode == "constrained"
+            and options.split_ending
+            and (split := self.split_end(int(np.argmax(keys)))) is not None
+        ):
+            self.extra, self.result.stopped = split, StopReason.SPLIT
+            self.result.checker_seconds += time.perf_counter() - start
+            return next(iter(vocabulary.stop_ids))
+        if self.state.healing and options.vocabulary_fallback:
+            # only tokens that can write the healed text come into the walk: the same first
+            # passing token as the walk over the whole vocabulary, without checking the others
+            # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
+            healable = vocabulary.healing_index(keys.shape[-1]).mask(self.state.healing)
+            keys = np.where(healable, keys, -np.inf)
+        ranked = self._counted(ranked_tokens(keys, options.top_k, options.vocabulary_fallback))
+        for token, nxt in (
+            passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
+            if self.semantic is None
+            else self.semantic.choose(self.state, ranked, keys)
+        ):
+            choice = token
+            if token not in vocabulary.stop_ids:
+                self.ids.append(token)
+                self.state = nxt
+                self.states.append(nxt)
+            break
+        self.result.checker_seconds += time.perf_counter() - start
+        if choice is None:
+            self.result.stopped = StopReason.STUCK
+        return choice
+
+    def _counted(self, tokens: Iterator[int]) -> Iterator[int]:
+        """Pass ``tokens`` through, counting them as checked candidates."""
+        for token in tokens:
+            self.result.candidates_checked += 1
+            yield token
+
+    def unconstrained_choice(self, keys: np.ndarray) -> int | None:
+        """The model's favourite token; while the healed text is not yet written again, the
+        favourite of those that write it (the only constraint in the unconstrained modes)."""
+        codec = self.vocabulary.codec
+        written = codec.decode(self.ids)
+        if len(written) >= len(self.healing):
+            return int(np.argmax(keys))
+        pending = self.healing[len(written) :]
+        for token in ranked_tokens(keys, self.options.top_k):
+            if self.vocabulary.ends(token):
+                continue
+            text = codec.decode([*self.ids, token])[len(written) :]
+            if rest_of_healing(pending, text) is not None:
+                return token
+        return None
+
+    def middle_text(self, ids: list[int]) -> str:
+        """The middle the tokens ``ids`` write (after the healed text)."""
+        return middle_of(self.vocabulary.codec, ids, self.healing)
+
+    def split_end(self, token: int) -> str | None:
+        """When the model's favourite token writes on into the suffix (``'a')`` before a
+        suffix that begins with ``)``), the part of it that ends the middle, if that is valid."""
+        if self.vocabulary.ends(token):
+            return None
+        assert self.state is not None  # called only under a constraint
+        return self.state.end_inside(token, self.suffix)
+
+    def finish(self) -> None:
+        """End the middle by the one end-of-middle policy (:mod:`.end_of_middle`): kept when the
+        file is complete with it, else cut and completed; with nothing found, the middle is cut
+        back to its longest valid prefix (in :meth:`close`)."""
+        start = time.perf_counter()
+        options = self.options
+        middle = self.middle_text(self.ids) + self.extra
+        ended = finish_middle(
+            self.states[0].checker,
+            middle,
+            options.single_line,
+            self.suffix if self.mode == "constrained" else "",
+            seconds=options.finish_seconds,
+            drop_repeats=options.drop_repeats,
+            finish=options.finish_search,
+        )
+        if ended is None:
+            self.cut_to_valid = True
+        elif ended != middle:
+            self.ended_as = ended
+            if self.result.stopped not in (StopReason.LINE, StopReason.CANCELLED):
+                self.result.stopped = StopReason.FINISHED
+        self._ending(start)
+
+    def _ending(self, start: float) -> None:
+        """Count the time since ``start`` as constraint work done once, at the end."""
+        elapsed = time.perf_counter() - start
+        self.result.checker_seconds += elapsed
+        self.result.ending_seconds += elapsed
+
+    def close(self) -> FimResult:
+        """Fill in the middle text and its validity (checked mode: cut to the longest valid prefix)."""
+        res = self.result
+        res.tokens = len(self.ids)
+        res.healed = self.healing
+        res.logprobs = self.logprobs[: len(self.ids)]
+        res.token_ids = list(self.ids)
+        res.middle = self.middle_text(self.ids) + self.extra if self.ended_as is None else self.ended_as
+        constrained = self.mode == "constrained"
+        if self.mode == "checked" or self.cut_to_valid:
+            start = time.perf_counter()
+            res.raw_middle = res.middle
+            res.middle = longest_valid_prefix(
+                self.prefix,
+                self.vocabulary.codec,
+                self.ids,
+                self.suffix,
+                self.version,
+                self.healing,
+                self.valid if constrained else None,
+            )
+            self._ending(start)
+        res.valid = (
+            self.valid(res.middle)
+            if constrained and self.version != sys.version_info[:2]
+            else parses(self.prefix + res.middle + self.suffix, self.version)
+        )
+        return res
+
+    def valid(self, middle: str) -> bool:
+        """Whether ``prefix + middle + suffix`` is valid at this run's version, read on from the
+        checker after the prefix (constrained mode: built with the whole suffix): the engine's
+        verdict, as :func:`.validity.parses` gives it for another version than the running one,
+        without reading the prefix and the suffix again for each middle."""
+        after = self.states[0].checker.feed(middle)
+        return after is not None and after.is_complete()
