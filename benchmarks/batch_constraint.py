@@ -152,7 +152,7 @@ def main() -> int:
     torch.set_num_threads(1)
 
     loaded = load_model()
-    decoder = FimDecoder(loaded.model, loaded.tokenizer, loaded.fim_format)
+    decoder = FimDecoder(loaded)
     vocab = loaded.model.config.vocab_size
     cut_list, recorded = [], []
     for cut in cuts(args.cuts * 3, args.seed):

@@ -44,7 +44,7 @@ config = transformers.AutoConfig.from_pretrained(DEFAULT_MODEL_DIR, local_files_
 getattr(transformers, config.architectures[0])
 code = time.perf_counter()
 model = load_model()
-FimDecoder(model.model, model.tokenizer, model.fim_format)
+FimDecoder(model)
 done = time.perf_counter()
 print(json.dumps({"import": imported - start, "model code": code - imported, "weights": done - code}))
 """

@@ -123,43 +123,58 @@ def _first_line(text: str) -> str:
 
 
 class Completer:
-    """The language server's engine and settings; ``off`` decodes the same model unconstrained."""
+    """The library's editor policy (what the language server runs) with the server's default
+    settings; ``off`` decodes the same model unconstrained."""
 
     def __init__(self, model: str | None, deadline_ms: int, max_tokens: int):
-        from lsp_server.config import Settings
-        from lsp_server.engine import Engine
+        from fimconstrain.decoding.confidence import ConfidenceGate
+        from fimconstrain.decoding.generate import FimDecoder
+        from fimconstrain.decoding.models import load_model
 
-        self.settings = Settings(model=model, deadline_ms=deadline_ms, max_tokens=max_tokens)
-        self.engine = Engine()
-        self.engine.load(self.settings)
+        backend = load_model(model, progress=False)
+        self.decoder = FimDecoder(backend)
+        self.gate = ConfidenceGate.for_model(backend.name)
+        self.deadline_ms, self.max_tokens = deadline_ms, max_tokens
+        self.complete(
+            "fim", "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
+        )  # warm up, as the server
 
     def complete(self, mode: str, prefix: str, suffix: str) -> tuple[str | None, dict]:
         """The first item the editor would show, or None; and the generations' time (tokens,
         model seconds, constraint seconds)."""
-        from dataclasses import replace
+        from fimconstrain.decoding.editor import wants_multiline
 
-        from lsp_server.engine import Job
-        from lsp_server.shaping import wants_multiline
-
-        single = not wants_multiline(prefix, suffix, self.settings.multiline)
-        deadline = time.monotonic() + self.settings.deadline_ms / 1000
+        single = not wants_multiline(prefix, suffix)
         if mode == "off":
-            loaded = self.engine.loaded
-            assert loaded is not None
-            result = loaded.decoder.generate(
-                prefix, suffix, mode="unconstrained", max_new_tokens=self.settings.max_tokens
+            result = self.decoder.generate(
+                prefix, suffix, mode="unconstrained", max_new_tokens=self.max_tokens
             )
             middle = result.middle.split("\n", 1)[0] if single else result.middle.rstrip()
             spent = {"tokens": result.generated, "model_s": result.model_seconds, "constraint_s": 0.0}
             return (middle if middle.strip() else None), spent
-        job = Job("file:///bench.py", deadline, single)
-        items = self.engine.complete(job, prefix, suffix, replace(self.settings, mode=mode), 1)
+        done = self.completion(mode, prefix, suffix)
         spent = {
-            "tokens": job.generated,
-            "model_s": job.model_seconds,
-            "constraint_s": job.constraint_seconds,
+            "tokens": sum(r.generated for r in done.results),
+            "model_s": sum(r.model_seconds for r in done.results),
+            "constraint_s": sum(r.checker_seconds for r in done.results),
         }
-        return (items[0] if items else None), spent
+        return (done.items[0].middle if done.items else None), spent
+
+    def completion(self, mode: str, prefix: str, suffix: str):
+        """What the editor's policy makes at the cursor in ``mode`` ("fim" or "prefix"), within
+        the server's deadline: :class:`fimconstrain.decoding.editor.Completion`."""
+        from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
+        from fimconstrain.decoding.options import DecodeOptions
+
+        options = DecodeOptions.editor(not wants_multiline(prefix, suffix), max_new_tokens=self.max_tokens)
+        return complete_at_cursor(
+            self.decoder,
+            prefix,
+            suffix if mode == "fim" else "",
+            options,
+            gate=self.gate,
+            request=Deadline(self.deadline_ms / 1000),
+        )
 
 
 def parses(text: str) -> bool:

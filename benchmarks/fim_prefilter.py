@@ -38,7 +38,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     loaded = load_model(args.model)
-    decoder = FimDecoder(loaded.model, loaded.tokenizer, loaded.fim_format)
+    decoder = FimDecoder(loaded)
     decoder.mask_store()  # built or loaded once, outside the timings
     _root, files = C.select_files(args)
     rng = random.Random(args.seed)

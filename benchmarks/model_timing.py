@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         config = model_config(name, len(tokenizer), tokenizer.eos_token_id, args.tiny)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
         parameters = sum(p.numel() for p in model.parameters())
-        decoder = FimDecoder(model, tokenizer, fim_format, window=WINDOW)
+        decoder = FimDecoder.from_model(model, tokenizer, fim_format, window=WINDOW)
         decoder.generate(*cut_list[0][::2], max_new_tokens=2, semantic=False)  # warm-up
         part = single(decoder, cut_list, args.tokens)
         for batch in args.batches:

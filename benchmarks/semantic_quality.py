@@ -3,8 +3,8 @@
 
 Held-out files and editor cuts as in ``editor_quality.py`` (installed packages the shipped
 model never saw; mid-line, new-line and block cursors). Each request is decoded by the same
-model in one run, with the server's decode settings (``lsp_server.engine``: constrained, one
-line or a block as the server decides, no finish search), once without and once with
+model in one run, with the editor's decode settings (``DecodeOptions.editor``: constrained, one
+line or a block as the cursor asks, no finish search), once without and once with
 ``semantic``. Reported per mode:
 
 * parse+resolve@1: the middle is not blank, the file parses with it, pyflakes finds no
@@ -13,8 +13,9 @@ line or a block as the server decides, no finish search), once without and once 
   over all requests, and over the items the server's confidence gate would show;
 * edit similarity and first-line exact match against what the author wrote (editor_quality's
   measures, 0 for a request with no shown item), and the share of requests with an item;
-* latency per completion (the decode call, p50/p95), and through the language server's
-  ``Engine.complete`` on the first ``--server-requests`` requests.
+* latency per completion (the decode call, p50/p95), and through the editor's policy as the
+  server runs it (:func:`fimconstrain.decoding.editor.complete_at_cursor`) on the first
+  ``--server-requests`` requests.
 
 False exclusions: the author's own middle is fed token by token (the model's tokenizer)
 through the guide's check, with jedi waited for as long as it takes; a middle is falsely
@@ -30,12 +31,9 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import replace
 
 import _common as C
 import editor_quality as E
-
-SERVER = {"mode": "constrained", "drop_repeats": True, "finish_seconds": 0.15, "finish_search": False}
 
 
 def undefined_in_middle(text: str, start: int, end: int) -> list[str]:
@@ -123,28 +121,22 @@ def false_exclusion(decoder, prefix: str, suffix: str, truth: str) -> dict:
     return {"excluded": excluded, "demoted": demoted, "steps": len(ids), "setup_ms": setup_ms}
 
 
-def decode(loaded, prefix: str, suffix: str, single: bool, semantic: bool, settings) -> dict:
-    """One completion with the server's settings and deadline."""
+def decode(completer: E.Completer, prefix: str, suffix: str, single: bool, semantic: bool) -> dict:
+    """One completion with the editor's settings and the server's deadline."""
+    from fimconstrain.decoding.editor import Deadline, shows
+    from fimconstrain.decoding.options import Controls, DecodeOptions
+
     start = time.perf_counter()
-    deadline = time.monotonic() + settings.deadline_ms / 1000
-    result = loaded.decoder.generate(
-        prefix,
-        suffix,
-        max_new_tokens=settings.max_tokens,
-        single_line=single,
-        semantic=semantic,
-        should_stop=lambda: time.monotonic() >= deadline,
-        **SERVER,
-    )
+    deadline = Deadline(completer.deadline_ms / 1000)
+    options = DecodeOptions.editor(single, max_new_tokens=completer.max_tokens, semantic=semantic)
+    result = completer.decoder.generate(prefix, suffix, options, Controls(should_stop=deadline.should_stop))
     seconds = time.perf_counter() - start
-    score = result.mean_logprob
-    shown = bool(result.valid and result.middle.strip()) and score is not None and loaded.gate.shows(score)
     return {
         "middle": result.middle,
         "valid": result.valid,
-        "shown": shown,
+        "shown": shows(result, completer.gate),
         "seconds": seconds,
-        "stopped": result.stopped,
+        "stopped": result.stopped.value,
         "setup_ms": 1000 * result.setup_seconds,
         "checker_ms_per_token": result.checker_ms_per_token,
         "stats": dict(result.semantic),
@@ -176,22 +168,29 @@ def summarise(rows: list[dict]) -> dict:
     }
 
 
-def server_latency(settings, requests: list) -> dict:
-    """Latency of ``lsp_server.engine.Engine.complete`` (the server's worker) per request, off
-    and on in turn (alternating which goes first, as the checker caches favour the second)."""
-    from lsp_server.engine import Engine, Job
-    from lsp_server.shaping import wants_multiline
+def server_latency(completer: E.Completer, requests: list) -> dict:
+    """Latency of the editor's policy as the server runs it (``complete_at_cursor``, one item)
+    per request, off and on in turn (alternating which goes first, as the checker caches favour
+    the second)."""
+    from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
+    from fimconstrain.decoding.options import DecodeOptions
 
-    engine = Engine()
-    engine.load(replace(settings, semantic=True))
     seconds: dict[str, list[float]] = {"off": [], "semantic": []}
     for i, (_, _, prefix, suffix, _) in enumerate(requests):
         for mode in sorted(seconds, reverse=i % 2 == 0):
-            wanted = replace(settings, semantic=mode == "semantic")
-            single = not wants_multiline(prefix, suffix, wanted.multiline)
-            job = Job("file:///bench.py", time.monotonic() + wanted.deadline_ms / 1000, single)
+            single = not wants_multiline(prefix, suffix)
+            options = DecodeOptions.editor(
+                single, max_new_tokens=completer.max_tokens, semantic=mode == "semantic"
+            )
             start = time.perf_counter()
-            engine.complete(job, prefix, suffix, wanted, 1)
+            complete_at_cursor(
+                completer.decoder,
+                prefix,
+                suffix,
+                options,
+                gate=completer.gate,
+                request=Deadline(completer.deadline_ms / 1000),
+            )
             seconds[mode].append(time.perf_counter() - start)
     out = {}
     for mode, times in seconds.items():
@@ -209,11 +208,11 @@ def main(argv=None) -> int:
     p.add_argument("--per-file", type=int, default=3, help="requests per file")
     p.add_argument("--model", help="model directory (default: the shipped model)")
     p.add_argument("--max-tokens", type=int, default=64, help="the server's max new tokens")
-    p.add_argument("--server-requests", type=int, default=20, help="requests timed through Engine.complete")
+    p.add_argument(
+        "--server-requests", type=int, default=20, help="requests timed through the editor's policy"
+    )
     args = p.parse_args(argv)
-    from lsp_server.config import Settings
-    from lsp_server.engine import Engine
-    from lsp_server.shaping import wants_multiline
+    from fimconstrain.decoding.editor import wants_multiline
 
     rng = random.Random(args.seed)
     requests = []
@@ -221,18 +220,16 @@ def main(argv=None) -> int:
         text = path.read_text("utf-8", errors="replace")
         if E.parses(text):
             requests += [(str(path), *r) for r in E.cursors(text, rng, args.per_file)]
-    settings = Settings(model=args.model, max_tokens=args.max_tokens)
-    engine = Engine()
-    loaded = engine.load(settings)
+    completer = E.Completer(args.model, deadline_ms=3000, max_tokens=args.max_tokens)
     rows: dict[str, list[dict]] = {"off": [], "semantic": []}
     exclusions = []
     for name, kind, prefix, suffix, truth in C.progress(requests, desc="requests", disable=args.no_progress):
         exclusions.append(
-            {"file": name, "kind": kind, **false_exclusion(loaded.decoder, prefix, suffix, truth)}
+            {"file": name, "kind": kind, **false_exclusion(completer.decoder, prefix, suffix, truth)}
         )
-        single = not wants_multiline(prefix, suffix, settings.multiline)
+        single = not wants_multiline(prefix, suffix)
         for mode in sorted(rows, reverse=len(exclusions) % 2 == 0):  # alternate the order (caches)
-            out = decode(loaded, prefix, suffix, single, mode == "semantic", settings)
+            out = decode(completer, prefix, suffix, single, mode == "semantic")
             item = out["middle"] if out["shown"] else None
             rows[mode].append(
                 {
@@ -261,7 +258,7 @@ def main(argv=None) -> int:
         if exclusions
         else 0,
     }
-    server = server_latency(settings, requests[: args.server_requests])
+    server = server_latency(completer, requests[: args.server_requests])
     columns = [
         "p+r@1",
         "parse",
@@ -295,7 +292,7 @@ def main(argv=None) -> int:
         f"p95 {summary_excl['setup_ms_p95']:.1f} ms"
     )
     for mode, s in server.items():
-        print(f"server Engine.complete {mode:9}: p50 {s['p50_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms", end="")
+        print(f"editor policy {mode:9}: p50 {s['p50_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms", end="")
         print(f" over {s['requests']}")
     out = C.write_results(
         "semantic_quality",

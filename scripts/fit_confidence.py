@@ -4,13 +4,14 @@ are not shown).
 
 The cuts are the editor-quality benchmark's kinds (mid-line, new line, block body) taken from
 the model's own held-out standard-library files (``training.json``'s ``heldout_paths``), never
-from the benchmark's files. Each request goes through the server's engine with a gate that
+from the benchmark's files. Each request goes through the editor's policy (what the server
+runs: :func:`fimconstrain.decoding.editor.complete_at_cursor`) with a gate that
 shows everything; an item is good when its edit similarity to the true middle is at least 0.7.
 The threshold maximises good items shown minus junk items shown
 (:func:`fimconstrain.decoding.confidence.fit_threshold`). ``--write`` stores it in the model's
 ``confidence.json``.
 
-    python benchmarks/fit_confidence.py --limit 40 --per-file 3 --write
+    python scripts/fit_confidence.py --limit 40 --per-file 3 --write
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import json
 import random
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, editor_quality
@@ -35,12 +35,8 @@ def heldout_files(model_dir: Path, limit: int, seed: int) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    from dataclasses import replace
-
     from fimconstrain.decoding.confidence import FILE_NAME, ConfidenceGate, fit_threshold
     from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
-    from lsp_server.engine import Job
-    from lsp_server.shaping import wants_multiline
 
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=40, workers=False)
     p.add_argument("--per-file", type=int, default=3, help="requests per file")
@@ -53,20 +49,15 @@ def main(argv=None) -> int:
         if 1_000 <= len(text) <= 30_000 and EQ.parses(text):
             requests += EQ.cursors(text, rng, args.per_file)
     completer = EQ.Completer(None, deadline_ms=3000, max_tokens=64)
-    loaded = completer.engine.loaded
-    assert loaded is not None
-    loaded.gate = ConfidenceGate()  # see every item
-    settings = replace(completer.settings, mode="fim")
+    completer.gate = ConfidenceGate()  # see every item
     scored: list[tuple[float, bool]] = []
     for _kind, prefix, suffix, truth in C.progress(
         requests, desc="fit", disable=args.no_progress, unit="request"
     ):
-        single = not wants_multiline(prefix, suffix, settings.multiline)
-        job = Job("file:///fit.py", time.monotonic() + settings.deadline_ms / 1000, single)
-        items = completer.engine.scored(job, prefix, suffix, settings, 1)
+        items = completer.completion("fim", prefix, suffix).items
         if items:
-            middle, score = items[0]
-            scored.append((score, EQ.edit_similarity(middle, truth) >= EQ.GOOD))
+            good = EQ.edit_similarity(items[0].middle, truth) >= EQ.GOOD
+            scored.append((items[0].mean_logprob, good))
     threshold = fit_threshold(scored)
     shown = [good for score, good in scored if score >= threshold]
     print(f"requests {len(requests)}, items {len(scored)}, good {sum(g for _, g in scored)}")
@@ -74,7 +65,7 @@ def main(argv=None) -> int:
     payload = {"min_mean_logprob": threshold, "items": len(scored), "good": sum(g for _, g in scored)}
     C.write_results("fit_confidence", args, {**payload, "scored": scored})
     if args.write:
-        record = {**payload, "fitted_by": "benchmarks/fit_confidence.py", "args": sys.argv[1:]}
+        record = {**payload, "fitted_by": "scripts/fit_confidence.py", "args": sys.argv[1:]}
         (DEFAULT_MODEL_DIR / FILE_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {DEFAULT_MODEL_DIR / FILE_NAME}")
     return 0

@@ -2,7 +2,7 @@
 
 A valid middle can still be junk. The mean log-probability the model gave the middle's tokens
 (:attr:`.generate.FimResult.mean_logprob`) separates the two well enough to gate an editor's
-items: below a threshold fitted on held-out cuts (``benchmarks/fit_confidence.py``, never the
+items: below a threshold fitted on held-out cuts (``scripts/fit_confidence.py``, never the
 editor-quality benchmark's own files) the server shows nothing. The threshold belongs to a
 model, so it is stored beside it (``confidence.json`` in the model's directory).
 """

@@ -11,7 +11,9 @@ likely, or nothing.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,16 +74,20 @@ class Request(Protocol):
         ...
 
 
-class Unhurried:
-    """A request nobody cancels and no deadline ends (the command line's)."""
+class Deadline:
+    """A request nobody cancels that must end ``seconds`` from now (never, by default: the
+    command line's; a benchmark's time limit)."""
 
     cancelled = False
 
+    def __init__(self, seconds: float = math.inf):
+        self.at = time.monotonic() + seconds
+
     def expired(self) -> bool:
-        return False
+        return time.monotonic() >= self.at
 
     def should_stop(self) -> bool:
-        return False
+        return self.expired()
 
     def on_token(self, token: int) -> None:
         pass
@@ -135,7 +141,7 @@ def complete_at_cursor(
     and the engine's :class:`~fimconstrain.engine.errors.FimConstrainError` when no middle can
     join ``prefix`` and ``suffix`` at any version.
     """
-    request = request or Unhurried()
+    request = request or Deadline()
     gate = gate or ConfidenceGate()
     controls = Controls(
         should_stop=request.should_stop,
