@@ -116,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain complete`` (no torch imported)."""
     ap = argparse.ArgumentParser(
         prog="fimconstrain complete",
-        description="Fill in the code at a cursor so that the whole file stays valid Python.",
+        description="Fill in the code at a cursor so that the whole file stays valid Python. The defaults "
+        "are the editor's (the language server runs the same policy): one line or a block as the cursor "
+        "asks, the Python version of the file's project, no text the model did not write.",
         formatter_class=HelpFormatter,
         epilog="Exit codes: 0 the completed file is valid, 1 it is not, 2 usage or input error.",
     )
