@@ -10,9 +10,9 @@ editor asks for a completion:
 * ``new-line``: an empty line after its indentation (the middle is the line);
 * ``block``: the line after a block header, indented (the middle is the block's body).
 
-Each request goes through the language server's own path, ``lsp_server.engine.Engine.complete``
-with the server's one-line/block decision (``lsp_server.shaping.wants_multiline``), in the
-server's modes ``fim`` and ``prefix``; ``off`` is the same model decoding unconstrained (the
+Each request goes through the editor's policy, the path the language server runs
+(``fimconstrain.decoding.editor.complete_at_cursor``, with its one-line/block decision
+``wants_multiline``), in the server's modes ``fim`` and ``prefix``; ``off`` is the same model decoding unconstrained (the
 first line for a one-line request). Reported per mode and cursor kind: the share of requests
 that show an item, first-line exact match and edit similarity (CrossCodeEval's: rapidfuzz
 ``fuzz.ratio``/100, 0 for a request with no item), the share of shown items that parse once

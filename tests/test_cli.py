@@ -309,7 +309,7 @@ def test_complete_help_shows_defaults():
     rc, out, _ = run("complete", "--help")
     assert rc == 0
     flat = " ".join(out.split())
-    assert "(default: 128)" in flat and "(default: 64)" in flat and "(default: constrained)" in flat
+    assert "(default: 64)" in flat and "(default: constrained)" in flat and "(default: auto)" in flat
 
 
 @pytest.mark.slow
@@ -321,11 +321,11 @@ def test_complete_reads_stdin_and_reports_where_the_time_went():
 
 
 def test_readme_explains_every_stopped_value():
-    from fimconstrain.decoding.complete_file import STOPPED
+    from fimconstrain.decoding.result import StopReason
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for value in STOPPED:
-        assert f"- `{value}`:" in readme, value
+    for reason in StopReason:
+        assert f"- `{reason.value}`:" in readme, reason
 
 
 # ---------------------------------------------------------------- the program around the commands

@@ -60,7 +60,7 @@ def test_settings_match_the_server():
         assert default == server_defaults[key], key
     assert declared["mode"]["enum"] == list(MODES)
     assert declared["multiline"]["enum"] == list(MULTILINE)
-    from lsp_server.pyversion import CHOICES
+    from fimconstrain.decoding.python_version import CHOICES
 
     assert declared["pythonVersion"]["enum"] == list(CHOICES)
     from fimconstrain.decoding.fim_formats import FORMATS
