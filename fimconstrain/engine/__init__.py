@@ -7,7 +7,7 @@ The public face is :func:`fim_checker` and :class:`Checker`; a language is a gra
 
 from .checker import Checker, Language, clear_caches, fim_checker, get_layer, register_language
 from .errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
-from .layer_protocol import Branch, Layer, LexicalLayer
+from .layer_protocol import Branch, FinishVocabulary, Layer, LexicalLayer
 from .layers import BaseLayer, PlainLayer, PythonLayer
 from .rejection import first_error_offset, first_rejection
 from .versions import (
@@ -28,6 +28,7 @@ __all__ = [
     "Branch",
     "Checker",
     "FimConstrainError",
+    "FinishVocabulary",
     "GrammarError",
     "InputError",
     "Interrupted",

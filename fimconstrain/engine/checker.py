@@ -52,7 +52,7 @@ def register_language(
 ) -> None:
     """Add a language (or replace one): a Lark grammar (a built-in grammar's name, or the
     path of a ``.lark`` file) with its start rule, and the layer that reads it
-    (:class:`~.layers.PlainLayer` for a grammar whose tokens go straight to the parser).
+    (:class:`~.base_layer.PlainLayer` for a grammar whose tokens go straight to the parser).
     Afterwards ``fim_checker(prefix, suffix, language=name)`` checks it."""
     LANGUAGES[name] = Language(
         grammar if isinstance(grammar, str) else Path(grammar), start, layer_class, versioned

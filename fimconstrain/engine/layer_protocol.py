@@ -3,7 +3,9 @@
 A language is a grammar plus a *layer*: what happens between the lexer and the parser when a
 symbol ends (Python's indentation and brackets, JSON's nothing). The lexer, the checker, the
 suffix refutation, the finish search and the mask store see a language only through this
-protocol; :mod:`fimconstrain.engine.layers` has the two layers there are.
+protocol; :mod:`fimconstrain.engine.layers` has the two layers there are. What the finish
+search writes beyond the grammar's terminals (a block header, a comment, string quotes) is a
+layer's :class:`FinishVocabulary`.
 
 Each layer keeps its own state beside the parser's as a small immutable, hashable value, its
 *layout* (``None`` for JSON, ``(indents, depth, line_open, fstrings)`` for Python): the
@@ -20,6 +22,8 @@ automaton, lexing modes): enough to lex a text or plan a grammar-level search.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .earley import EarleySet, Recognizer
@@ -30,7 +34,8 @@ from .versions import PythonVersion
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-#: a layer's layout type (``None`` for :class:`~.layers.PlainLayer`, :data:`~.layers.PythonLayout`)
+#: a layer's layout type (``None`` for :class:`~.base_layer.PlainLayer`,
+#: :data:`~.python_layer.PythonLayout`)
 LayoutT = TypeVar("LayoutT")
 
 #: the lexer-automaton states of symbols a branch already ended, advanced over the text since
@@ -42,10 +47,44 @@ Guards = tuple[int, ...]
 #: unpacking, with these names.
 Branch = tuple[EarleySet, LayoutT, int, str, Guards]
 
-#: a lexing-mode frame ``(kind, quote, extra)`` (Python's f-string modes; see ``layers.py``)
+#: a lexing-mode frame ``(kind, quote, extra)`` (Python's f-string modes; see ``fstring_modes.py``)
 ModeFrame = tuple[int, str, int]
 #: a stack of lexing modes, innermost last (empty: ordinary code)
 Modes = tuple[ModeFrame, ...]
+
+
+@dataclass(frozen=True)
+class FinishVocabulary:
+    """The text the finish search (:mod:`~.closing`, :mod:`~.bridging`) writes in a language
+    beyond the spellings of its terminals, and the lexical facts it reads a suffix with. The
+    defaults fit a language without layout, comments or reserved words (JSON)."""
+
+    #: one level of indentation, as a finish writes it (empty: indentation means nothing)
+    indent_unit: str = ""
+    #: the shortest line that opens an indented block (empty: none)
+    block_header: str = ""
+    #: how a line that opens a block ends (empty: no blocks)
+    block_opener: str = ""
+    #: what begins a comment that runs to the end of its line (empty: none)
+    line_comment: str = ""
+    #: the delimiters strings open and close with, longest first
+    quotes: tuple[str, ...] = ("'", '"')
+    #: the prefixes a string's opening quote may take (``""``: none)
+    string_prefixes: tuple[str, ...] = ("",)
+    #: text that may make a lexeme's content valid before it is closed (an escape short of
+    #: digits, an open replacement field), tried in order when nothing else ends the lexeme
+    lexeme_repairs: tuple[str, ...] = ()
+    #: text that turns a reserved word into a name when added (empty: no reserved words)
+    reserved_word_escape: str = ""
+    #: closing bracket -> the text that opens it in any expression context (none: a bridge
+    #: opens only the brackets its own construct opens)
+    bracket_wrappers: Mapping[str, str] = field(default_factory=dict)
+    #: brackets and operators (literals): left contexts with these differ only in ways a
+    #: nested opener ignores
+    context_noise: frozenset[str] = frozenset("([{")
+    #: terminals (literals, or names of terminals without one) that a connector between
+    #: nested brackets may use (none: brackets nest directly)
+    connector_symbols: frozenset[str] = frozenset()
 
 
 class LexicalLayer(Protocol):
@@ -80,6 +119,8 @@ class LexicalLayer(Protocol):
     splits_at_top_level: bool
     #: whether a file whose raw text ends in ``\r\n`` is read with one more line break
     crlf_end_adds_newline: bool
+    #: what the finish search writes in this language beyond its terminals
+    finish_vocabulary: FinishVocabulary
 
     def __hash__(self) -> int:
         """Layers are hashable (by identity): grammar-level tables are cached per layer."""

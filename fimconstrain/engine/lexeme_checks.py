@@ -1,0 +1,46 @@
+"""CPython's checks on lexemes its tokenizer has already read: what the grammar's regular
+expressions let through and CPython still rejects (bad escapes, non-ASCII bytes, names).
+
+The Python layer (:mod:`~.python_layer`, :mod:`~.fstring_modes`) applies them when a symbol
+ends, so that the checker accepts exactly what ``ast.parse`` accepts.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+
+
+def identifier_ok(text: str) -> bool:
+    """CPython's check on non-ASCII names, on the characters as written (a combining mark
+    cannot start a name; ``¹`` is no identifier character even though NFKC makes it ``1``)."""
+    return text.isidentifier()
+
+
+def string_ok(text: str) -> bool:
+    """CPython rejects some string lexemes after tokenizing them: bad escapes such as
+    ``'\\x1'`` and non-ASCII bytes."""
+    quote = min((i for i in (text.find("'"), text.find('"')) if i >= 0), default=0)
+    prefix = text[:quote].lower()
+    if "\\" not in text and ("b" not in prefix or text.isascii()):
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(text, mode="eval")
+        except (SyntaxError, ValueError):
+            return False
+    return True
+
+
+def fstring_text_ok(text: str, quote: str, raw: int) -> bool:
+    """CPython's checks on the escapes of an f-string's literal text or format spec (raw text
+    has none): the text, braces unescaped, must be a valid plain string literal. A lone
+    backslash before a field is a character of its own (an invalid escape: a warning, not an
+    error)."""
+    if raw or "\\" not in text:
+        return True
+    body = text.replace("{{", "{").replace("}}", "}")
+    if (len(body) - len(body.rstrip("\\"))) % 2:
+        body = body[:-1]
+    return string_ok(quote + body + quote)
