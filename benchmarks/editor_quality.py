@@ -12,14 +12,14 @@ editor asks for a completion:
 
 Each request goes through the editor's policy, the path the language server runs
 (``fimconstrain.decoding.editor.complete_at_cursor``, with its one-line/block decision
-``wants_multiline``), in the server's modes ``fim`` and ``prefix``; ``off`` is the same model decoding unconstrained (the
-first line for a one-line request). Reported per mode and cursor kind: the share of requests
-that show an item, first-line exact match and edit similarity (CrossCodeEval's: rapidfuzz
-``fuzz.ratio``/100, 0 for a request with no item), the share of shown items that parse once
-accepted and that are "good" (edit similarity >= 0.7), latency p50/p95, and the time per
-generated token of the model and of the constraint (candidate and stop checks, the end of the
-middle; pooled over the requests, and the constraint's median share of the model's per
-request). A bar chart is written beside the JSON.
+``wants_multiline``), in the server's modes ``fim`` and ``prefix``; ``off`` is the same model
+decoding unconstrained (the first line for a one-line request). Reported per mode and cursor
+kind: the share of requests that show an item, first-line exact match and edit similarity
+(CrossCodeEval's: rapidfuzz ``fuzz.ratio``/100, 0 for a request with no item), the share of
+shown items that parse once accepted and that are "good" (edit similarity >= 0.7), latency
+p50/p95, and the time per generated token of the model and of the constraint (candidate and stop
+checks, the end of the middle; pooled over the requests, and the constraint's median share of
+the model's per request). A bar chart is written beside the JSON.
 
     python benchmarks/editor_quality.py --limit 20 --per-file 3
 """

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..engine.earley import EarleySet
 from ..engine.layer_protocol import Layer
-from ..engine.layers import line_indentation
+from ..engine.python_layer import line_indentation
 from ..engine.regex_dfa import DEAD, LexerDFA
 from ..engine.versions import VersionLike, format_version, parse_python_version
 from .vocab import Vocabulary, split_utf8, vocabulary

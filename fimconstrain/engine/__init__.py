@@ -5,10 +5,11 @@ The public face is :func:`fim_checker` and :class:`Checker`; a language is a gra
 :class:`Layer` (:func:`register_language`); the rest is for the layers above.
 """
 
+from .base_layer import BaseLayer, PlainLayer
 from .checker import Checker, Language, clear_caches, fim_checker, get_layer, register_language
 from .errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
 from .layer_protocol import Branch, FinishVocabulary, Layer, LexicalLayer
-from .layers import BaseLayer, PlainLayer, PythonLayer
+from .python_layer import PythonLayer
 from .rejection import first_error_offset, first_rejection
 from .versions import (
     NEWEST,

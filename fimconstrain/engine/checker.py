@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple
 
 from . import lexer
+from .base_layer import PlainLayer
 from .errors import GrammarError, InputError, UncompletableError
 from .finish_search import shortest_finish
 from .grammar import Grammar, load_builtin, load_file
 from .layer_protocol import Branch, Layer, LayoutT
-from .layers import PlainLayer, PythonLayer
 from .prefix_cache import LRU, PrefixCache
+from .python_layer import PythonLayer
 from .rejection import first_error_offset
 from .right_quotient import PlanKey, SuffixPlan, plan_suffix
 from .versions import PythonVersion, VersionLike, parse_python_version

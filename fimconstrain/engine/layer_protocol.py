@@ -3,8 +3,8 @@
 A language is a grammar plus a *layer*: what happens between the lexer and the parser when a
 symbol ends (Python's indentation and brackets, JSON's nothing). The lexer, the checker, the
 suffix refutation, the finish search and the mask store see a language only through this
-protocol; :mod:`fimconstrain.engine.layers` has the two layers there are. What the finish
-search writes beyond the grammar's terminals (a block header, a comment, string quotes) is a
+protocol; :mod:`~.base_layer` and :mod:`~.python_layer` have the two layers there are. What the
+finish search writes beyond the grammar's terminals (a block header, a comment, string quotes) is a
 layer's :class:`FinishVocabulary`.
 
 Each layer keeps its own state beside the parser's as a small immutable, hashable value, its

@@ -38,8 +38,8 @@ from fimconstrain.decoding.fim_formats import (  # noqa: E402
 )
 from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
 from fimconstrain.decoding.logits_processor import FimLogitsProcessor  # noqa: E402
-from fimconstrain.decoding.options import Controls  # noqa: E402
 from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
+from fimconstrain.decoding.options import Controls  # noqa: E402
 from fimconstrain.decoding.validity import longest_valid_prefix, middle_of, parses  # noqa: E402
 
 # (prefix, suffix) pairs: an open expression, a statement to fill inside a block, a call's arguments

@@ -715,7 +715,10 @@ async def test_the_command_line_gives_the_items_the_server_gives(
     import subprocess
 
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\nrequires-python = ">=3.10"\n')
-    text = "def scale(values, k):\n    out = []\n    for v in values:\n        out.append(v * k)\n    \n    return out\n"
+    text = (
+        "def scale(values, k):\n    out = []\n    for v in values:\n        out.append(v * k)\n"
+        "    \n    return out\n"
+    )
     path, shown = tmp_path / "same.py", []
     path.write_text(text)
     _open(client, _uri(path), text)
