@@ -212,13 +212,10 @@ def main_complete(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     timings: dict[str, float] = {}
     try:
-        _, text = read_source(args.file)
-        offset = cursor_offset(text, args.cursor)
-        done = complete_text(
-            text,
-            offset,
-            model=args.model,
-            path=Path.cwd() if args.file == "-" else Path(args.file),
+        done = complete_file(
+            args.file,
+            args.cursor,
+            args.model,
             python_version=args.python_version,
             multiline=args.multiline,
             fim_format=args.fim_format,

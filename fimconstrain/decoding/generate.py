@@ -21,7 +21,6 @@ from .backend import ModelBackend
 from .constraint import healed_tail
 from .end_of_middle import single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt
-from .healing_index import HealingIndex
 from .mask_store import MaskStore, mask_logits
 from .options import Controls, DecodeOptions
 from .ranking import log_normaliser, ranking_keys
@@ -70,18 +69,6 @@ class FimDecoder:
     @property
     def codec(self) -> TextCodec:
         return self.vocabulary.codec
-
-    @property
-    def stop_ids(self) -> set[int]:
-        return self.vocabulary.stop_ids
-
-    @property
-    def banned_ids(self) -> set[int]:
-        return self.vocabulary.banned_ids
-
-    def healing_index(self, width: int) -> HealingIndex:
-        """The tokens that may write a healed text, over ``width`` logits (built once)."""
-        return self.vocabulary.healing_index(width)
 
     def mask_store(self, python_version: VersionLike | None = None) -> MaskStore:
         """The token-mask store for this tokenizer and a Python version (default: the decoder's),
@@ -137,7 +124,7 @@ class FimDecoder:
             self.window - budget,
             self.order,
         )
-        rng = np.random.default_rng(options.seed) if options.seed is not None else None
+        rng = np.random.default_rng(options.seed)  # (seed None: fresh entropy)
         run = Run(vocabulary, prefix, suffix, options, len(prompt), version, healing)
         constrained = options.mode in ("constrained", "prefix")
         if constrained:

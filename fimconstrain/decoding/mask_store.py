@@ -831,16 +831,12 @@ def pack(bits: np.ndarray) -> np.ndarray:
 
 
 def mask_logits(logits, allowed: np.ndarray, also: Iterable[int] = ()):
-    """``logits`` (numpy or torch, last axis = vocabulary) with every token outside ``allowed``
+    """``logits`` (numpy, last axis = vocabulary) with every token outside ``allowed``
     (a bool vector) and ``also`` (e.g. stop tokens that may end the program now) set to -inf."""
     keep = np.zeros(logits.shape[-1], dtype=bool)
     n = min(len(allowed), len(keep))
     keep[:n] = allowed[:n]
     keep[list(also)] = True
-    if hasattr(logits, "masked_fill"):  # torch, imported only by the caller
-        import torch
-
-        return logits.masked_fill(~torch.from_numpy(keep).to(logits.device), float("-inf"))
     out = np.array(logits, dtype=float, copy=True)
     out[..., ~keep] = -np.inf
     return out

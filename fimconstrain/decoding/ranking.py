@@ -19,7 +19,7 @@ def log_normaliser(logits: np.ndarray) -> float:
 
 
 def ranking_keys(
-    logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator | None
+    logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator
 ) -> np.ndarray:
     """Keys whose descending order is the walk order: logits (greedy) or perturbed by Gumbel noise (sampling).
 
@@ -27,10 +27,9 @@ def ranking_keys(
     """
     if temperature <= 0:
         return logits
-    generator = rng if rng is not None else np.random.default_rng()
     scaled = logits.astype(np.float64) / temperature
     scaled -= log_normaliser(scaled)
-    uniform = np.clip(generator.random(scaled.shape), 1e-12, 1 - 1e-12)
+    uniform = np.clip(rng.random(scaled.shape), 1e-12, 1 - 1e-12)
     keys = scaled - np.log(-np.log(uniform))
     if top_p < 1.0:
         order = np.argsort(-scaled, kind="stable")

@@ -12,9 +12,7 @@ class Vocabulary:
     """Read from a model backend once; shared by every generation of a decoder."""
 
     def __init__(self, backend: ModelBackend):
-        self.tokenizer = backend.tokenizer
         self.codec = TextCodec(backend.tokenizer)
-        self.size = backend.vocab_size
         #: tokens that end the middle: the format's stop tokens and end of text
         self.stop_ids: set[int] = backend.fim_format.stop_ids(backend.tokenizer)
         #: the other special tokens: never part of a middle

@@ -103,7 +103,7 @@ def test_a_scripted_model_completes_the_split_word(tiny):
     probe = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     tail = healed_tail(probe.codec, prefix)
     script = probe.codec.encode(tail + "rn len(items)")
-    eos = next(iter(probe.stop_ids))
+    eos = next(iter(probe.vocabulary.stop_ids))
     decoder = FimDecoder.from_model(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
     result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=len(script) + 2)
     assert (result.healed, result.middle, result.stopped) == (tail, "rn len(items)", "eos")
@@ -165,7 +165,7 @@ def test_the_healing_index_keeps_every_token_that_can_write_the_healed_text(deco
     healed text nor starts with it: exactly those ``rest_of_healing`` refuses."""
     codec = decoder.codec
     size = len(decoder.tokenizer) + 3  # the model may have more rows than the tokenizer tokens
-    index = decoder.healing_index(size)
+    index = decoder.vocabulary.healing_index(size)
     for healing in ["retu", "pa", "value_of", "+", "na", "é", " us"]:
         kept = set(index.tokens(healing))
         assert set(range(len(decoder.tokenizer), size)) <= kept  # ids the tokenizer does not know
