@@ -151,7 +151,7 @@ def main() -> int:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    loaded = load_model()
+    loaded = load_model(runtime="transformers")
     decoder = FimDecoder(loaded)
     vocab = loaded.model.config.vocab_size
     cut_list, recorded = [], []

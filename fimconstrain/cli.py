@@ -317,6 +317,11 @@ DELEGATED = {
         "main_report",
         "print Tables I and II, the failure analysis and timing; draw Fig. 11",
     ),
+    "export-gguf": (
+        "fimconstrain.decoding.gguf_export",
+        "main_export",
+        "write a GPTBigCode checkpoint (the shipped model's architecture) as a GGUF file for llama.cpp",
+    ),
     "merge": (
         "fimconstrain.evaluation.sharding",
         "main_merge",

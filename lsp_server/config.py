@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from fimconstrain.decoding.models import RUNTIMES
 from fimconstrain.decoding.options import SEMANTIC_DEFAULT
 
 SECTION = "fimconstrain"
@@ -24,10 +25,14 @@ MULTILINE = ("auto", "always", "never")
 class Settings:
     """Everything a user can configure; the field docs are the reference (see docs/lsp.md)."""
 
-    model: str | None = None  # model directory or cached Hugging Face id; None: the shipped model
+    model: str | None = None  # model directory, cached Hugging Face id or .gguf file; None: the shipped model
+    # what runs the model: auto (llama.cpp for a .gguf file, and for the shipped model when
+    # llama-cpp-python is installed; transformers otherwise), transformers, or llama
+    runtime: str = "auto"
     fim_format: str | None = None  # santacoder, starcoder, codellama, ...; None: detected from the tokenizer
-    device: str = "cpu"  # torch device for the model
-    threads: int | None = None  # torch CPU threads; None: torch's default
+    device: str = "cpu"  # torch device for a transformers model (llama.cpp runs on the CPU)
+    threads: int | None = None  # the model's CPU threads; None: every core (llama.cpp), torch's default
+    context: int | None = None  # llama.cpp's window in tokens; None: the model's, at most 8192
     trust_remote_code: bool = False
     mode: str = "fim"  # fim: prefix+middle+suffix valid; prefix: left context only; off: no completions
     max_tokens: int = 64  # new tokens per completion
@@ -50,7 +55,15 @@ class Settings:
 
     def model_key(self) -> tuple:
         """The settings that need the model reloaded when they change."""
-        return (self.model, self.fim_format, self.device, self.threads, self.trust_remote_code)
+        return (
+            self.model,
+            self.runtime,
+            self.fim_format,
+            self.device,
+            self.threads,
+            self.context,
+            self.trust_remote_code,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,7 +161,9 @@ _CHECKS = {
     "model": _optional_str,
     "fim_format": _optional_str,
     "device": _device,
+    "runtime": _choice(RUNTIMES),
     "threads": _int(1, 256, True),
+    "context": _int(64, 1 << 20, True),
     "trust_remote_code": _bool,
     "mode": _choice(MODES),
     "max_tokens": _int(1, 4096),

@@ -160,9 +160,7 @@ class Engine:
 
     @staticmethod
     def _load_backend(settings: Settings) -> ModelBackend:
-        """The configured transformers model (default: the shipped one), offline."""
-        import torch
-
+        """The configured model (default: the shipped one) on the configured runtime, offline."""
         from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
         if settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
@@ -170,12 +168,13 @@ class Engine:
                 f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
                 f"set fimconstrain.model to a model directory"
             )
-        if settings.threads:
-            torch.set_num_threads(settings.threads)
         return load_model(
             settings.model,
+            runtime=settings.runtime,
             fim_format=settings.fim_format,
             device=settings.device,
+            threads=settings.threads,
+            context=settings.context,
             trust_remote_code=settings.trust_remote_code,
             progress=False,  # a bar on standard error is an error line in an editor's log
         )

@@ -241,12 +241,19 @@ def evaluate(model, sampler: ExampleSampler, batches: int, batch_size: int) -> d
 
 
 def save(model, tokenizer, out: Path) -> None:
-    """Write the weights in float16 safetensors and the tokenizer; the training copy stays float32."""
+    """Write the weights in float16 safetensors and the tokenizer, and their GGUF copy for
+    llama.cpp when the ``gguf`` package is installed; the training copy stays float32."""
+    import importlib.util
+
     out.mkdir(parents=True, exist_ok=True)
     half = GPTBigCodeForCausalLM(model.config)
     half.load_state_dict({name: value.cpu() for name, value in model.state_dict().items()})
     half.to(torch.float16).save_pretrained(out)
     tokenizer.save_pretrained(out)
+    if importlib.util.find_spec("gguf") is not None:
+        from fimconstrain.decoding.gguf_export import export_gguf
+
+        export_gguf(out, out / "model.gguf")
 
 
 EXAMPLES = (
@@ -298,6 +305,7 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
 
 - Architecture: GPTBigCode (SantaCoder's: multi-query attention, learned positions), {cfg["n_layer"]} layers,
   d={cfg["n_embd"]}, {cfg["n_head"]} heads, context {cfg["n_positions"]} tokens,
+  also as `model.gguf` (the same weights in f16 for llama.cpp: `fimconstrain export-gguf`),
   {facts["parameters"] / 1e6:.2f} M parameters, stored in float16 ({facts["size_mb"]:.1f} MB).
 - Tokenizer: byte-level BPE, {facts["vocab_size"]} tokens, trained on the training files; special tokens
   `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>`

@@ -62,11 +62,37 @@ def fim_format_name(text: str) -> str:
     return text
 
 
-def add_model_options(ap: argparse.ArgumentParser) -> None:
-    """The options that choose the model and how its prompt is built (``complete`` and
-    ``eval`` take the same ones)."""
+def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", threads: int | None = None) -> None:
+    """The options that choose the model, its runtime and how its prompt is built (``complete``
+    and ``eval`` take the same ones; ``runtime`` and ``threads`` are the command's defaults)."""
+    from .models import RUNTIMES
+
     ap.add_argument(
-        "--model", default=None, help="model directory or cached Hugging Face id (default: the shipped model)"
+        "--model",
+        default=None,
+        help="model directory, cached Hugging Face id, or .gguf file (llama.cpp) (default: the shipped model)",
+    )
+    ap.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=runtime,
+        help="what runs the model: llama.cpp for a .gguf file; auto also runs the shipped model's GGUF "
+        "copy on llama.cpp when llama-cpp-python is installed, else transformers",
+    )
+    ap.add_argument(
+        "--threads",
+        type=positive_int,
+        default=threads,
+        help="CPU threads of the model, recorded with the timings (default: "
+        + (str(threads) if threads else "every core under llama.cpp, torch's default under transformers")
+        + ")",
+    )
+    ap.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        metavar="TOKENS",
+        help="llama.cpp's window (default: the model's, at most 8192)",
     )
     ap.add_argument(
         "--format",

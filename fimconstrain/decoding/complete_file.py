@@ -67,6 +67,9 @@ def complete_text(
     fim_format: str | None = None,
     order: str = "psm",
     trust_remote_code: bool = False,
+    runtime: str = "auto",
+    threads: int | None = None,
+    context: int | None = None,
     progress: bool = True,
     timings: dict[str, float] | None = None,
     **changes,
@@ -74,7 +77,8 @@ def complete_text(
     """Fill the middle of ``text`` at character ``offset`` as the editor would.
 
     ``model``: a model backend (:mod:`.backend`, e.g. what :func:`.models.load_model` returns),
-    a directory or cached hub id, or None for the shipped default model. ``python_version``:
+    a directory, cached hub id or ``.gguf`` file, or None for the shipped default model, loaded on
+    ``runtime`` with ``threads`` and ``context`` (:func:`.models.load_model`). ``python_version``:
     ``"auto"`` (requires-python of the nearest pyproject.toml above ``path``, else the newest)
     or ``"3.12"``; ``multiline``: ``auto`` (from the cursor's context), ``always`` or ``never``.
     ``changes``: fields of :class:`.options.DecodeOptions` that differ from the editor's preset
@@ -97,7 +101,15 @@ def complete_text(
     spent["import"] = time.perf_counter() - start
     start = time.perf_counter()
     if model is None or isinstance(model, (str, Path)):
-        model = load_model(model, fim_format=fim_format, trust_remote_code=trust_remote_code)
+        model = load_model(
+            model,
+            runtime=runtime,
+            fim_format=fim_format,
+            trust_remote_code=trust_remote_code,
+            threads=threads,
+            context=context,
+            progress=progress,
+        )
     decoder = FimDecoder(model, order=order)
     gate = ConfidenceGate.for_model(getattr(model, "name", "") or None)
     spent["load"] = time.perf_counter() - start
@@ -221,6 +233,9 @@ def main_complete(argv: list[str] | None = None) -> int:
             fim_format=args.fim_format,
             order=args.order,
             trust_remote_code=args.trust_remote_code,
+            runtime=args.runtime,
+            threads=args.threads,
+            context=args.context,
             progress=not args.json,
             timings=timings,
             mode=args.mode,

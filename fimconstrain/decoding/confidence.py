@@ -31,9 +31,12 @@ class ConfidenceGate:
 
     @classmethod
     def for_model(cls, model_dir: str | Path | None) -> ConfidenceGate:
-        """The gate fitted for the model in ``model_dir`` (its ``confidence.json``), or one
-        that shows everything when the model has none."""
-        path = Path(model_dir) / FILE_NAME if model_dir is not None else None
+        """The gate fitted for the model in ``model_dir`` (its ``confidence.json``; for a model
+        file such as a GGUF, the one beside it), or one that shows everything when it has none."""
+        folder = Path(model_dir) if model_dir is not None else None
+        if folder is not None and folder.is_file():
+            folder = folder.parent
+        path = folder / FILE_NAME if folder is not None else None
         if path is None or not path.is_file():
             return cls()
         return cls(json.loads(path.read_text("utf-8"))["min_mean_logprob"])

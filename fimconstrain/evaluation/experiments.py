@@ -25,7 +25,13 @@ def open_decoder(args: argparse.Namespace):
     from ..engine.versions import format_version
 
     loaded = load_model(
-        args.model, fim_format=args.fim_format, trust_remote_code=args.trust_remote_code, device=args.device
+        args.model,
+        runtime=args.runtime,
+        fim_format=args.fim_format,
+        trust_remote_code=args.trust_remote_code,
+        device=args.device,
+        threads=args.threads,
+        context=args.context,
     )
     folder = model_folder(loaded.name)
     settings = Settings(
@@ -37,7 +43,7 @@ def open_decoder(args: argparse.Namespace):
         args.order,
         format_version(args.python_version),
         args.device,
-        str(getattr(loaded.model, "dtype", "")),
+        str(getattr(getattr(loaded, "model", None), "dtype", "")) or "gguf",
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
     decoder = FimDecoder(loaded, order=args.order, python_version=args.python_version)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ..decoding.models import ModelNotFoundError
 
-#: files that hold a checkpoint's weights, in the formats transformers reads
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf")
+#: files that hold a checkpoint's weights, in the formats transformers reads (a GGUF beside them
+#: is a copy for llama.cpp, which loads it as a file of its own)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 
 
 def file_sha256(path: Path) -> str:
@@ -30,10 +31,10 @@ def file_sha256(path: Path) -> str:
 
 
 def model_folder(name: str) -> Path:
-    """The folder a model's weights were read from: ``name`` itself, or the snapshot of a hub id
-    in the local Hugging Face cache (never downloaded)."""
+    """The folder a model's weights were read from: ``name`` itself (a folder, or a GGUF file),
+    or the snapshot of a hub id in the local Hugging Face cache (never downloaded)."""
     path = Path(name).expanduser()
-    if path.is_dir():
+    if path.is_dir() or path.is_file():
         return path.resolve()
     from huggingface_hub import snapshot_download
 
@@ -44,7 +45,10 @@ def model_folder(name: str) -> Path:
 
 
 def weights_sha256(folder: Path) -> str:
-    """One hash over the model's weight files (their names and contents, in name order)."""
+    """One hash over the model's weight files (their names and contents, in name order); a
+    single-file model (GGUF) is its file's hash."""
+    if Path(folder).is_file():
+        return file_sha256(Path(folder))
     files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
         raise ModelNotFoundError(f"model folder {folder}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")

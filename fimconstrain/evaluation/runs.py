@@ -19,6 +19,7 @@ from ..decoding.command_line import (
     positive_int,
     probability,
 )
+from ..decoding.models import DEFAULT_MODEL_DIR
 from ..engine.errors import InputError
 from .benchmarks import add_benchmark_options, benchmark_datasets, limits_of
 from .examples import Example
@@ -64,7 +65,10 @@ def eval_parser() -> argparse.ArgumentParser:
         help=f"{', '.join(MODES)} (default: all but prefix)",
     )
     add_benchmark_options(ap)
-    add_model_options(ap)
+    add_model_options(ap, threads=1)
+    # the shipped checkpoint under transformers, as every recorded result was measured: its GGUF
+    # copy on llama.cpp is `--model fimconstrain/default_model/model.gguf`
+    ap.set_defaults(model=str(DEFAULT_MODEL_DIR))
     ap.add_argument("--device", default="cpu", help="torch device for the model, e.g. cuda or cuda:1")
     ap.add_argument(
         "--max-new-tokens", type=positive_int, default=64, metavar="N", help="token budget (paper: 500)"
@@ -89,9 +93,6 @@ def eval_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="samples per example and mode, for pass@k (needs --temperature > 0 when N > 1); raising N "
         "later resumes, running only the new samples",
-    )
-    ap.add_argument(
-        "--threads", type=positive_int, default=1, help="torch CPU threads (recorded with the timings)"
     )
     ap.add_argument("--with-context", action="store_true", help="store prefix and suffix in every record")
     add_distribution_options(ap)
