@@ -19,7 +19,11 @@ kind: the share of requests that show an item, first-line exact match and edit s
 shown items that parse once accepted and that are "good" (edit similarity >= 0.7), latency
 p50/p95, and the time per generated token of the model and of the constraint (candidate and stop
 checks, the end of the middle; pooled over the requests, and the constraint's median share of
-the model's per request). A bar chart is written beside the JSON.
+the model's per request), and the constraint's time per decoding step (median, p95, p99, max over
+every step of every request: a model that steps in a millisecond waits on its tail). With
+``--runtimes transformers,llama`` (the default when llama-cpp-python is installed) the same
+requests run on both runtimes in one run, the shipped model as its checkpoint and as its GGUF.
+A bar chart is written beside the JSON.
 
     python benchmarks/editor_quality.py --limit 20 --per-file 3
 """
@@ -126,12 +130,12 @@ class Completer:
     """The library's editor policy (what the language server runs) with the server's default
     settings; ``off`` decodes the same model unconstrained."""
 
-    def __init__(self, model: str | None, deadline_ms: int, max_tokens: int):
+    def __init__(self, model: str | None, deadline_ms: int, max_tokens: int, runtime: str = "auto"):
         from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.generate import FimDecoder
         from fimconstrain.decoding.models import load_model
 
-        backend = load_model(model, progress=False)
+        backend = load_model(model, runtime=runtime, progress=False)
         self.decoder = FimDecoder(backend)
         self.gate = ConfidenceGate.for_model(backend.name)
         self.deadline_ms, self.max_tokens = deadline_ms, max_tokens
@@ -150,13 +154,19 @@ class Completer:
                 prefix, suffix, mode="unconstrained", max_new_tokens=self.max_tokens
             )
             middle = result.middle.split("\n", 1)[0] if single else result.middle.rstrip()
-            spent = {"tokens": result.generated, "model_s": result.model_seconds, "constraint_s": 0.0}
+            spent = {
+                "tokens": result.generated,
+                "model_s": result.model_seconds,
+                "constraint_s": 0.0,
+                "step_constraint_s": [],
+            }
             return (middle if middle.strip() else None), spent
         done = self.completion(mode, prefix, suffix)
         spent = {
             "tokens": sum(r.generated for r in done.results),
             "model_s": sum(r.model_seconds for r in done.results),
             "constraint_s": sum(r.checker_seconds for r in done.results),
+            "step_constraint_s": [s for r in done.results for s in r.step_checker_seconds],
         }
         return (done.items[0].middle if done.items else None), spent
 
@@ -177,6 +187,13 @@ class Completer:
         )
 
 
+def default_runtimes() -> str:
+    """Both runtimes when llama-cpp-python is installed, else transformers alone."""
+    from fimconstrain.decoding.llama_backend import llama_cpp_available
+
+    return "transformers,llama" if llama_cpp_available() else "transformers"
+
+
 def parses(text: str) -> bool:
     from fimconstrain.decoding.oracle import ast_parses
 
@@ -189,6 +206,7 @@ def summarise(rows: list[dict]) -> dict:
     lat = sorted(r["seconds"] for r in rows)
     tokens = sum(r["tokens"] for r in rows)
     shares = [r["constraint_s"] / r["model_s"] for r in rows if r["tokens"] and r["model_s"]]
+    steps = sorted(s for r in rows for s in r["step_constraint_s"])
     return {
         "requests": n,
         "shown": len(shown) / n if n else 0.0,
@@ -202,7 +220,19 @@ def summarise(rows: list[dict]) -> dict:
         "model_ms_per_token": 1000 * sum(r["model_s"] for r in rows) / tokens if tokens else 0.0,
         "constraint_ms_per_token": 1000 * sum(r["constraint_s"] for r in rows) / tokens if tokens else 0.0,
         "constraint_share_median": statistics.median(shares) if shares else 0.0,
+        "steps": len(steps),
+        **{f"step_constraint_{name}_ms": 1000 * _quantile(steps, q) for name, q in STEP_QUANTILES.items()},
+        "step_constraint_mean_ms": 1000 * statistics.mean(steps) if steps else 0.0,
     }
+
+
+#: the quantiles of the constraint's per-step time that are reported
+STEP_QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "max": 1.0}
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of a sorted list (nearest rank; 0 for an empty one)."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 def plot(summary: dict, path: Path) -> None:
@@ -229,7 +259,13 @@ def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=20, workers=False)
     p.add_argument("--per-file", type=int, default=3, help="requests per file")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated: off, prefix, fim")
-    p.add_argument("--model", help="model directory (default: the shipped model)")
+    p.add_argument("--model", help="model directory or .gguf file (default: the shipped model)")
+    p.add_argument(
+        "--runtimes",
+        default=None,
+        help="comma-separated runtimes to run the same requests on, each a label of the results "
+        "(default: transformers,llama when llama-cpp-python is installed, else transformers)",
+    )
     p.add_argument("--deadline-ms", type=int, default=3000, help="the server's deadline per request")
     p.add_argument("--max-tokens", type=int, default=64, help="the server's max new tokens")
     args = p.parse_args(argv)
@@ -241,17 +277,21 @@ def main(argv=None) -> int:
         if not parses(text):
             continue
         requests += [(str(path), *r) for r in cursors(text, rng, args.per_file, index % len(KINDS))]
-    completer = Completer(args.model, args.deadline_ms, args.max_tokens)
-    rows: dict[str, list[dict]] = {m: [] for m in modes}
-    for mode in modes:
+    runtimes = (args.runtimes or default_runtimes()).split(",")
+    rows: dict[str, list[dict]] = {}
+    for runtime, mode in [(r, m) for r in runtimes for m in modes]:
+        if mode == modes[0]:
+            completer = Completer(args.model, args.deadline_ms, args.max_tokens, runtime)
+        label = mode if len(runtimes) == 1 else f"{mode} {runtime}"
+        rows[label] = []
         for name, kind, prefix, suffix, truth in C.progress(
-            requests, desc=mode, disable=args.no_progress, unit="request"
+            requests, desc=label, disable=args.no_progress, unit="request"
         ):
             start = time.perf_counter()
             item, spent = completer.complete(mode, prefix, suffix)
             seconds = time.perf_counter() - start
             es = edit_similarity(item, truth) if item is not None else 0.0
-            rows[mode].append(
+            rows[label].append(
                 {
                     "file": name,
                     "kind": kind,
@@ -268,7 +308,8 @@ def main(argv=None) -> int:
         mode: {"all": summarise(r), **{k: summarise([x for x in r if x["kind"] == k]) for k in KINDS}}
         for mode, r in rows.items()
     }
-    header = f"{'mode':6} {'kind':9} {'n':>4} {'shown':>6} {'exact':>6} {'ES':>5} {'ES|sh':>6} "
+    width = max(6, *map(len, summary))
+    header = f"{'mode':{width}} {'kind':9} {'n':>4} {'shown':>6} {'exact':>6} {'ES':>5} {'ES|sh':>6} "
     print(
         header
         + f"{'parse':>6} {'good':>5} {'p50 ms':>7} {'p95 ms':>7} {'model/t':>7} {'cons/t':>6} {'share':>6}"
@@ -276,7 +317,7 @@ def main(argv=None) -> int:
     for mode, by_kind in summary.items():
         for kind, s in by_kind.items():
             print(
-                f"{mode:6} {kind:9} {s['requests']:4d} {s['shown']:6.1%} {s['exact_first_line']:6.1%} "
+                f"{mode:{width}} {kind:9} {s['requests']:4d} {s['shown']:6.1%} {s['exact_first_line']:6.1%} "
                 f"{s['edit_similarity']:5.2f} {s['edit_similarity_shown']:6.2f} {s['shown_parse']:6.1%} "
                 f"{s['shown_good']:5.1%} {s['p50_ms']:7.0f} {s['p95_ms']:7.0f} "
                 f"{s['model_ms_per_token']:7.2f} {s['constraint_ms_per_token']:6.2f} "
@@ -285,6 +326,15 @@ def main(argv=None) -> int:
     print(
         "model/t, cons/t: ms per generated token (pooled); share: the constraint's median share per request"
     )
+    print(f"\n{'constraint per step, ms':{width + 10}} {'steps':>6} {'p50':>6} {'p95':>6} {'p99':>6} {'max':>7} {'mean':>6}")
+    for mode, by_kind in summary.items():
+        s = by_kind["all"]
+        if s["steps"]:
+            print(
+                f"{mode:{width + 10}} {s['steps']:6d} {s['step_constraint_p50_ms']:6.2f} "
+                f"{s['step_constraint_p95_ms']:6.2f} {s['step_constraint_p99_ms']:6.2f} "
+                f"{s['step_constraint_max_ms']:7.1f} {s['step_constraint_mean_ms']:6.2f}"
+            )
     out = C.write_results("editor_quality", args, {"summary": summary, "rows": rows})
     plot(summary, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")

@@ -317,7 +317,9 @@ def test_complete_reads_stdin_and_reports_where_the_time_went():
     source = (EXAMPLES / "inventory.py").read_bytes()
     rc, _out, err = run("complete", "-", "--cursor", "30:9", "--max-new-tokens", "8", stdin=source)
     assert rc in (0, 1), err
-    assert "# stopped: " in err and re.search(r"# time: import [\d.]+ s, model load [\d.]+ s, generate", err)
+    assert "# stopped: " in err and re.search(
+        r"# time: import [\d.]+ s, model load [\d.]+ s \((transformers|llama\.cpp)\), generate", err
+    )
 
 
 def test_readme_explains_every_stopped_value():
@@ -389,10 +391,10 @@ def test_only_a_program_run_skips_the_last_collection():
 @pytest.mark.slow
 def test_complete_loads_the_model_once():
     code = (
-        "import transformers\nfrom fimconstrain.cli import main\n"
-        "calls, load = [], transformers.AutoModelForCausalLM.from_pretrained\n"
+        "import fimconstrain.decoding.models as models\nfrom fimconstrain.cli import main\n"
+        "calls, load = [], models.load_model\n"
         "def counted(*args, **kwargs):\n    calls.append(args)\n    return load(*args, **kwargs)\n"
-        "transformers.AutoModelForCausalLM.from_pretrained = counted\n"
+        "models.load_model = counted\n"
         f"rc = main(['complete', {str(EXAMPLES / 'inventory.py')!r}, '--cursor', '30:9', "
         "'--max-new-tokens', '4'])\nprint('loads', len(calls), 'rc', rc)"
     )

@@ -39,6 +39,8 @@ class ModelBackend(Protocol):
 
     #: the model's name, for logs and records
     name: str
+    #: what runs it ("transformers", "llama.cpp", ...), for logs and records
+    runtime: str
     #: a Hugging Face-compatible tokenizer (``encode``, ``decode``, ``convert_ids_to_tokens``,
     #: special tokens): the vocabulary the constraint reads token texts and bytes from
     tokenizer: Any

@@ -21,6 +21,8 @@ from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format, spe
 class BigramBackend:
     """Next-token log-probabilities that depend on the last token only (add-``smoothing`` counts)."""
 
+    runtime = "numpy"
+
     def __init__(
         self,
         tokenizer: Any,

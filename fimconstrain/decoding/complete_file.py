@@ -46,6 +46,8 @@ class CursorCompletion:
     #: why that version: the setting, requires-python of a pyproject.toml, or a newer version
     #: the file parses at
     version_source: str
+    #: what ran the model ("transformers", "llama.cpp", ...)
+    runtime: str = ""
 
 
 def complete_file(path: str | Path, cursor: str | int, model=None, **options) -> CursorCompletion:
@@ -121,7 +123,7 @@ def complete_text(
     result = completion.results[0]
     version = completion.version or choice.version
     source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
-    return CursorCompletion(result, shows(result, gate), version, source)
+    return CursorCompletion(result, shows(result, gate), version, source, getattr(model, "runtime", ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,7 +258,12 @@ def main_complete(argv: list[str] | None = None) -> int:
     result = done.result
     version = format_version(done.version)
     if args.json:
-        extra = dict(shown=done.shown, python_version=version, python_version_source=done.version_source)
+        extra = dict(
+            shown=done.shown,
+            python_version=version,
+            python_version_source=done.version_source,
+            runtime=done.runtime,
+        )
         print(json.dumps({**result.to_dict(), **extra, "timings": timings}))
     else:
         sys.stdout.write(result.middle if result.middle.endswith("\n") else result.middle + "\n")
@@ -265,7 +272,7 @@ def main_complete(argv: list[str] | None = None) -> int:
             f"# {'valid' if result.valid else 'INVALID'} Python {version} ({done.version_source}); "
             f"{result.mode}, {result.tokens} tokens{shown}\n"
             f"# stopped: {result.stopped}: {result.stopped.explanation}\n"
-            f"# time: import {timings['import']:.2f} s, model load {timings['load']:.2f} s, "
+            f"# time: import {timings['import']:.2f} s, model load {timings['load']:.2f} s ({done.runtime}), "
             f"generate {timings['generate']:.2f} s (model {result.model_ms_per_token:.1f} ms/token, "
             f"constraint {result.checker_ms_per_token:.2f} ms/token, "
             f"setup {1000 * result.setup_seconds:.0f} ms)",

@@ -148,6 +148,7 @@ class FimDecoder:
             run.result.steps = step + 1
             keys = ranking_keys(logits, options.temperature, options.top_p, rng)
             normaliser = log_normaliser(logits)
+            checked_before = run.result.checker_seconds
             started = time.perf_counter()
             if options.best_stop and run.state is not None:
                 run.note_stop_point(logits, normaliser)
@@ -157,6 +158,7 @@ class FimDecoder:
                 keys = mask_logits(keys, allowed, vocabulary.stop_ids)
             run.result.checker_seconds += time.perf_counter() - started
             token = run.choose(keys)
+            run.result.step_checker_seconds.append(run.result.checker_seconds - checked_before)
             if token is None or vocabulary.ends(token):
                 break
             run.logprobs.append(float(logits[token]) - normaliser)

@@ -112,6 +112,8 @@ class LlamaCppBackend:
     ``fim_format`` overrides the format the file implies; ``tokenizer`` (a Hugging Face tokenizer)
     replaces the one rebuilt from the file."""
 
+    runtime = "llama.cpp"
+
     def __init__(
         self,
         path: str | Path,

@@ -87,6 +87,9 @@ class FimResult:
     #: the once-per-generation ending (best-stop cut, end-of-middle policy, cut to a valid
     #: prefix), included in ``checker_seconds``: not a per-token cost
     ending_seconds: float = 0.0
+    #: the constraint's time in each decoding step (pre-filter, candidate walk, stop checks):
+    #: its tail is what a fast model waits on (docs/optimizations.md)
+    step_checker_seconds: list[float] = field(default_factory=list)
 
     @property
     def mean_logprob(self) -> float | None:

@@ -47,6 +47,8 @@ class TransformersBackend:
     """A transformers ``PreTrainedModel`` (or anything with its call and ``config``), its
     tokenizer and FIM format (default: detected from the tokenizer)."""
 
+    runtime = "transformers"
+
     def __init__(self, model: Any, tokenizer: Any, fim_format: FimFormat | None = None, name: str = ""):
         self.model, self.tokenizer, self.name = model, tokenizer, name
         self.fim_format = fim_format or resolve_format(tokenizer)

@@ -43,7 +43,7 @@ def open_decoder(args: argparse.Namespace):
         args.order,
         format_version(args.python_version),
         args.device,
-        str(getattr(getattr(loaded, "model", None), "dtype", "")) or "gguf",
+        str(getattr(getattr(loaded, "model", None), "dtype", "")) or loaded.runtime,
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
     decoder = FimDecoder(loaded, order=args.order, python_version=args.python_version)

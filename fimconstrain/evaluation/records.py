@@ -60,7 +60,10 @@ def base_record(
 def result_fields(result, example: Example, middle: str | None = None) -> dict:
     """Outcome and per-step timings of one generation; success is ``ast.parse`` of the file."""
     middle = result.middle if middle is None else middle
-    fields = {k: v for k, v in result.to_dict().items() if k not in ("mode", "middle")}
+    # (each step's constraint time stays out: the record keeps their sum, constraint_seconds)
+    fields = {
+        k: v for k, v in result.to_dict().items() if k not in ("mode", "middle", "step_checker_seconds")
+    }
     steps = max(1, result.steps)
     per_step = result.checker_seconds - result.ending_seconds
     fields.update(

@@ -18,8 +18,8 @@ test('with the declared defaults the server gets every server key, and no client
   const sent = serverSettings(readerWith());
   assert.deepEqual(Object.keys(sent).sort(), [...SERVER_KEYS].sort());
   assert.deepEqual(sent, {
-    model: null, fimFormat: null, device: 'cpu', threads: null, trustRemoteCode: false, mode: 'fim', maxTokens: 64,
-    deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
+    model: null, runtime: 'auto', fimFormat: null, device: 'cpu', threads: null, context: null, trustRemoteCode: false,
+    mode: 'fim', maxTokens: 64, deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
     maxFileChars: 200000, pythonVersion: 'auto', semantic: true,
   });
 });
@@ -36,11 +36,12 @@ test('set values are sent as they are', () => {
   assert.equal(sent.pythonVersion, '3.9');
 });
 
-test('an emptied model, format or thread count is sent as null (so the server drops its old value)', () => {
-  const sent = serverSettings(readerWith({ model: '  ', fimFormat: '', threads: 0 }));
+test('an emptied model, format, thread count or context is sent as null (so the server drops its old value)', () => {
+  const sent = serverSettings(readerWith({ model: '  ', fimFormat: '', threads: 0, context: 0 }));
   assert.equal(sent.model, null);
   assert.equal(sent.fimFormat, null);
   assert.equal(sent.threads, null);
+  assert.equal(sent.context, null);
 });
 
 test('a key the reader has no value for is left out', () => {
