@@ -326,7 +326,10 @@ def main(argv=None) -> int:
     print(
         "model/t, cons/t: ms per generated token (pooled); share: the constraint's median share per request"
     )
-    print(f"\n{'constraint per step, ms':{width + 10}} {'steps':>6} {'p50':>6} {'p95':>6} {'p99':>6} {'max':>7} {'mean':>6}")
+    print(
+        f"\n{'constraint per step, ms':{width + 10}} {'steps':>6} "
+        f"{'p50':>6} {'p95':>6} {'p99':>6} {'max':>7} {'mean':>6}"
+    )
     for mode, by_kind in summary.items():
         s = by_kind["all"]
         if s["steps"]:

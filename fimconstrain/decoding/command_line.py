@@ -70,7 +70,8 @@ def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", thread
     ap.add_argument(
         "--model",
         default=None,
-        help="model directory, cached Hugging Face id, or .gguf file (llama.cpp) (default: the shipped model)",
+        help="model directory, cached Hugging Face id, or .gguf file (run by llama.cpp) "
+        "(default: the shipped model)",
     )
     ap.add_argument(
         "--runtime",

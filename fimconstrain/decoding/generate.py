@@ -125,7 +125,16 @@ class FimDecoder:
             self.order,
         )
         rng = np.random.default_rng(options.seed)  # (seed None: fresh entropy)
-        run = Run(vocabulary, prefix, suffix, options, len(prompt), version, healing)
+        run = Run(
+            vocabulary,
+            prefix,
+            suffix,
+            options,
+            len(prompt),
+            version,
+            healing,
+            masks=(lambda: self.mask_store(version)) if options.vocabulary_fallback else None,
+        )
         constrained = options.mode in ("constrained", "prefix")
         if constrained:
             run.start_constraint(suffix if options.mode == "constrained" else "", controls.interrupt_setup)

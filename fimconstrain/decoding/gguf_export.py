@@ -52,9 +52,7 @@ def export_gguf(model_dir: str | Path, out: str | Path, dtype: str = "f16") -> P
     tensors = _tensors(model_dir)
     writer = gguf.GGUFWriter(str(out), ARCHITECTURE)
     writer.add_name(config.get("_name_or_path") or model_dir.name)
-    writer.add_file_type(
-        gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32
-    )
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
     _add_hyperparameters(writer, config)
     _add_tokenizer(writer, tokenizer, config)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.STARCODER, int(config["n_layer"]))
@@ -143,7 +141,9 @@ def _add_tokenizer(writer, tokenizer: dict, config: dict) -> None:
     writer.add_add_eos_token(False)
     fim = _format_of(ids)
     if fim is not None:
-        marker = {role: next(ids[s] for s in spellings if s in ids) for role, spellings in fim.markers.items()}
+        marker = {
+            role: next(ids[s] for s in spellings if s in ids) for role, spellings in fim.markers.items()
+        }
         keys = gguf.Keys.Tokenizer
         for role, key in (("PRE", keys.FIM_PRE_ID), ("SUF", keys.FIM_SUF_ID), ("MID", keys.FIM_MID_ID)):
             writer.add_uint32(key, marker[role])
@@ -168,7 +168,11 @@ def main_export(argv: list[str] | None = None) -> int:
             "convert_hf_to_gguf.py."
         ),
     )
-    ap.add_argument("model_dir", metavar="MODEL_DIR", help="checkpoint directory (config.json, safetensors, tokenizer.json)")
+    ap.add_argument(
+        "model_dir",
+        metavar="MODEL_DIR",
+        help="checkpoint directory (config.json, safetensors, tokenizer.json)",
+    )
     ap.add_argument("out", metavar="OUT.gguf", help="the GGUF file to write")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="type of the weight matrices")
     args = ap.parse_args(argv)

@@ -84,8 +84,12 @@ def gguf_tokenizer(path: str | Path) -> Any:
         architecture, described, config = get_gguf_tokenizer(str(path))
         backend, _ = convert_gguf_tokenizer(architecture, described)
     except (KeyError, ValueError) as error:
-        raise FimConstrainError(f"{path}: its tokenizer cannot be rebuilt from the GGUF metadata ({error})") from error
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **{k: v for k, v in config.items() if v is not None})
+        raise FimConstrainError(
+            f"{path}: its tokenizer cannot be rebuilt from the GGUF metadata ({error})"
+        ) from error
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, **{k: v for k, v in config.items() if v is not None}
+    )
 
 
 def gguf_fim_format(tokenizer: Any, metadata: dict[str, str], name: str | None = None) -> FimFormat:
@@ -100,7 +104,9 @@ def gguf_fim_format(tokenizer: Any, metadata: dict[str, str], name: str | None =
     for fmt in FORMATS.values():
         if all(markers[role] in spellings for role, spellings in fmt.markers.items()):
             return fmt
-    stops = tuple(tokenizer.convert_ids_to_tokens(int(metadata[key])) for key in _STOP_KEYS if key in metadata)
+    stops = tuple(
+        tokenizer.convert_ids_to_tokens(int(metadata[key])) for key in _STOP_KEYS if key in metadata
+    )
     fmt = FimFormat("gguf", {role: (token,) for role, token in markers.items()}, stops, {"psm": PSM})
     log.info("FIM format from the GGUF metadata: %s", fmt)
     return fmt

@@ -93,7 +93,9 @@ def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
         raise FimConstrainError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
     gguf = name is not None and str(name).lower().endswith(".gguf")
     if gguf and runtime == "transformers":
-        raise FimConstrainError(f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers")
+        raise FimConstrainError(
+            f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers"
+        )
     if runtime == "llama" and name is not None and not gguf:
         raise FimConstrainError(
             f"{name}: llama.cpp runs .gguf files; convert a GPTBigCode checkpoint with "

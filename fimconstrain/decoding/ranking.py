@@ -7,7 +7,7 @@ to the passing tokens (paper 004 §VII-B walks the top candidates the same way).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -40,9 +40,19 @@ def ranking_keys(
     return keys
 
 
-def ranked_tokens(keys: np.ndarray, first: int, rest: bool = True) -> Iterator[int]:
+def ranked_tokens(
+    keys: np.ndarray,
+    first: int,
+    rest: bool = True,
+    narrow: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Iterator[int]:
     """Token ids by descending key: the top ``first`` from a partial sort, then (with ``rest``)
-    the others from a full one; tokens whose key is -inf (masked out) never come."""
+    the others from a full one; tokens whose key is -inf (masked out) never come.
+
+    ``narrow``, asked only when the walk goes past the top (most steps never do), returns the
+    keys with more tokens masked out (a cheap superset of the passing ones: the token-mask
+    store's), so that the scan of the rest never checks a token it already rules out.
+    """
     finite = int(np.isfinite(keys).sum())
     first = min(first, finite)
     top: list[int] = []
@@ -51,6 +61,9 @@ def ranked_tokens(keys: np.ndarray, first: int, rest: bool = True) -> Iterator[i
         top = part[np.argsort(-keys[part], kind="stable")].tolist()
         yield from top
     if rest and first < finite:
+        if narrow is not None:
+            keys = narrow(keys)
+        candidates = np.flatnonzero(np.isfinite(keys))
         seen = set(top)  # ties at the partial sort's edge may fall either way: never twice
-        order = np.argsort(-keys, kind="stable")[:finite].tolist()
+        order = candidates[np.argsort(-keys[candidates], kind="stable")].tolist()
         yield from (token for token in order if token not in seen)

@@ -17,6 +17,7 @@ from ..engine.checker import fim_checker
 from ..engine.versions import PythonVersion
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
 from .end_of_middle import finish_middle
+from .mask_store import MaskStore, mask_logits
 from .options import DecodeOptions
 from .ranking import ranked_tokens
 from .result import FimResult, StopReason
@@ -37,6 +38,7 @@ class Run:
         prompt_tokens: int,
         version: PythonVersion,
         healing: str = "",
+        masks: Callable[[], MaskStore] | None = None,
     ):
         self.vocabulary = vocabulary
         self.options = options
@@ -54,6 +56,8 @@ class Run:
         self.stop_points: list[tuple[float, int, ConstraintState]] = []
         self.result = FimResult("", options.mode, False, StopReason.EOS, 0, prompt_tokens)
         self.semantic: SemanticGuide | None = None
+        #: the token-mask store that narrows a scan past the top candidates (got on first use)
+        self.masks = masks
 
     def start_semantic(self, options: bool | SemanticOptions) -> None:
         """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
@@ -126,7 +130,9 @@ class Run:
             # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
             healable = vocabulary.healing_index(keys.shape[-1]).mask(self.state.healing)
             keys = np.where(healable, keys, -np.inf)
-        ranked = self._counted(ranked_tokens(keys, options.top_k, options.vocabulary_fallback))
+        ranked = self._counted(
+            ranked_tokens(keys, options.top_k, options.vocabulary_fallback, self._narrowing(self.state))
+        )
         for token, nxt in (
             passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
             if self.semantic is None
@@ -142,6 +148,16 @@ class Run:
         if choice is None:
             self.result.stopped = StopReason.STUCK
         return choice
+
+    def _narrowing(self, state: ConstraintState) -> Callable[[np.ndarray], np.ndarray] | None:
+        """What narrows a scan of the whole vocabulary to the tokens the token-mask store allows
+        after ``state`` (every token that keeps the file completable keeps its prefix
+        completable, so none is lost); None without a store, or while healing (the tokens then
+        write prefix text again, a state the store does not know)."""
+        if self.masks is None or state.healing:
+            return None
+        masks, stops = self.masks, self.vocabulary.stop_ids
+        return lambda keys: mask_logits(keys, masks().allowed(state.checker, state.held), stops)
 
     def _counted(self, tokens: Iterator[int]) -> Iterator[int]:
         """Pass ``tokens`` through, counting them as checked candidates."""

@@ -64,7 +64,9 @@ def heldout_cursors(count: int, seed: int = 0) -> list[tuple[str, str]]:
     cuts = []
     for n, path in enumerate(rng.sample(files, min(count, len(files)))):
         text = path.read_text("utf-8", errors="replace")
-        lines = [i for i in range(1, min(len(text), 6000)) if text[i - 1] == "\n" and text[i : i + 4] == "    "]
+        lines = [
+            i for i in range(1, min(len(text), 6000)) if text[i - 1] == "\n" and text[i : i + 4] == "    "
+        ]
         if not lines:
             continue
         start = rng.choice(lines)
@@ -127,7 +129,9 @@ def test_greedy_middles_match_transformers_in_every_mode(llama, hf, mode, tmp_pa
 
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))  # prefix mode and the pre-filter build masks
     ours, theirs = FimDecoder(llama), FimDecoder(hf)
-    options = replace(DecodeOptions.editor(False, max_new_tokens=24), mode=mode, prefilter=mode != "unconstrained")
+    options = replace(
+        DecodeOptions.editor(False, max_new_tokens=24), mode=mode, prefilter=mode != "unconstrained"
+    )
     for prefix, suffix in heldout_cursors(4, seed=2):
         a = ours.generate(prefix, suffix, options)
         b = theirs.generate(prefix, suffix, options)
@@ -154,7 +158,7 @@ def test_runtimes_are_picked_by_file_and_setting():
     assert runtime_for("model.gguf", "auto") == "llama"
     assert runtime_for("some/dir", "auto") == "transformers"
     assert runtime_for(None, "transformers") == "transformers"
-    with pytest.raises(FimConstrainError, match="llama.cpp"):
+    with pytest.raises(FimConstrainError, match=r"llama\.cpp"):
         runtime_for("model.gguf", "transformers")
     with pytest.raises(FimConstrainError, match="export-gguf"):
         runtime_for("some/dir", "llama")
