@@ -424,17 +424,23 @@ def test_no_split_ending_in_paper_mode(tiny):
     assert result.stopped != "split" and not result.middle.startswith("')")
 
 
-def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
-    """Without ``vocabulary_fallback`` only the top ``top_k`` are checked: a rejected favourite
-    with ``top_k=1`` stops the middle at once ("stuck", one step), where the scan goes on."""
-    codec = TextCodec(tiny.tokenizer)
-    (token,) = codec.encode(")")
+def _insisting_on_a_bracket(tiny) -> tuple[FimDecoder, dict]:
+    """A decoder whose model always prefers ``)``, and options that check only its favourite
+    before scanning the rest (for ``x = [`` it never passes)."""
+    (token,) = TextCodec(tiny.tokenizer).encode(")")
     decoder = FimDecoder.from_model(
         _Scripted(tiny.model, [token] * 8, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
     )
     common = dict(
         mode="constrained", max_new_tokens=4, top_k=1, heal=False, finish_in_budget=False, split_ending=False
     )
+    return decoder, common
+
+
+def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
+    """Without ``vocabulary_fallback`` only the top ``top_k`` are checked: a rejected favourite
+    with ``top_k=1`` stops the middle at once ("stuck", one step), where the scan goes on."""
+    decoder, common = _insisting_on_a_bracket(tiny)
     paper = decoder.generate("x = [", "]\n", vocabulary_fallback=False, **common)
     assert (paper.stopped, paper.steps, paper.candidates_checked, paper.tokens) == ("stuck", 1, 1, 0)
     scanned = decoder.generate("x = [", "]\n", **common)
@@ -444,14 +450,7 @@ def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
 def test_a_scan_past_the_top_k_reads_only_what_the_mask_store_allows(tiny, monkeypatch):
     """The scan of the whole vocabulary asks the token-mask store once (on first need) and walks
     only the tokens it allows: the same middle as a walk that checks every token, fewer checks."""
-    codec = TextCodec(tiny.tokenizer)
-    (token,) = codec.encode(")")
-    decoder = FimDecoder.from_model(
-        _Scripted(tiny.model, [token] * 8, tiny.tokenizer.eos_token_id), tiny.tokenizer, tiny.fim_format
-    )
-    common = dict(
-        mode="constrained", max_new_tokens=4, top_k=1, heal=False, finish_in_budget=False, split_ending=False
-    )
+    decoder, common = _insisting_on_a_bracket(tiny)
     real = decoder.mask_store()
     everything = SimpleNamespace(allowed=lambda checker, held: np.ones(real.vocab_size, dtype=bool))
     asked: list[str] = []
