@@ -279,31 +279,31 @@ def main(argv=None) -> int:
         requests += [(str(path), *r) for r in cursors(text, rng, args.per_file, index % len(KINDS))]
     runtimes = (args.runtimes or default_runtimes()).split(",")
     rows: dict[str, list[dict]] = {}
-    for runtime, mode in [(r, m) for r in runtimes for m in modes]:
-        if mode == modes[0]:
-            completer = Completer(args.model, args.deadline_ms, args.max_tokens, runtime)
-        label = mode if len(runtimes) == 1 else f"{mode} {runtime}"
-        rows[label] = []
-        for name, kind, prefix, suffix, truth in C.progress(
-            requests, desc=label, disable=args.no_progress, unit="request"
-        ):
-            start = time.perf_counter()
-            item, spent = completer.complete(mode, prefix, suffix)
-            seconds = time.perf_counter() - start
-            es = edit_similarity(item, truth) if item is not None else 0.0
-            rows[label].append(
-                {
-                    "file": name,
-                    "kind": kind,
-                    "truth": truth,
-                    "item": item,
-                    "seconds": seconds,
-                    "es": es,
-                    "exact": item is not None and _first_line(item) == _first_line(truth),
-                    "parses": item is not None and parses(prefix + item + suffix),
-                    **spent,
-                }
-            )
+    for runtime in runtimes:
+        completer = Completer(args.model, args.deadline_ms, args.max_tokens, runtime)
+        for mode in modes:
+            label = mode if len(runtimes) == 1 else f"{mode} {runtime}"
+            rows[label] = []
+            for name, kind, prefix, suffix, truth in C.progress(
+                requests, desc=label, disable=args.no_progress, unit="request"
+            ):
+                start = time.perf_counter()
+                item, spent = completer.complete(mode, prefix, suffix)
+                seconds = time.perf_counter() - start
+                es = edit_similarity(item, truth) if item is not None else 0.0
+                rows[label].append(
+                    {
+                        "file": name,
+                        "kind": kind,
+                        "truth": truth,
+                        "item": item,
+                        "seconds": seconds,
+                        "es": es,
+                        "exact": item is not None and _first_line(item) == _first_line(truth),
+                        "parses": item is not None and parses(prefix + item + suffix),
+                        **spent,
+                    }
+                )
     summary = {
         mode: {"all": summarise(r), **{k: summarise([x for x in r if x["kind"] == k]) for k in KINDS}}
         for mode, r in rows.items()

@@ -123,7 +123,7 @@ def complete_text(
     result = completion.results[0]
     version = completion.version or choice.version
     source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
-    return CursorCompletion(result, shows(result, gate), version, source, getattr(model, "runtime", ""))
+    return CursorCompletion(result, shows(result, gate), version, source, model.runtime)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -125,6 +125,14 @@ class FimDecoder:
             self.order,
         )
         rng = np.random.default_rng(options.seed)  # (seed None: fresh entropy)
+        store = (
+            self.mask_store(version)
+            if options.mode == "prefix" or (options.prefilter and options.mode == "constrained")
+            else None
+        )
+        # a store that masks every step's keys already narrows the scan past the top; without
+        # one, the scan asks for the store on first need
+        narrowing = options.vocabulary_fallback and store is None
         run = Run(
             vocabulary,
             prefix,
@@ -133,18 +141,13 @@ class FimDecoder:
             len(prompt),
             version,
             healing,
-            masks=(lambda: self.mask_store(version)) if options.vocabulary_fallback else None,
+            masks=(lambda: self.mask_store(version)) if narrowing else None,
         )
         constrained = options.mode in ("constrained", "prefix")
         if constrained:
             run.start_constraint(suffix if options.mode == "constrained" else "", controls.interrupt_setup)
             if options.semantic:
                 run.start_semantic(options.semantic)
-        store = (
-            self.mask_store(version)
-            if options.mode == "prefix" or (options.prefilter and options.mode == "constrained")
-            else None
-        )
         session = self.backend.start()
         should_stop = controls.should_stop
         logits = session.prefill(prompt, should_stop)
