@@ -1,169 +1,100 @@
-"""The FIM constraint as a vLLM logits processor (Model Runner V2:
-``vllm/v1/worker/gpu/sample/logits_processor/interface.py``).
+"""The FIM constraint as a vLLM logits processor: the plugin that vLLM loads, for either model
+runner.
 
 vLLM's structured-output backends mask from a fixed set of grammar engines and know no right
 context, so a FIM constraint (paper 004: ``prefix + middle + suffix`` must stay completable)
 has to be a custom logits processor.  Per request, ``SamplingParams.extra_args`` (the
 OpenAI-compatible server's ``vllm_xargs``) carries ``fim_prefix``, ``fim_suffix`` and optionally
-``fim_python_version`` and ``fim_top_k``; a request without ``fim_prefix`` is left alone.
+``fim_python_version`` and ``fim_top_k``; a request without ``fim_prefix`` is left alone, and a
+bad value fails the request at admission (:meth:`FimLogitsProcessor.validate_params`).
 
-How the worker drives it, and what this class does at each call:
-
-* ``validate_params`` (frontend, at admission): the arguments are checked; a bad one fails the
-  request.
-* ``add_request(slot, params)``: the request enters a slot (slots are recycled: whatever the
-  slot held is dropped); its checker is built in the process that owns it.  There is no remove
-  call in this interface: a finished or preempted request's slot is simply reused, and a
-  resumed one is added again and reads its partial output back from the token history.
-* ``apply(logits, ctx)``: rows are reordered every step, so each row's request is found through
-  ``ctx.expanded_idx_mapping``; the committed middle is ``all_token_ids[slot, prompt_len:
-  total_len]`` (only the tokens added since the last step are read), a speculative row's draft
-  tokens come from ``ctx.input_ids``, and a row that is still prefilling a chunk is skipped.
-  Each row keeps only the tokens :meth:`.requests.RequestConstraint.allowed` passes (top ``k``
-  candidates, else the full mask; a stop token only when the file is complete); everything else
-  becomes ``-inf`` (never raised, so grammar or bad-words masks stay).  Candidates are checked
-  best first only until the request's sampler (greedy, ``top_k``, ``min_p``) could
-  pick none of the rest (:mod:`.support`): the sampled distribution is the whole mask's, and a
-  greedy row usually costs one check.  A request that asks for log-probabilities gets the
-  whole top-``k`` mask.
-
-Checking runs in this process, or with ``--additional-config '{"fimconstrain": {"workers": N}}'``
-in ``N`` worker processes that own the requests (:mod:`.pool`).  Register with
-``--logits-processors fimconstrain.serving.vllm_processor:FimLogitsProcessor`` or through this
-package's ``vllm.logits_processors`` entry point.
+Both of vLLM's model runners load every class of the ``vllm.logits_processors`` entry-point
+group, and each insists on its own interface: V2 checks that the class is a subclass of its
+``LogitsProcessor`` and builds it with ``(vllm_config, req_states)``; V1 builds it with
+``(vllm_config, device, is_pin_memory)``.  :class:`FimLogitsProcessor` is a subclass of both
+interfaces (of those this vLLM has) and, when built, returns the runner's own processor
+(:class:`.vllm_runner_v1.FimProcessorV1` or :class:`.vllm_runner_v2.FimProcessorV2`).  Installing
+this package never breaks an engine: a processor that cannot be built (no tokenizer, an
+interface this package does not know) is logged and replaced by one that changes nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
-import torch
-from vllm.v1.worker.gpu.sample.logits_processor.interface import (
-    LogitsContext,
-    LogitsProcessor,
-    LogitsProcRequestState,
-)
-
-from .batch import BatchChecker, InlineChecker, RowQuery, constrain
-from .pool import ConstraintPool
-from .requests import FimArgs, TokenTable
-from .support import SamplerSupport
+from .requests import FimArgs
 
 if TYPE_CHECKING:
-    from vllm.config import VllmConfig
     from vllm.sampling_params import SamplingParams
 
-#: the key of vLLM's ``additional_config`` that holds this processor's options
-CONFIG_KEY = "fimconstrain"
+#: under vLLM's own logger, so that its handlers print what this plugin logs
+logger = logging.getLogger("vllm.fimconstrain")
 
 
-@dataclass
-class _Slot:
-    """A constrained request slot: its candidate count, its sampler's bound and how many
-    committed tokens the checker has seen."""
-
-    top_k: int
-    sampler: SamplerSupport | None = None
-    seen: int = 0
-
-
-def load_tokenizer(vllm_config: VllmConfig):
-    """The served model's tokenizer, as vLLM's model config names it (local files or cache)."""
-    from transformers import AutoTokenizer
-
-    model = vllm_config.model_config
-    return AutoTokenizer.from_pretrained(
-        model.tokenizer,
-        revision=getattr(model, "tokenizer_revision", None),
-        trust_remote_code=bool(getattr(model, "trust_remote_code", False)),
-    )
+def _interfaces() -> tuple[type, ...]:
+    """The logits-processor base classes of the runners this vLLM has (V1, V2)."""
+    bases: list[type] = []
+    try:
+        from vllm.v1.sample.logits_processor import LogitsProcessor as V1
+    except ImportError:
+        pass
+    else:
+        bases.append(V1)
+    try:
+        from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as V2
+    except ImportError:
+        pass
+    else:
+        bases.append(V2)
+    return tuple(bases)
 
 
-def make_checker(vllm_config: VllmConfig, tokenizer) -> BatchChecker:
-    """In this process, or a :class:`.pool.ConstraintPool` of ``workers`` processes."""
-    options = (getattr(vllm_config, "additional_config", None) or {}).get(CONFIG_KEY, {})
-    workers = int(options.get("workers", 0))
-    return (
-        ConstraintPool(tokenizer, workers)
-        if workers > 0
-        else InlineChecker(TokenTable.from_tokenizer(tokenizer))
-    )
+def build_for_runner(vllm_config: Any, *runner_args: Any) -> Any:
+    """The processor of the runner whose arguments these are: V1's ``(device, is_pin_memory)``
+    or V2's ``(req_states)``; a :class:`Passthrough` when it cannot be built."""
+    try:
+        if len(runner_args) == 2:
+            from .vllm_runner_v1 import FimProcessorV1
+
+            return FimProcessorV1(vllm_config, *runner_args)
+        if len(runner_args) == 1:
+            from .vllm_runner_v2 import FimProcessorV2
+
+            return FimProcessorV2(vllm_config, *runner_args)
+        raise TypeError(f"built with {len(runner_args) + 1} arguments, by a model runner it does not know")
+    except Exception as error:
+        reason = f"{type(error).__name__}: {error}"
+        logger.error("fimconstrain: FIM requests will NOT be constrained: %s", reason)
+        return Passthrough()
 
 
-class FimLogitsProcessor(LogitsProcessor):
-    """Model Runner V2 logits processor for FIM requests (see the module's notes)."""
+class FimLogitsProcessor(*_interfaces()):  # type: ignore[misc]
+    """The plugin class: builds the processor of the runner that loads it (see the module)."""
 
-    def __init__(self, vllm_config: VllmConfig, req_states: LogitsProcRequestState):
-        super().__init__(vllm_config, req_states)
-        self.req_states = req_states
-        self.checker = make_checker(vllm_config, load_tokenizer(vllm_config))
-        self.slots: dict[int, _Slot] = {}
+    def __new__(cls, vllm_config: Any, *runner_args: Any) -> Any:
+        return build_for_runner(vllm_config, *runner_args)
 
     @classmethod
     def validate_params(cls, sampling_params: SamplingParams) -> None:
         FimArgs.from_extra_args(sampling_params.extra_args)
 
-    def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
-        args = FimArgs.from_extra_args(sampling_params.extra_args)
-        self.slots.pop(req_idx, None)
-        self.checker.remove(req_idx)
-        if args is None:
-            return False
-        sampler = SamplerSupport.of(sampling_params)
-        self.checker.add(req_idx, args, sampling_params.all_stop_token_ids, sampler)
-        self.slots[req_idx] = _Slot(args.top_k, sampler)
+
+class Passthrough:
+    """A processor for either runner that changes nothing: what an engine gets when the FIM
+    processor cannot be built, so that it still starts and serves."""
+
+    def is_argmax_invariant(self) -> bool:
         return True
 
-    def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
-        if not self.slots:
-            return logits
-        layout = torch.stack(
-            [t.long() for t in (ctx.expanded_idx_mapping, ctx.expanded_local_pos, ctx.pos, ctx.input_ids)]
-        ).cpu()
-        slot_of, local, pos, input_ids = (row.tolist() for row in layout)
-        rows = [r for r, slot in enumerate(slot_of) if slot in self.slots]
-        if not rows:
-            return logits
-        totals = self._total_lens(sorted({slot_of[r] for r in rows}))
-        queries, kept = self._queries(rows, slot_of, local, pos, input_ids, totals)
-        if not queries:
-            return logits
-        index = torch.tensor(kept, device=logits.device)
-        slots = [self.slots[q.key] for q in queries]
-        top_ks, samplers = [slot.top_k for slot in slots], [slot.sampler for slot in slots]
-        logits[index] = constrain(self.checker, logits[index], queries, top_ks, samplers)
+    def update_state(self, batch_update: object) -> None:
+        pass
+
+    def add_request(self, req_idx: int, sampling_params: object) -> bool:
+        return False
+
+    def apply_staged_writes(self) -> None:
+        pass
+
+    def apply(self, logits: Any, ctx: object = None) -> Any:
         return logits
-
-    def _total_lens(self, slots: list[int]) -> dict[int, int]:
-        """Each slot's committed length (prompt and output), read from the device once a step."""
-        lens = self.req_states.total_len.gpu[torch.tensor(slots, device=self.req_states.device)]
-        return dict(zip(slots, lens.tolist()))
-
-    def _queries(
-        self,
-        rows: list[int],
-        slot_of: list[int],
-        local: list[int],
-        pos: list[int],
-        input_ids: list[int],
-        totals: dict[int, int],
-    ) -> tuple[list[RowQuery], list[int]]:
-        """A query (without candidates yet) for each row that samples a token, and those rows."""
-        queries, kept = [], []
-        for r in rows:
-            slot, total = slot_of[r], totals[slot_of[r]]
-            if pos[r] + 1 - local[r] < total:
-                continue  # a chunk of a prefill: its sample is thrown away
-            state = self.slots[slot]
-            prompt = int(self.req_states.prompt_len.np[slot])
-            output = total - prompt
-            keep, new = min(state.seen, output), ()
-            if output > state.seen:
-                history = self.req_states.all_token_ids.gpu[slot, prompt + state.seen : total]
-                new = tuple(history.tolist())
-            state.seen = output
-            drafts = tuple(input_ids[r - local[r] + 1 : r + 1])
-            queries.append(RowQuery(slot, keep, new, drafts, ()))
-            kept.append(r)
-        return queries, kept

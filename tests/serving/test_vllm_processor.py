@@ -44,6 +44,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (  # noqa: E402
 )
 
 from fimconstrain.serving.vllm_processor import FimLogitsProcessor  # noqa: E402
+from fimconstrain.serving.vllm_runner_v2 import FimProcessorV2  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +171,7 @@ def expected_allowed(codec, cut, middle, logits_row, stops, specials, whole, voc
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-worker-pool"])
 def test_masks_equal_what_fim_checker_allows(tiny_dir, workers):
     worker = Worker(tiny_dir, workers)
-    assert type(worker.processor) is FimLogitsProcessor  # found through the entry point
+    assert type(worker.processor) is FimProcessorV2  # found through the entry point
     tok, codec = worker.tokenizer, TextCodec(worker.tokenizer)
     eos = tok.eos_token_id
     stops, specials = {eos}, set(tok.all_special_ids) | set(tok.added_tokens_decoder)  # markers too
