@@ -34,6 +34,11 @@ class Settings:
     threads: int | None = None  # the model's CPU threads; None: every core (llama.cpp), torch's default
     context: int | None = None  # llama.cpp's window in tokens; None: the model's, at most 8192
     trust_remote_code: bool = False
+    # an OpenAI-compatible completions server (http://host:port) runs the model instead of this
+    # process: vLLM with fimconstrain installed constrains the middle itself; any other server's
+    # middle is cut to its longest valid prefix (checked). None: the model above, loaded here
+    server: str | None = None
+    server_model: str | None = None  # the server's model; None: the first it serves
     mode: str = "fim"  # fim: prefix+middle+suffix valid; prefix: left context only; off: no completions
     max_tokens: int = 64  # new tokens per completion
     deadline_ms: int = 3000  # after this, return the best valid completion so far (or nothing)
@@ -63,6 +68,8 @@ class Settings:
             self.threads,
             self.context,
             self.trust_remote_code,
+            self.server,
+            self.server_model,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,6 +164,13 @@ def _device(value: Any) -> str:
     return value
 
 
+def _server_url(value: Any) -> str | None:
+    url = _optional_str(value)
+    if url is not None and not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", url):
+        raise ValueError("expected an http:// or https:// URL, or null")
+    return url
+
+
 _CHECKS = {
     "model": _optional_str,
     "fim_format": _optional_str,
@@ -165,6 +179,8 @@ _CHECKS = {
     "threads": _int(1, 256, True),
     "context": _int(64, 1 << 20, True),
     "trust_remote_code": _bool,
+    "server": _server_url,
+    "server_model": _optional_str,
     "mode": _choice(MODES),
     "max_tokens": _int(1, 4096),
     "deadline_ms": _int(50, 600_000),

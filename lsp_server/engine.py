@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fimconstrain.decoding.editor import Completion, complete_at_cursor
+from fimconstrain.decoding.model_server import ModelServerError
 from fimconstrain.decoding.options import DecodeOptions
 from fimconstrain.decoding.result import StopReason
 from fimconstrain.engine.errors import FimConstrainError, Interrupted
@@ -28,7 +29,7 @@ from .config import Settings
 if TYPE_CHECKING:
     from fimconstrain.decoding.backend import ModelBackend
     from fimconstrain.decoding.confidence import ConfidenceGate
-    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.decoding.editor import Decoder
     from fimconstrain.engine.versions import PythonVersion
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class Job:
         #: set by the server: at each safe point the job may hand the worker to a more urgent
         #: request and wait for it back (see :mod:`lsp_server.turns`)
         self.checkpoint: Callable[[], None] = lambda: None
+        #: the modes the middles were made in ("checked": a model server without the plugin)
+        self.modes: set[str] = set()
 
     def cancel(self, reason: str = "cancelled") -> None:
         if self.reason is None:
@@ -106,6 +109,7 @@ class Job:
         whether a one-line middle ended at its line."""
         self.used_version = done.version
         for result in done.results:
+            self.modes.add(result.mode)
             self.model_seconds += result.model_seconds
             self.constraint_seconds += result.checker_seconds
             if result.stopped == StopReason.LINE:
@@ -117,7 +121,7 @@ class Loaded:
     """A loaded model ready to complete."""
 
     name: str
-    decoder: FimDecoder
+    decoder: Decoder
     fim_format: str
     load_seconds: float
     gate: ConfidenceGate  # the model's fitted threshold on an item's mean token log-probability
@@ -129,26 +133,37 @@ class Engine:
     def __init__(self):
         self.loaded: Loaded | None = None
         self.error: str | None = None
+        #: why the model server failed the last completion (None: it answered)
+        self.server_error: str | None = None
 
     def load(self, settings: Settings, backend: ModelBackend | None = None) -> Loaded:
         """Load the configured model, or take ``backend`` (any model backend, already loaded),
         and warm the checker and the model up; raises on failure."""
         start = time.perf_counter()
-        self.loaded, self.error = None, None
+        self.loaded, self.error, self.server_error = None, None, None
         from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.generate import FimDecoder
 
-        if backend is None:
-            backend = self._load_backend(settings)
-        decoder = FimDecoder(backend)
-        gate = ConfidenceGate.for_model(backend.name or None)
+        decoder: Decoder
+        if settings.server is not None and backend is None:
+            from fimconstrain.decoding.model_server import SERVER_FORMAT, ServerDecoder
+
+            server = ServerDecoder(
+                settings.server, settings.server_model, settings.fim_format or SERVER_FORMAT
+            )
+            decoder, name, fim_format = server, server.name, server.fim_format.name
+            gate = ConfidenceGate()  # no threshold is fitted for a server's model
+        else:
+            backend = backend or self._load_backend(settings)
+            decoder, name, fim_format = FimDecoder(backend), backend.name, backend.fim_format.name
+            gate = ConfidenceGate.for_model(backend.name or None)
         if settings.semantic:
             from fimconstrain.decoding import jedi_attributes
 
             jedi = jedi_attributes.shared()
             if jedi is not None:
                 jedi.warm_up()  # in the background: jedi's first answer takes seconds
-        loaded = Loaded(backend.name, decoder, backend.fim_format.name, 0.0, gate)
+        loaded = Loaded(name, decoder, fim_format, 0.0, gate)
         # warm up: grammar tables, the prompt path, a few decode steps
         warm = DecodeOptions.editor(False, max_new_tokens=4, top_k=8, semantic=False)
         complete_at_cursor(
@@ -208,10 +223,16 @@ class Engine:
             )
         except Interrupted:
             raise  # cancelled or out of time while the document was read: no items
+        except ModelServerError as error:  # said once, in the status, until the server answers again
+            if self.server_error != str(error):
+                log.warning("%s", error)
+            self.server_error = str(error)
+            return []
         except FimConstrainError as error:  # a syntax error before the cursor at every version
             log.info("no valid middle exists here: %s (offset %s)", error, getattr(error, "offset", None))
             job.used_version = options.python_version
             return []
+        self.server_error = None
         job.note(done)
         return [(item.middle, item.mean_logprob) for item in done.items]
 

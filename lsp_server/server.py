@@ -283,6 +283,8 @@ class FimServer(LanguageServer):
             return
         if self.engine.error:
             self.set_status("error", self.engine.error)
+        elif self.engine.server_error:
+            self.set_status("error", self.engine.server_error)
         elif self.settings.mode == "off":
             self.set_status("idle", "completions are off (mode: off)")
         elif self.engine.loaded:
@@ -593,6 +595,8 @@ def _summary(job: Job, done, seconds: float) -> None:
     else:
         count = "failed" if error else f"{len(done.result())} item(s)"
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
+    if "checked" in job.modes:
+        stop += ", checked (the model server does not constrain: its middle was cut to a valid prefix)"
     per_token = 1000 / max(1, job.generated)
     log.info(
         "completion %s: %s, %d tokens, %.2f s (model %.1f ms/token, constraint %.1f ms/token)%s",

@@ -62,6 +62,31 @@ def fim_format_name(text: str) -> str:
     return text
 
 
+def add_server_options(ap: argparse.ArgumentParser) -> None:
+    """The options that send the prompt to a model server instead of loading a model here."""
+    ap.add_argument(
+        "--server",
+        default=None,
+        metavar="URL",
+        help="an OpenAI-compatible completions server (http://host:port) runs the model instead: "
+        "vLLM with fimconstrain installed constrains the middle itself; any other server's middle "
+        "is cut here to its longest valid prefix (checked mode)",
+    )
+    ap.add_argument(
+        "--server-model",
+        default=None,
+        metavar="NAME",
+        help="the server's model (default: the first it serves)",
+    )
+    ap.add_argument(
+        "--server-timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the server's next piece of the answer",
+    )
+
+
 def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", threads: int | None = None) -> None:
     """The options that choose the model, its runtime and how its prompt is built (``complete``
     and ``eval`` take the same ones; ``runtime`` and ``threads`` are the command's defaults)."""

@@ -21,6 +21,7 @@ from ..engine.versions import NEWEST, OLDEST, PythonVersion, format_version
 from .command_line import (
     HelpFormatter,
     add_model_options,
+    add_server_options,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -28,7 +29,8 @@ from .command_line import (
     read_source,
 )
 from .confidence import ConfidenceGate
-from .editor import complete_at_cursor, shows, wants_multiline
+from .editor import Decoder, complete_at_cursor, shows, wants_multiline
+from .model_server import DEFAULT_TIMEOUT, SERVER_FORMAT, ModelServerError, ServerDecoder
 from .options import MODES, SEMANTIC_DEFAULT, DecodeOptions
 from .positions import cursor_offset
 from .python_version import AUTO, Chooser, normalize_setting
@@ -72,6 +74,9 @@ def complete_text(
     runtime: str = "auto",
     threads: int | None = None,
     context: int | None = None,
+    server: str | None = None,
+    server_model: str | None = None,
+    server_timeout: float = DEFAULT_TIMEOUT,
     progress: bool = True,
     timings: dict[str, float] | None = None,
     **changes,
@@ -84,8 +89,10 @@ def complete_text(
     ``"auto"`` (requires-python of the nearest pyproject.toml above ``path``, else the newest)
     or ``"3.12"``; ``multiline``: ``auto`` (from the cursor's context), ``always`` or ``never``.
     ``changes``: fields of :class:`.options.DecodeOptions` that differ from the editor's preset
-    (:meth:`.options.DecodeOptions.editor`). ``timings``, if given, gets the seconds spent
-    importing the model stack, loading the model and generating.
+    (:meth:`.options.DecodeOptions.editor`). ``server``: a model server's URL instead of a
+    model here (:class:`.model_server.ServerDecoder`: ``server_model``, else the first it serves;
+    its FIM format is ``fim_format``, else StarCoder's). ``timings``, if given, gets the seconds
+    spent importing the model stack, loading the model (or connecting) and generating.
     """
     setting = normalize_setting(python_version)  # a bad version fails before the model loads
     prefix, suffix = text[:offset], text[offset:]
@@ -96,6 +103,32 @@ def complete_text(
         **changes,
     )
     spent = {} if timings is None else timings
+    decoder: Decoder
+    if server is not None:
+        start = time.perf_counter()
+        decoder = ServerDecoder(server, server_model, fim_format or SERVER_FORMAT, server_timeout)
+        gate, runtime = ConfidenceGate(), decoder.runtime
+        spent["import"], spent["load"] = 0.0, time.perf_counter() - start
+    else:
+        decoder, gate, runtime = _load_here(
+            model, fim_format, order, trust_remote_code, runtime, threads, context, progress, spent
+        )
+    start = time.perf_counter()
+    completion = complete_at_cursor(
+        decoder, prefix, suffix, options, gate=gate, verify_text=text, progress=progress
+    )
+    spent["generate"] = time.perf_counter() - start
+    result = completion.results[0]
+    version = completion.version or choice.version
+    source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
+    return CursorCompletion(result, shows(result, gate), version, source, runtime)
+
+
+def _load_here(
+    model, fim_format, order, trust_remote_code, runtime, threads, context, progress, spent
+) -> tuple[Decoder, ConfidenceGate, str]:
+    """The decode loop over ``model`` (a backend, or loaded as :func:`.models.load_model` does),
+    the model's confidence gate and its runtime; ``spent`` gets the import and load times."""
     start = time.perf_counter()
     from .generate import FimDecoder
     from .models import load_model
@@ -115,15 +148,7 @@ def complete_text(
     decoder = FimDecoder(model, order=order)
     gate = ConfidenceGate.for_model(getattr(model, "name", "") or None)
     spent["load"] = time.perf_counter() - start
-    start = time.perf_counter()
-    completion = complete_at_cursor(
-        decoder, prefix, suffix, options, gate=gate, verify_text=text, progress=progress
-    )
-    spent["generate"] = time.perf_counter() - start
-    result = completion.results[0]
-    version = completion.version or choice.version
-    source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
-    return CursorCompletion(result, shows(result, gate), version, source, model.runtime)
+    return decoder, gate, model.runtime
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("file", help="a Python file (UTF-8), or - for standard input")
     ap.add_argument("--cursor", required=True, help="LINE:COL (1-based) or a 0-based character offset")
     add_model_options(ap)
+    add_server_options(ap)
     ap.add_argument(
         "--mode",
         choices=MODES,
@@ -238,6 +264,9 @@ def main_complete(argv: list[str] | None = None) -> int:
             runtime=args.runtime,
             threads=args.threads,
             context=args.context,
+            server=args.server,
+            server_model=args.server_model,
+            server_timeout=args.server_timeout,
             progress=not args.json,
             timings=timings,
             mode=args.mode,
@@ -252,7 +281,7 @@ def main_complete(argv: list[str] | None = None) -> int:
             finish_search=args.finish_search,
             semantic=args.semantic,
         )
-    except FimConstrainError as error:
+    except (FimConstrainError, ModelServerError) as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)
         return 2
     result = done.result

@@ -25,8 +25,8 @@ from .positions import NEWLINE
 from .python_version import accepts, newest_accepting
 from .result import FimResult
 
-if TYPE_CHECKING:  # (the decode loop imports numpy: a command line reads its arguments first)
-    from .generate import FimDecoder
+if TYPE_CHECKING:
+    from typing import Any
 
 #: the sampling temperature of the items after the first (the first is greedy)
 MORE_ITEMS_TEMPERATURE = 0.8
@@ -51,6 +51,25 @@ def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
         return True
     code = re.sub(r"\s*#[^'\"]*$", "", line).rstrip()  # drop a trailing comment (not one inside a string)
     return code.endswith(":")
+
+
+class Decoder(Protocol):
+    """What makes the middles: the decode loop over a model backend
+    (:class:`.generate.FimDecoder`), or a model server (:class:`.model_server.ServerDecoder`)."""
+
+    @property
+    def python_version(self) -> PythonVersion:
+        """The syntax a middle is checked as unless the options say."""
+        ...
+
+    def generate(
+        self,
+        prefix: str,
+        suffix: str,
+        options: DecodeOptions | None = None,
+        controls: Controls | None = None,
+        **changes: Any,
+    ) -> FimResult: ...
 
 
 class Request(Protocol):
@@ -119,7 +138,7 @@ def shows(result: FimResult, gate: ConfidenceGate) -> bool:
 
 
 def complete_at_cursor(
-    decoder: FimDecoder,
+    decoder: Decoder,
     prefix: str,
     suffix: str,
     options: DecodeOptions,

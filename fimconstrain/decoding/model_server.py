@@ -31,7 +31,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engine.checker import fim_checker
-from ..engine.errors import FimConstrainError
 from ..engine.versions import NEWEST, PythonVersion, format_version, parse_python_version
 from .constraint import is_word_char
 from .fim_formats import FimFormat, get_format
@@ -45,12 +44,16 @@ DEFAULT_WINDOW = 4096
 #: characters of prompt per token of the window: code runs 2.5-4 characters a token, so the
 #: prompt fits the window with room to spare (the constraint reads the whole file regardless)
 CHARS_PER_TOKEN = 2
+#: the FIM format unless told: the StarCoder family's (the shipped model's too)
+SERVER_FORMAT = "starcoder"
 #: how often a waiting request polls its stop flag (seconds)
 POLL_SECONDS = 0.05
 
 
-class ModelServerError(FimConstrainError):
-    """The model server could not be reached, refused the request or stopped answering."""
+class ModelServerError(ConnectionError):
+    """The model server could not be reached, refused the request or stopped answering (not a
+    :class:`~fimconstrain.engine.errors.FimConstrainError`: nothing about the text is wrong, so the
+    editor's policy does not try another Python version)."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ class ServerDecoder:
         self,
         url: str,
         model: str | None = None,
-        fim_format: str = "starcoder",
+        fim_format: str = SERVER_FORMAT,
         timeout: float = DEFAULT_TIMEOUT,
         python_version: PythonVersion | str | None = None,
     ):

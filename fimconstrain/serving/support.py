@@ -37,9 +37,11 @@ class SamplerSupport:
     @classmethod
     def of(cls, params) -> SamplerSupport | None:
         """The support bound of vLLM ``SamplingParams``; None where nothing bounds it (plain
-        sampling, ``top_p`` alone) or where the request asked for log-probabilities (they
-        would show the cut)."""
-        if params.logprobs is not None:
+        sampling, ``top_p`` alone) or where the request asked for the log-probabilities of the
+        best alternatives (they would show the cut). ``logprobs`` 0, the sampled token's alone
+        (what the editor's model-server backend asks for), is bounded: vLLM's default
+        ``logprobs_mode`` reads them before any logits processor, so no mask changes them."""
+        if params.logprobs:
             return None
         if params.temperature == 0.0:
             return cls(greedy=True)
