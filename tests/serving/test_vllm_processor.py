@@ -329,3 +329,136 @@ def test_a_tie_with_the_last_token_kept_never_settles():
         (SamplingParams(temperature=0.0, logprobs=3), None),  # log-probabilities asked for
     ]:
         assert SamplerSupport.of(params) == bound
+
+
+def v1_plugins(config) -> list:
+    """The installed plugins as Model Runner V1 builds them (``build_logitsprocs`` without its
+    built-in processors, which need CUDA pinned memory): loaded by V1's own loader, then built with
+    V1's arguments and sorted as its ``LogitsProcessors`` sorts them."""
+    from vllm.v1.sample.logits_processor import LogitsProcessors, cached_load_custom_logitsprocs
+
+    classes = cached_load_custom_logitsprocs(None)
+    return list(LogitsProcessors(ctor(config, torch.device("cpu"), False) for ctor in classes).all)
+
+
+class V1Worker:
+    """The parts of vLLM's Model Runner V1 that a logits processor sees: ``build_logitsprocs``
+    (entry-point plugins first), a persistent batch whose rows are removed, added and moved as
+    ``BatchUpdate`` says, and each request's running output list that the runner appends to."""
+
+    def __init__(self, tokenizer_dir, workers: int):
+        from transformers import AutoTokenizer
+
+        config = SimpleNamespace(
+            model_config=SimpleNamespace(tokenizer=str(tokenizer_dir)),
+            additional_config={"fimconstrain": {"workers": workers}},
+            speculative_config=None,
+        )
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        self.vocab_size = len(self.tokenizer) + 3
+        (self.processor,) = [p for p in v1_plugins(config) if type(p).__module__.startswith("fimconstrain")]
+        self.rows: list[tuple[SamplingParams, list[int]] | None] = []
+
+    def update(self, removed=(), added=(), moved=()) -> None:
+        """Apply a batch change here and hand it to the processor, as the runner does."""
+        from vllm.v1.sample.logits_processor import BatchUpdate
+
+        for index in removed:
+            self.rows[index] = None
+        for index, params in added:
+            self.rows.extend([None] * (index + 1 - len(self.rows)))
+            self.rows[index] = (params, [])
+        for a, b, direction in moved:
+            self.rows[a], self.rows[b] = (
+                (self.rows[b], self.rows[a]) if direction.name == "SWAP" else (None, self.rows[a])
+            )
+        update = BatchUpdate(
+            batch_size=len(self.rows),
+            removed=list(removed),
+            added=[(i, p, [1, 2], self.rows[i][1]) for i, p in added],
+            moved=list(moved),
+        )
+        self.processor.update_state(update)
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-worker-pool"])
+def test_model_runner_v1_masks_equal_what_fim_checker_allows(tiny_dir, workers):
+    """The plugin under Model Runner V1 (what vLLM runs on a CPU): found through the entry point
+    by V1's own loader, rows added, moved, swapped and removed, every mask what ``fim_checker``
+    allows after the request's running output, and a request without FIM arguments untouched."""
+    from vllm.v1.sample.logits_processor import MoveDirectionality
+
+    from fimconstrain.serving.vllm_runner_v1 import FimProcessorV1
+
+    worker = V1Worker(tiny_dir, workers)
+    assert type(worker.processor) is FimProcessorV1
+    tok, codec = worker.tokenizer, TextCodec(worker.tokenizer)
+    eos = tok.eos_token_id
+    stops, specials = {eos}, set(tok.all_special_ids) | set(tok.added_tokens_decoder)
+    whole = {t for t in range(len(tok)) if "\ufffd" not in codec.decode([t])} - specials
+    gen = torch.Generator().manual_seed(3)
+    cut_of = {0: 0, 2: 1}  # batch row -> cut
+    worker.update(
+        added=[(0, fim_params(0, eos)), (1, SamplingParams(max_tokens=12)), (2, fim_params(1, eos))]
+    )
+    checked = 0
+    for step in range(8):
+        if step == 2:  # a swap and a one-way move, as the runner condenses its batch
+            worker.update(moved=[(0, 2, MoveDirectionality.SWAP)])
+            cut_of = {0: cut_of[2], 2: cut_of[0]}
+        if step == 4:
+            worker.update(removed=[0], added=[(3, fim_params(2, eos))])
+            cut_of = {2: cut_of[2], 3: 2}
+        if step == 5:
+            worker.update(moved=[(3, 0, MoveDirectionality.UNIDIRECTIONAL)])
+            cut_of = {0: cut_of[3], 2: cut_of[2]}
+        logits = torch.randn((len(worker.rows), worker.vocab_size), generator=gen)
+        logits[:, sorted(set(range(worker.vocab_size)) - whole - stops)] = float("-inf")
+        masked = worker.processor.apply(logits.clone())
+        for row, entry in enumerate(worker.rows):
+            if entry is None:
+                continue
+            if row not in cut_of:
+                assert torch.equal(masked[row], logits[row]), "a request without FIM arguments"
+                continue
+            output = entry[1]
+            allowed = {
+                t for t in torch.isfinite(masked[row]).nonzero().flatten().tolist() if t in whole | stops
+            }
+            want = expected_allowed(
+                codec, CUTS[cut_of[row]], output, logits[row], stops, specials, whole, len(tok)
+            )
+            assert allowed == want, (CUTS[cut_of[row]], codec.decode(output))
+            checked += 1
+            token = int(torch.argmax(masked[row]))
+            if token not in stops:
+                output.append(token)  # the runner appends to the request's own list
+    assert checked >= 14
+    worker.processor.checker.close()
+
+
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_a_processor_that_cannot_be_built_never_breaks_the_engine(runner, caplog, tmp_path):
+    """No tokenizer where the config says: each runner's loader still builds the plugin, which
+    logs why FIM requests go unconstrained and leaves every row as it is."""
+    from fimconstrain.serving.vllm_processor import Passthrough
+
+    config = SimpleNamespace(
+        model_config=SimpleNamespace(tokenizer=str(tmp_path / "missing")), speculative_config=None
+    )
+    with caplog.at_level("ERROR", logger="vllm.fimconstrain"):
+        if runner == "v1":
+            procs = v1_plugins(config)
+        else:
+            req_states = SimpleNamespace(
+                **{name: None for name in ("all_token_ids", "prompt_len", "prefill_len", "total_len")},
+                device=torch.device("cpu"),
+                max_num_reqs=MAX_REQS,
+                vocab_size=16,
+            )
+            procs = build_custom_logits_processors(config, req_states, is_pooling_model=False)
+    (plugin,) = [p for p in procs if isinstance(p, Passthrough)]
+    assert "will NOT be constrained" in caplog.text
+    logits = torch.randn(2, 16)
+    out = plugin.apply(logits.clone()) if runner == "v1" else plugin.apply(logits.clone(), None)
+    assert torch.equal(out, logits) and plugin.add_request(0, fim_params(0, 0)) is False

@@ -20,7 +20,8 @@ export interface SettingsReader {
 /** The server's settings that the extension exposes, by their server name (all but `languages`:
  * the extension only sends Python documents). */
 export const SERVER_KEYS = [
-  'model', 'runtime', 'fimFormat', 'device', 'threads', 'context', 'trustRemoteCode', 'mode', 'maxTokens',
+  'model', 'runtime', 'fimFormat', 'device', 'threads', 'context', 'server', 'serverModel', 'trustRemoteCode', 'mode',
+  'maxTokens',
   'deadlineMs', 'multiline', 'invokedItems', 'temperature', 'topK', 'finishSearch', 'maxFileChars',
   'pythonVersion', 'semantic',
 ] as const;
@@ -28,7 +29,9 @@ export const SERVER_KEYS = [
 /** Keys whose empty value in the settings UI ("" or 0) means "the server's default", which the
  * server spells null. Sending null, rather than leaving the key out, matters after a change: the
  * server keeps its previous value for a key it does not get. */
-const EMPTY_MEANS_DEFAULT: ReadonlySet<string> = new Set(['model', 'fimFormat', 'threads', 'context']);
+const EMPTY_MEANS_DEFAULT: ReadonlySet<string> = new Set([
+  'model', 'fimFormat', 'threads', 'context', 'server', 'serverModel',
+]);
 
 /** What the server gets: every exposed key the reader has a value for. VS Code fills in the
  * contributed defaults, so in the editor every key is always sent. */
