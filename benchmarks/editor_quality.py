@@ -22,7 +22,9 @@ checks, the end of the middle; pooled over the requests, and the constraint's me
 the model's per request), and the constraint's time per decoding step (median, p95, p99, max over
 every step of every request: a model that steps in a millisecond waits on its tail). With
 ``--runtimes transformers,llama`` (the default when llama-cpp-python is installed) the same
-requests run on both runtimes in one run, the shipped model as its checkpoint and as its GGUF.
+requests run on both runtimes in one run, the shipped model as its checkpoint and as its GGUF;
+the runtime ``server`` (with ``--server URL``) sends them to a model server that serves the same
+model (``vllm serve`` with fimconstrain installed: docs/serving.md).
 A bar chart is written beside the JSON.
 
     python benchmarks/editor_quality.py --limit 20 --per-file 3
@@ -130,14 +132,26 @@ class Completer:
     """The library's editor policy (what the language server runs) with the server's default
     settings; ``off`` decodes the same model unconstrained."""
 
-    def __init__(self, model: str | None, deadline_ms: int, max_tokens: int, runtime: str = "auto"):
+    def __init__(
+        self,
+        model: str | None,
+        deadline_ms: int,
+        max_tokens: int,
+        runtime: str = "auto",
+        server: str | None = None,
+    ):
         from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.generate import FimDecoder
-        from fimconstrain.decoding.models import load_model
+        from fimconstrain.decoding.model_server import ServerDecoder
+        from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
-        backend = load_model(model, runtime=runtime, progress=False)
-        self.decoder = FimDecoder(backend)
-        self.gate = ConfidenceGate.for_model(backend.name)
+        if runtime == "server":  # the same model behind a server: the same gate
+            self.decoder = ServerDecoder(server)
+            self.gate = ConfidenceGate.for_model(model or DEFAULT_MODEL_DIR)
+        else:
+            backend = load_model(model, runtime=runtime, progress=False)
+            self.decoder = FimDecoder(backend)
+            self.gate = ConfidenceGate.for_model(backend.name)
         self.deadline_ms, self.max_tokens = deadline_ms, max_tokens
         self.complete(
             "fim", "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
@@ -266,6 +280,12 @@ def main(argv=None) -> int:
         help="comma-separated runtimes to run the same requests on, each a label of the results "
         "(default: transformers,llama when llama-cpp-python is installed, else transformers)",
     )
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="a model server serving --model (e.g. vllm serve with fimconstrain): the runtime 'server' "
+        "of --runtimes sends the editor's requests there",
+    )
     p.add_argument("--deadline-ms", type=int, default=3000, help="the server's deadline per request")
     p.add_argument("--max-tokens", type=int, default=64, help="the server's max new tokens")
     args = p.parse_args(argv)
@@ -280,7 +300,7 @@ def main(argv=None) -> int:
     runtimes = (args.runtimes or default_runtimes()).split(",")
     rows: dict[str, list[dict]] = {}
     for runtime in runtimes:
-        completer = Completer(args.model, args.deadline_ms, args.max_tokens, runtime)
+        completer = Completer(args.model, args.deadline_ms, args.max_tokens, runtime, args.server)
         for mode in modes:
             label = mode if len(runtimes) == 1 else f"{mode} {runtime}"
             rows[label] = []
