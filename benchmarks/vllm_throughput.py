@@ -275,7 +275,7 @@ def main(argv=None) -> int:
                     "tokens": tokens,
                     "wall_s": seconds,
                     "tokens_per_s": tokens / seconds if seconds else 0.0,
-                    "ms_per_step": 1000 * seconds / (tokens / n) if tokens else 0.0,
+                    "ms_per_step": 1000 * seconds / (tokens / batch) if tokens else 0.0,  # steps of the batch
                     "constraint_share": share,
                 }
             )
