@@ -183,7 +183,13 @@ def test_the_server_setting_reaches_the_decoder():
     def generate(prefix, suffix, options, controls, **changes):
         asked.append(options.semantic)
         return SimpleNamespace(
-            valid=True, middle="x", stopped="eos", mean_logprob=0.0, model_seconds=0.0, checker_seconds=0.0
+            valid=True,
+            middle="x",
+            mode="constrained",
+            stopped="eos",
+            mean_logprob=0.0,
+            model_seconds=0.0,
+            checker_seconds=0.0,
         )
 
     engine = Engine()
