@@ -18,8 +18,8 @@ test('with the declared defaults the server gets every server key, and no client
   const sent = serverSettings(readerWith());
   assert.deepEqual(Object.keys(sent).sort(), [...SERVER_KEYS].sort());
   assert.deepEqual(sent, {
-    model: null, runtime: 'auto', fimFormat: null, device: 'cpu', threads: null, context: null, trustRemoteCode: false,
-    mode: 'fim', maxTokens: 64, deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
+    model: null, runtime: 'auto', fimFormat: null, device: 'cpu', threads: null, context: null, server: null,
+    serverModel: null, trustRemoteCode: false, mode: 'fim', maxTokens: 64, deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
     maxFileChars: 200000, pythonVersion: 'auto', semantic: true,
   });
 });
@@ -27,7 +27,9 @@ test('with the declared defaults the server gets every server key, and no client
 test('set values are sent as they are', () => {
   const sent = serverSettings(readerWith({
     model: '/models/santacoder', fimFormat: 'santacoder', threads: 4, mode: 'prefix', maxTokens: 16, pythonVersion: '3.9',
+    server: 'http://127.0.0.1:8000',
   }));
+  assert.equal(sent.server, 'http://127.0.0.1:8000');
   assert.equal(sent.model, '/models/santacoder');
   assert.equal(sent.fimFormat, 'santacoder');
   assert.equal(sent.threads, 4);
