@@ -304,6 +304,8 @@ class ServerDecoder:
         ``(None, [], None)`` if ``controls`` stopped it (the connection is closed then)."""
         try:
             stream = _Stream(f"{self.url}/v1/completions", body, self.timeout)
+        except ModelServerError:
+            raise  # refused: the server's own message
         except (http.client.HTTPException, OSError) as error:
             raise ModelServerError(f"model server {self.url} cannot be reached: {_reason(error)}") from None
         try:
