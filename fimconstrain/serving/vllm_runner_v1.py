@@ -53,10 +53,6 @@ class FimProcessorV1(LogitsProcessor):
         self.rows: dict[int, _Row] = {}
         self._keys = itertools.count()
 
-    @classmethod
-    def validate_params(cls, sampling_params: SamplingParams) -> None:
-        FimArgs.from_extra_args(sampling_params.extra_args)
-
     def is_argmax_invariant(self) -> bool:
         return False  # a mask moves the argmax
 

@@ -4,8 +4,9 @@ request carries and builds this class when a V2 runner loads the plugin.
 
 How the worker drives it, and what this class does at each call:
 
-* ``validate_params`` (frontend, at admission): the arguments are checked; a bad one fails the
-  request.
+* ``validate_params`` (frontend, at admission): the plugin class checks the arguments
+  (:class:`.vllm_processor.FimLogitsProcessor`, the class the runner loaded); a bad one fails
+  the request.
 * ``add_request(slot, params)``: the request enters a slot (slots are recycled: whatever the
   slot held is dropped); its checker is built in the process that owns it.  There is no remove
   call in this interface: a finished or preempted request's slot is simply reused, and a
@@ -55,10 +56,6 @@ class FimProcessorV2(LogitsProcessor):
         self.req_states = req_states
         self.checker = make_checker(vllm_config, load_tokenizer(vllm_config))
         self.slots: dict[int, Slot] = {}
-
-    @classmethod
-    def validate_params(cls, sampling_params: SamplingParams) -> None:
-        FimArgs.from_extra_args(sampling_params.extra_args)
 
     def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
         args = FimArgs.from_extra_args(sampling_params.extra_args)

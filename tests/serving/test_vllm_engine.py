@@ -67,7 +67,6 @@ def server(tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with VllmServer(_environment(), DEFAULT_MODEL_DIR, log=log) as running:
         print(f"\nvLLM answered after {running.startup_seconds:.1f} s")
-        running.log_path = log
         yield running
     assert running.process is not None and running.process.poll() is not None, "the server was stopped"
 
@@ -127,7 +126,7 @@ def test_the_engine_starts_and_serves_plain_requests_untouched(server):
         with torch.no_grad():
             out = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
         assert answer["choices"][0]["text"] == tokenizer.decode(out[0, len(ids) :])
-    assert "will NOT be constrained" not in server.log_path.read_text()
+    assert "will NOT be constrained" not in server.log.read_text()
 
 
 def test_constrained_fim_requests_give_middles_that_fit(server):
