@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Generic
+from typing import TYPE_CHECKING, Generic
 
 from .earley import EarleySet, Recognizer
 from .grammar import Grammar
 from .layer_protocol import Branch, FinishVocabulary, LayoutT, Modes
 from .regex_dfa import LexerDFA
 from .versions import PythonVersion
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 class BaseLayer(ABC, Generic[LayoutT]):
@@ -37,7 +40,8 @@ class BaseLayer(ABC, Generic[LayoutT]):
     #: string literal terminals (none told apart)
     string_mask = 0
     #: terminals that open and close strings lexed in modes (none here)
-    string_start_mask = string_end_mask = 0
+    string_start_mask = 0
+    string_end_mask = 0
     #: whether a file whose raw text ends in ``\r\n`` is read with one more line break
     crlf_end_adds_newline = False
     #: the target Python version (None: a language without versions)
@@ -71,6 +75,18 @@ class BaseLayer(ABC, Generic[LayoutT]):
         #: bracket terminal bitmask -> +1 (opens) or -1 (closes); none without layout
         self.bracket_delta: dict[int, int] = {}
         self._ids: dict[int, tuple[int, ...]] = {}
+
+    def with_recognizer(self, recognizer: Recognizer) -> Self:
+        """A layer like this one (built anew: its own lexer automaton) that parses with
+        ``recognizer``. Built, not copied: a compiled layer has no ``copy.copy``."""
+        layer = self._rebuilt()
+        layer.recognizer = recognizer
+        return layer
+
+    def _rebuilt(self) -> Self:
+        """A new layer of this class over the same grammar (a subclass whose constructor takes
+        more says how to build it)."""
+        return type(self)(self.grammar)
 
     @abstractmethod
     def initial_branch(self) -> Branch[LayoutT]:

@@ -177,8 +177,10 @@ class Checker(Generic[LayoutT]):
         """Whether the text read so far ends in a carriage return that a line feed may join."""
         return self._ending == "\r"
 
-    def feed(self, text: str) -> Checker[LayoutT] | None:
-        """The checker after ``text``, or None if no continuation can make a valid program."""
+    def feed(self, text: object) -> Checker[LayoutT] | None:
+        """The checker after ``text``, or None if no continuation can make a valid program.
+        ``text`` is typed ``object`` so that a compiled engine raises :class:`InputError` for a
+        non-str too (mypyc checks an argument's declared type before the body runs)."""
         if not isinstance(text, str):
             raise InputError(f"feed() takes str, not {type(text).__name__}")
         if not text:
@@ -318,8 +320,8 @@ def _context(language: str, python_version: VersionLike | None = None) -> _Conte
 
 
 def fim_checker(
-    prefix: str,
-    suffix: str = "",
+    prefix: object,
+    suffix: object = "",
     language: str = "python",
     python_version: VersionLike | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -344,9 +346,10 @@ def fim_checker(
     far is kept, so that a server can put a large file aside for other requests and resume it
     later.
     """
-    for name, value in (("prefix", prefix), ("suffix", suffix)):
-        if not isinstance(value, str):
-            raise InputError(f"{name} must be str, not {type(value).__name__}")
+    if not isinstance(prefix, str):  # ``object`` parameters: see Checker.feed
+        raise InputError(f"prefix must be str, not {type(prefix).__name__}")
+    if not isinstance(suffix, str):
+        raise InputError(f"suffix must be str, not {type(suffix).__name__}")
     context = _context(language, python_version)
     check_characters(prefix, suffix)
     checker = context.prefixes.checker_for(context.start, prefix, should_stop)

@@ -81,12 +81,12 @@ class ClosingPlanner:
         nothing open). None if the state cannot be closed."""
         item_lhs, rest = self.grammar.item_lhs, self.rest
         # (cost, tie-break, origin set, nonterminal completed there, items on the way)
-        frontier: list[tuple[float, int, EarleySet | None, int, _Path]] = []
+        frontier: list[tuple[float, int, EarleySet | None, int, _Path | None]] = []
         count = 0
         for items in state.waiting.values():
             for d_next, origin in items:
                 d = d_next - 1
-                heapq.heappush(frontier, (rest[d], count, origin, item_lhs[d], (d, None)))
+                heapq.heappush(frontier, (rest[d], count, origin, item_lhs[d], _Path(d, None)))
                 count += 1
         seen: set[tuple[int, int]] = set()
         while frontier:
@@ -99,11 +99,13 @@ class ClosingPlanner:
             seen.add(key)
             for d_next, parent_origin in origin.waiting.get(lhs, ()):
                 heapq.heappush(
-                    frontier, (c + rest[d_next], count, parent_origin, item_lhs[d_next], (d_next, path))
+                    frontier, (c + rest[d_next], count, parent_origin, item_lhs[d_next], _Path(d_next, path))
                 )
                 count += 1
             for d_next in origin.prediction.advance.get(lhs, ()):
-                heapq.heappush(frontier, (c + rest[d_next], count, origin, item_lhs[d_next], (d_next, path)))
+                heapq.heappush(
+                    frontier, (c + rest[d_next], count, origin, item_lhs[d_next], _Path(d_next, path))
+                )
                 count += 1
         # nothing left open: a state that already ends a whole text (a single value after it)
         return [] if state.accepting else None
@@ -137,16 +139,23 @@ class ClosingPlanner:
         return out
 
 
-#: a chain of items, the last one first: ``(item, the chain before it)``
-_Path = tuple[int, "_Path"] | None
+class _Path:
+    """A chain of items, the last one first (a class: mypyc 2.4 crashes on the recursive
+    tuple alias this was)."""
+
+    __slots__ = ("before", "item")
+
+    def __init__(self, item: int, before: _Path | None) -> None:
+        self.item = item
+        self.before = before
 
 
-def _unwind(path: _Path) -> list[int]:
+def _unwind(path: _Path | None) -> list[int]:
     """The items of a chain, first one first."""
     items = []
     while path is not None:
-        d, path = path
-        items.append(d)
+        items.append(path.item)
+        path = path.before
     items.reverse()
     return items
 

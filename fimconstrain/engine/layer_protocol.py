@@ -161,6 +161,11 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         """The branch at the start of a file."""
         ...
 
+    def with_recognizer(self, recognizer: Recognizer) -> Self:
+        """A layer like this one (built anew: its own lexer automaton) that parses with
+        ``recognizer``; the refutation reads layout over a forgetful one."""
+        ...
+
     def allowed(self, parser: EarleySet, layout: LayoutT) -> int:
         """Bitmask of terminals that may be lexed next in this parser/layout state."""
         ...

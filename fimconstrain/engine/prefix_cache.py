@@ -10,41 +10,41 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar, overload
+from typing import Generic, TypeVar
 
 from .errors import Interrupted
 from .layer_protocol import StateT
 
 K = TypeVar("K")
 V = TypeVar("V")
-T = TypeVar("T")
 
 
-class LRU(OrderedDict[K, V]):
-    """A small least-recently-used map."""
+class LRU(Generic[K, V]):
+    """A small least-recently-used map (an ordered dict held, not subclassed: a compiled class
+    cannot extend one)."""
 
     def __init__(self, size: int) -> None:
-        super().__init__()
         self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
 
-    @overload
-    def get(self, key: K, default: None = None) -> V | None: ...
-    @overload
-    def get(self, key: K, default: V) -> V: ...
-    @overload
-    def get(self, key: K, default: T) -> V | T: ...
-    def get(self, key: K, default: object = None) -> object:
-        """The value of ``key`` (now the most recently used), or ``default``."""
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        return default
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (now the most recently used), or None."""
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
 
     def put(self, key: K, value: V) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.size:
-            self.popitem(last=False)
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
 
 
 def common_prefix_length(a: str, b: str) -> int:

@@ -7,6 +7,7 @@ no logical lines inside brackets). Also Python's :class:`~.layer_protocol.Finish
 from __future__ import annotations
 
 import keyword
+from typing import TYPE_CHECKING
 
 from .base_layer import BaseLayer, bitmask
 from .earley import EarleySet
@@ -15,6 +16,9 @@ from .grammar import Grammar
 from .layer_protocol import Branch, FinishVocabulary, Modes
 from .lexeme_checks import identifier_ok, string_ok
 from .versions import PythonVersion, format_version
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 #: an indentation level: ``(column, column with tabs as 1)``
 Columns = tuple[int, int]
@@ -99,7 +103,6 @@ class PythonLayer(BaseLayer[PythonLayout]):
     MAX_BRACKET_DEPTH = 200
     MAX_INDENT_LEVELS = 99
 
-    version: PythonVersion
     splits_at_top_level = True
     finish_vocabulary = PYTHON_FINISH
     __slots__ = (
@@ -114,6 +117,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         "newline",
         "newline_ids",
         "newline_mask",
+        "old_fstrings",
         "string_end_mask",
         "string_mask",
         "string_start_mask",
@@ -150,9 +154,16 @@ class PythonLayer(BaseLayer[PythonLayout]):
         # Before 3.12 the tokenizer's newline translation (translate_newlines in tokenizer.c)
         # appended a line break after a final \r\n, so a backslash may end such a file.
         self.crlf_end_adds_newline = version < (3, 12)
+        #: f-strings lexed by the rules before PEP 701 (3.12)
+        self.old_fstrings = version < (3, 12)
         self._token_masks: dict[int, int] = {}
 
+    def _rebuilt(self) -> Self:
+        assert self.version is not None
+        return type(self)(self.grammar, self.version)
+
     def describe(self) -> str:
+        assert self.version is not None
         return f"Python {format_version(self.version)}"
 
     def lex_start(self, layout: PythonLayout) -> int:
@@ -230,11 +241,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         if not mask:
             return None
         fstrings = layout[3]
-        if (
-            fstrings
-            and self.version < (3, 12)
-            and not self.fstring_modes.old_fstring_ok(fstrings, mask, text)
-        ):
+        if fstrings and self.old_fstrings and not self.fstring_modes.old_fstring_ok(fstrings, mask, text):
             return None
         if mask & self.ignore_mask:
             return parser, layout

@@ -20,7 +20,6 @@ so a (prefix, suffix) pair is joinable exactly when the prefix is viable and the
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -96,8 +95,7 @@ class InfixRecognizer(Generic[LayoutT]):
         self.layer = layer
         self.skipped = layer.ignore_mask | layer.newline_mask
         # the layer's own lexer and layout over a forgetful parse of the full grammar
-        self.layout_layer = copy.copy(layer)
-        self.layout_layer.recognizer = ForgetfulRecognizer(layer.recognizer, self.full_universal)
+        self.layout_layer = layer.with_recognizer(ForgetfulRecognizer(layer.recognizer, self.full_universal))
 
     def dies_at(self, text: str, start: int, end: int, must_end: bool) -> int | None:
         """Where reading ``text[start:end]`` from the universal set first fails (the offset of

@@ -6,23 +6,21 @@ pattern index, and determinised on demand one concrete character at a time (memo
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # typeshed describes the regex parser under its pre-3.11 names
-    import sre_constants as _sre
-    import sre_parse as _sre_parse
-else:
-    try:  # Python >= 3.11
-        from re import _constants as _sre
-        from re import _parser as _sre_parse
-    except ImportError:  # Python 3.10
-        import sre_constants as _sre
-        import sre_parse as _sre_parse
+from typing import Any
 
 from fimconstrain.engine.errors import GrammarError
+
+# The standard library's regex parser: ``re._parser`` from 3.11, ``sre_parse`` before (typeshed
+# knows only the old names; an import by name, since mypyc compiles one branch of a version test)
+_NEW_NAMES = sys.version_info >= (3, 11)
+_sre: Any = importlib.import_module("re._constants" if _NEW_NAMES else "sre_constants")
+_sre_parse: Any = importlib.import_module("re._parser" if _NEW_NAMES else "sre_parse")
+
 
 DEAD = 0
 
