@@ -5,8 +5,11 @@ The public contract::
     c = fimconstrain.fim_checker(prefix, suffix, language="python", python_version="3.14")
     c2 = c.feed(text)   # Checker, or None if no continuation can make a valid program
     c.is_complete()     # prefix + fed text + suffix is a complete, valid program
+
+``fimconstrain.ENGINE`` says which engine runs: compiled by mypyc, or the pure-Python sources.
 """
 
+from .engine import ENGINE
 from .engine.checker import Checker, clear_caches, fim_checker
 from .engine.errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
 from .engine.versions import NEWEST as NEWEST_PYTHON
@@ -14,6 +17,7 @@ from .engine.versions import SUPPORTED as SUPPORTED_PYTHONS
 from .engine.versions import parse_python_version
 
 __all__ = [
+    "ENGINE",
     "NEWEST_PYTHON",
     "SUPPORTED_PYTHONS",
     "Checker",

@@ -5,6 +5,11 @@ The public face is :func:`fim_checker` and :class:`Checker`; a language is a gra
 :class:`Layer` (:func:`register_language`); the rest is for the layers above.
 """
 
+from .native import EngineInfo, choose
+
+#: the engine this process runs, compiled or the sources: settled before any other module loads
+ENGINE: EngineInfo = choose()
+
 from .base_layer import BaseLayer, PlainLayer
 from .checker import Checker, Language, clear_caches, fim_checker, get_layer, register_language
 from .errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
@@ -22,12 +27,14 @@ from .versions import (
 )
 
 __all__ = [
+    "ENGINE",
     "NEWEST",
     "OLDEST",
     "SUPPORTED",
     "BaseLayer",
     "Branch",
     "Checker",
+    "EngineInfo",
     "FimConstrainError",
     "FinishVocabulary",
     "GrammarError",

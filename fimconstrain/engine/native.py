@@ -1,0 +1,114 @@
+"""Which engine runs: the engine's modules compiled by mypyc (``setup.py``) when they are built
+for this interpreter from these very sources, else the sources themselves, the reference, with
+one log line saying why (docs/optimizations.md, "The compiled engine").
+
+Run first by ``fimconstrain.engine`` (:func:`choose`) and never compiled itself: when the compiled modules
+cannot serve, it puts a finder ahead of the standard ones that loads each engine module from
+its ``.py`` file. ``FIMCONSTRAIN_ENGINE=python`` asks for the sources; ``=compiled`` makes an
+unusable build an error instead of a fallback. ``setup.py`` reads this file by path (the package
+is not importable while it builds) for the list of modules and their digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+#: the environment variable that chooses: ``auto`` (the default), ``python`` or ``compiled``
+ENV_VAR = "FIMCONSTRAIN_ENGINE"
+#: what the build writes beside the compiled modules: the digest of the sources it compiled
+STAMP = "native_build.json"
+#: mypyc's name for the shared library that holds every compiled module (``<group>__mypyc``)
+GROUP = "fimconstrain.engine.compiled"
+#: engine modules that stay Python: the package (it runs this choice) and this module
+NOT_COMPILED = ("__init__.py", "native.py")
+
+ENGINE_DIR = Path(__file__).resolve().parent
+_log = logging.getLogger("fimconstrain")
+
+
+def compiled_sources(engine_dir: Path = ENGINE_DIR) -> list[Path]:
+    """The engine's source files that the build compiles, in a fixed order."""
+    return sorted(p for p in engine_dir.glob("*.py") if p.name not in NOT_COMPILED)
+
+
+def source_digest(sources: Sequence[Path]) -> str:
+    """SHA-256 over the names and bytes of ``sources``: a build is current only for these."""
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """The engine this process runs: ``kind`` is ``"compiled"`` or ``"python"``; ``detail`` says
+    which build, or why the sources run."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} engine ({self.detail})"
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Loads ``fimconstrain.engine.<name>`` from ``<name>.py``, ahead of a compiled module."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        package, _, name = fullname.rpartition(".")
+        source = ENGINE_DIR / f"{name}.py"
+        if package != __package__ or not source.is_file():
+            return None
+        return importlib.util.spec_from_file_location(fullname, source)
+
+
+def _compiled_problem() -> str | None:
+    """Why the compiled modules cannot serve (None: they can, and the shared library loaded)."""
+    stamp_path = ENGINE_DIR / STAMP
+    if not stamp_path.is_file():
+        return "the compiled engine is not built (pip install with a C compiler builds it)"
+    stamp = json.loads(stamp_path.read_text())
+    if stamp.get("cache_tag") != sys.implementation.cache_tag:
+        return (
+            f"the compiled engine was built for {stamp.get('cache_tag')}, not {sys.implementation.cache_tag}"
+        )
+    if stamp.get("sources") != source_digest(compiled_sources()):
+        return "the compiled engine is older than the engine's sources (pip install -e . rebuilds it)"
+    try:
+        importlib.import_module(f"{GROUP}__mypyc")
+    except ImportError as error:
+        return f"the compiled engine cannot be loaded: {error}"
+    return None
+
+
+def choose() -> EngineInfo:
+    """Decide, once per process, before any other engine module is imported."""
+    requested = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+    if requested not in ("auto", "python", "compiled"):
+        raise ValueError(f"{ENV_VAR} must be auto, python or compiled, not {requested!r}")
+    if requested == "python":
+        sys.meta_path.insert(0, _SourceFinder())
+        return EngineInfo("python", f"{ENV_VAR}=python")
+    problem = _compiled_problem()
+    if problem is None:
+        stamp = json.loads((ENGINE_DIR / STAMP).read_text())
+        return EngineInfo("compiled", f"mypyc {stamp.get('mypy', '?')}")
+    if requested == "compiled":
+        raise ImportError(f"{ENV_VAR}=compiled, but {problem}")
+    sys.meta_path.insert(0, _SourceFinder())
+    _log.warning("fimconstrain: %s; running the pure-Python engine (several times slower)", problem)
+    return EngineInfo("python", problem)
