@@ -16,8 +16,7 @@ import json
 import os
 import re
 import time
-import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,8 @@ _FILE_KEYS = ("rows", "cont", "zero", "fresh", "ext", "nl_groups")
 NEWLINE_GROUPS = 16
 #: composed masks kept for reuse (each is vocabulary/8 bytes)
 MEMO_SIZE = 2048
+#: parser states whose end-of-lexeme answers are kept (a decode visits a few per step)
+NEXT_MEMO_STATES = 256
 
 
 # ---------------------------------------------------------------- alphabet
@@ -510,7 +511,9 @@ class MaskStore:
         self._local = self._locate(meta["paths"])
         self._fresh_memo: dict[int, np.ndarray] = {}
         self._mask_memo: dict[tuple, np.ndarray] = {}
-        self._next_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # per parser state, by identity: the state is held with its memo (a compiled engine's
+        # states take no weak references), the least recently used dropped past NEXT_MEMO_STATES
+        self._next_memo: OrderedDict[int, tuple[object, dict]] = OrderedDict()
         self.fallbacks = 0  # masks answered with every text token (a state the store lacks)
 
     # -- construction
@@ -755,9 +758,14 @@ class MaskStore:
         return hit
 
     def _memo_for(self, parser) -> dict:
-        memo = self._next_memo.get(parser)
-        if memo is None:
-            memo = self._next_memo[parser] = {}
+        held = self._next_memo.get(id(parser))
+        if held is not None:
+            self._next_memo.move_to_end(id(parser))
+            return held[1]
+        memo: dict = {}
+        self._next_memo[id(parser)] = (parser, memo)
+        if len(self._next_memo) > NEXT_MEMO_STATES:
+            self._next_memo.popitem(last=False)
         return memo
 
     def _after_end(self, parser, layout, sid: int, text: str) -> int:
