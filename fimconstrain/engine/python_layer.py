@@ -139,7 +139,9 @@ class PythonLayer(BaseLayer[PythonLayout]):
         self.string_mask = 1 << term("STRING") | 1 << term("BYTES")
         dfa = self.dfa
         self.continuation_mask = dfa.accept[dfa.run("\\\n")] & self.ignore_mask
-        hard = set(keyword.kwlist)
+        # Keywords are never NAMEs; nor is '__debug__' where the grammar spells it as a word of
+        # its own (before 3.9: see `any_name` in the grammar).
+        hard = set(keyword.kwlist) | {"__debug__"}
         self.hard_keyword_mask = bitmask(i for i, t in enumerate(grammar.terminals) if t.literal in hard)
         self.bracket_delta = {
             1 << i: _BRACKETS[t.literal] for i, t in enumerate(grammar.terminals) if t.literal in _BRACKETS
