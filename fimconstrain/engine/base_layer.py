@@ -73,8 +73,9 @@ class BaseLayer(ABC, Generic[LayoutT]):
         self._ids: dict[int, tuple[int, ...]] = {}
 
     @abstractmethod
-    def initial_branch(self) -> Branch[LayoutT]:
-        """The branch at the start of a file."""
+    def initial_branch(self, file_start: bool = True) -> Branch[LayoutT]:
+        """The branch at the start of a file, or (``file_start`` false) where a text starts
+        that follows a complete file's top-level statements (a suffix's tail)."""
 
     @abstractmethod
     def open_layouts(self, indents: list[str], depth: int) -> list[LayoutT]:
@@ -157,7 +158,7 @@ class PlainLayer(BaseLayer[None]):
 
     __slots__ = ()
 
-    def initial_branch(self) -> Branch[None]:
+    def initial_branch(self, file_start: bool = True) -> Branch[None]:
         return (self.recognizer.initial, None, self.dfa.start, "", ())
 
     def open_layouts(self, indents: list[str], depth: int) -> list[None]:
