@@ -89,8 +89,9 @@ class BaseLayer(ABC, Generic[LayoutT]):
         return type(self)(self.grammar)
 
     @abstractmethod
-    def initial_branch(self) -> Branch[LayoutT]:
-        """The branch at the start of a file."""
+    def initial_branch(self, file_start: bool = True) -> Branch[LayoutT]:
+        """The branch at the start of a file, or (``file_start`` false) where a text starts
+        that follows a complete file's top-level statements (a suffix's tail)."""
 
     @abstractmethod
     def open_layouts(self, indents: list[str], depth: int) -> list[LayoutT]:
@@ -173,7 +174,7 @@ class PlainLayer(BaseLayer[None]):
 
     __slots__ = ()
 
-    def initial_branch(self) -> Branch[None]:
+    def initial_branch(self, file_start: bool = True) -> Branch[None]:
         return (self.recognizer.initial, None, self.dfa.start, "", ())
 
     def open_layouts(self, indents: list[str], depth: int) -> list[None]:

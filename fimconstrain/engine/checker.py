@@ -282,8 +282,9 @@ class _Context:
     def __init__(self, language: str, version: PythonVersion) -> None:
         self.layer = _layer(language, version)
         self.start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()], at_file_start=True)
-        #: an empty file's checker for a suffix's tail, which never starts the file (no BOM there)
-        self.tail_start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch()])
+        #: an empty file's checker for a suffix's tail, which never starts the file (no BOM there,
+        #: and past the module's leading statements: see PythonLayer.at_statement_boundary)
+        self.tail_start: Checker[Any] = Checker(self.layer, [self.layer.initial_branch(file_start=False)])
         self.prefixes: PrefixCache[Checker[Any]] = PrefixCache()
         self.suffixes: LRU[str, SuffixPlan[Any]] = LRU(64)
         #: checkers along recent suffix tails read from ``tail_start`` (an edit below the

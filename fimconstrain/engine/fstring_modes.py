@@ -9,6 +9,8 @@ layout and asks this module for the lexer state each mode starts from.
 
 from __future__ import annotations
 
+import re
+
 from .base_layer import bitmask
 from .grammar import Grammar
 from .layer_protocol import Modes
@@ -21,6 +23,15 @@ from .versions import PythonVersion
 #: ``(_FIELD | _SPEC | _CONVERTED, quote, bracket depth the field opened at)``, ``quote``
 #: being the innermost string's.
 _TEXT, _FIELD, _SPEC, _CONVERTED = 0, 1, 2, 3
+#: 3.12 and 3.13, a one-quote string's format spec: after a line break in its text (CPython's
+#: tokenizer has gone back to its regular mode, so only blanks, comments and fields may follow
+#: before the closing brace), and (3.13) after a field in it (a line break no longer may come)
+_SPEC_LINES, _SPEC_AFTER_FIELD = 4, 5
+_SPECS = (_SPEC, _SPEC_LINES, _SPEC_AFTER_FIELD)
+
+#: what CPython's regular mode skips: blanks, line breaks, comments (ended by a line break) and
+#: backslash continuations
+_REGULAR_BLANKS = re.compile(r"(?:[ \t\f\n]|#[^\n]*\n|\\\n)*")
 
 #: each quote's part of the grammar's f-string terminal names (``FTEXT_S``, ``FEND_TD``)
 _KINDS = {"'": "S", '"': "D", "'''": "TS", '"""': "TD"}
@@ -41,6 +52,10 @@ class FStringModes:
         self.stack_limit_in_specs = 2 if version >= (3, 12) else 1
         #: before 3.12 a conversion (``!r``) is followed at once by ``:`` or ``}``
         self.conversion_closes_field = version < (3, 12)
+        #: 3.12 and 3.13 read a line break in a one-quote format spec as its end
+        self.spec_lines = (3, 12) <= version < (3, 14)
+        #: 3.13 allows no line break in a one-quote format spec after a field in it
+        self.spec_field_ends_lines = version == (3, 13)
         names = {t.name: i for i, t in enumerate(grammar.terminals)}
         literal = {t.literal: i for i, t in enumerate(grammar.terminals) if t.literal is not None}
 
@@ -79,6 +94,8 @@ class FStringModes:
         #: literal text whose escapes CPython decodes (raw text's it does not)
         self.text_mask = bits(*(f"{p}{k}" for k in _KINDS.values() for p in ("FTEXT_", "RFTEXT_", "FSPEC_")))
         self.spec_start_bit = bits("FSPEC_START")
+        #: a one-quote string's format spec text
+        self.one_quote_spec = bits("FSPEC_S", "FSPEC_D", "RFSPEC_S", "RFSPEC_D")
         self.conversion_bit = bits("FCONVERSION")
         self.open_brace = bits("{")
         self.close_brace = bits("}")
@@ -88,7 +105,7 @@ class FStringModes:
         kind, quote, extra = fstrings[-1]
         if kind == _TEXT:
             return self.text_starts[quote, extra]
-        if kind == _SPEC:
+        if kind in _SPECS:
             return self.spec_starts[quote, _raw(fstrings)]
         return self.field_start if depth == extra else self.dfa.start  # _FIELD, _CONVERTED
 
@@ -102,28 +119,53 @@ class FStringModes:
         kind, quote, extra = fstrings[-1]
         if mask & self.end_mask:
             return fstrings[:-1]
-        if mask == self.open_brace and kind in (_TEXT, _SPEC):
-            if kind == _SPEC:  # a field in a format spec: only so many levels
+        if mask == self.open_brace and (kind == _TEXT or kind in _SPECS):
+            if kind != _TEXT:  # a field in a format spec: only so many levels
                 nested = 0
                 for frame in reversed(fstrings):
                     if frame[0] == _TEXT:
                         break
-                    nested += frame[0] == _SPEC
+                    nested += frame[0] in _SPECS
                 if nested > self.stack_limit_in_specs:
                     return None
             return fstrings + ((_FIELD, quote, depth),)
-        if mask == self.close_brace and (kind == _SPEC or depth + 1 == extra):
-            return fstrings[:-1]
+        if mask == self.close_brace and (kind in _SPECS or depth + 1 == extra):
+            outer = fstrings[:-1]
+            if self.spec_field_ends_lines and outer[-1][0] == _SPEC and len(outer[-1][1]) == 1:
+                return outer[:-1] + ((_SPEC_AFTER_FIELD,) + outer[-1][1:],)
+            return outer
+        if mask & self.one_quote_spec and self.spec_lines:
+            return self._spec_lines(fstrings, text)
         if mask == self.spec_start_bit:
             return fstrings[:-1] + ((_SPEC, quote, extra),)
         if mask == self.conversion_bit and self.conversion_closes_field:
             return fstrings[:-1] + ((_CONVERTED, quote, extra),)
         return fstrings
 
+    def _spec_lines(self, fstrings: Modes, text: str) -> Modes | None:
+        """3.12 and 3.13: the mode stack after a one-quote format spec's text ``text``. Its first
+        line break (not escaped) ends the spec text for CPython's tokenizer, which reads on in
+        its regular mode: only blanks, comments and fields may follow before the closing brace
+        (else "f-string: expecting '}'"); 3.13 allows no such line break after a field in the
+        spec ("unterminated f-string literal")."""
+        kind = fstrings[-1][0]
+        if kind == _SPEC_LINES:
+            return fstrings if _REGULAR_BLANKS.fullmatch(text) else None
+        head = _spec_head(text)
+        if len(head) == len(text):
+            return fstrings
+        if kind == _SPEC_AFTER_FIELD or not _REGULAR_BLANKS.fullmatch(text, len(head) + 1):
+            return None
+        return fstrings[:-1] + ((_SPEC_LINES,) + fstrings[-1][1:],)
+
     def text_ok(self, fstrings: Modes, text: str) -> bool:
         """CPython's checks on the escapes of literal text or a format spec ``text`` read in
-        the innermost f-string of ``fstrings``."""
-        return fstring_text_ok(text, quote=fstrings[-1][1], raw=_raw(fstrings))
+        the innermost f-string of ``fstrings`` (3.12 and 3.13: in a one-quote format spec, the
+        text up to its first line break, see :meth:`_spec_lines`)."""
+        frame = fstrings[-1]
+        if self.spec_lines and frame[0] in _SPECS and len(frame[1]) == 1:
+            text = "" if frame[0] == _SPEC_LINES else _spec_head(text)
+        return fstring_text_ok(text, quote=frame[1], raw=_raw(fstrings))
 
     def old_fstring_ok(self, fstrings: Modes, mask: int, text: str) -> bool:
         """Before 3.12 an f-string was one string token, parsed again inside: its fields hold no
@@ -153,6 +195,19 @@ class FStringModes:
 def open_quotes(fstrings: Modes) -> list[str]:
     """The quotes of the f-strings open in the mode stack ``fstrings``, outermost first."""
     return [frame[1] for frame in fstrings if frame[0] == _TEXT]
+
+
+def _spec_head(text: str) -> str:
+    """A format spec's text up to its first line break that no backslash escapes."""
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == "\n":
+            return text[:i]
+        else:
+            i += 1
+    return text
 
 
 def _raw(fstrings: Modes) -> int:

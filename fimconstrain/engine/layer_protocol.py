@@ -157,8 +157,9 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
     """What the lexer, the checker and the layers above need from a language, for layouts
     of type ``LayoutT``: filtering, and what happens when a symbol ends."""
 
-    def initial_branch(self) -> Branch[LayoutT]:
-        """The branch at the start of a file."""
+    def initial_branch(self, file_start: bool = True) -> Branch[LayoutT]:
+        """The branch at the start of a file, or (``file_start`` false) where a text starts
+        that follows a complete file's top-level statements (a suffix's tail)."""
         ...
 
     def with_recognizer(self, recognizer: Recognizer) -> Self:

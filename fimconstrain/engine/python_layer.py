@@ -9,6 +9,7 @@ from __future__ import annotations
 import keyword
 from typing import TYPE_CHECKING
 
+from .ast_checks import DONE, AstChecks, AstState
 from .base_layer import BaseLayer, bitmask
 from .earley import EarleySet
 from .fstring_modes import FStringModes, open_quotes
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
 Columns = tuple[int, int]
 #: the open indentation levels above column 0, outermost first
 Indents = tuple[Columns, ...]
-#: Python's layout: ``(indents, bracket depth, line_open, f-string mode stack)``
-PythonLayout = tuple[Indents, int, bool, Modes]
+#: Python's layout: ``(indents, bracket depth, line_open, f-string mode stack, the state of the
+#: checks ast.parse makes after parsing)`` (:mod:`~.ast_checks`)
+PythonLayout = tuple[Indents, int, bool, Modes, AstState]
 
 
 #: bracket literal -> +1 (opens) or -1 (closes)
@@ -91,14 +93,14 @@ def _ends_in_continuation(text: str) -> bool:
 class PythonLayer(BaseLayer[PythonLayout]):
     """Python's layout on top of the grammar in ``grammars/python.lark``.
 
-    Layout state is ``(indents, depth, line_open, fstrings)``: the indentation stack above
-    column 0 as ``(column, column_with_tabs_as_1)`` pairs, the bracket depth, whether a logical
-    line has started since the last NEWLINE, and the f-string mode stack (PEP 701's tokenizer
-    modes, :mod:`~.fstring_modes`). The lexer reads each mode with that mode's terminals only
-    (:meth:`lex_start`).
+    Layout state is ``(indents, depth, line_open, fstrings, checks)``: the indentation stack
+    above column 0 as ``(column, column_with_tabs_as_1)`` pairs, the bracket depth, whether a
+    logical line has started since the last NEWLINE, the f-string mode stack (PEP 701's
+    tokenizer modes, :mod:`~.fstring_modes`) and the state of the checks ``ast.parse`` makes
+    after parsing (:mod:`~.ast_checks`). The lexer reads each mode with that mode's terminals
+    only (:meth:`lex_start`).
     """
 
-    INITIAL_LAYOUT: PythonLayout = ((), 0, False, ())
     #: CPython's tokenizer limits ("too many nested parentheses", "too many levels of indentation")
     MAX_BRACKET_DEPTH = 200
     MAX_INDENT_LEVELS = 99
@@ -107,6 +109,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
     finish_vocabulary = PYTHON_FINISH
     __slots__ = (
         "_token_masks",
+        "ast_checks",
         "continuation_mask",
         "crlf_end_adds_newline",
         "dedent",
@@ -122,6 +125,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         "string_mask",
         "string_start_mask",
         "text_mask",
+        "track_keywords",
         "version",
     )
 
@@ -143,7 +147,9 @@ class PythonLayer(BaseLayer[PythonLayout]):
         self.string_mask = 1 << term("STRING") | 1 << term("BYTES")
         dfa = self.dfa
         self.continuation_mask = dfa.accept[dfa.run("\\\n")] & self.ignore_mask
-        hard = set(keyword.kwlist)
+        # Keywords are never NAMEs; nor is '__debug__' where the grammar spells it as a word of
+        # its own (before 3.9: see `any_name` in the grammar).
+        hard = set(keyword.kwlist) | {"__debug__"}
         self.hard_keyword_mask = bitmask(i for i, t in enumerate(grammar.terminals) if t.literal in hard)
         self.bracket_delta = {
             1 << i: _BRACKETS[t.literal] for i, t in enumerate(grammar.terminals) if t.literal in _BRACKETS
@@ -157,6 +163,10 @@ class PythonLayer(BaseLayer[PythonLayout]):
         #: f-strings lexed by the rules before PEP 701 (3.12)
         self.old_fstrings = version < (3, 12)
         self._token_masks: dict[int, int] = {}
+        self.ast_checks = AstChecks(grammar, version, self.name_mask)
+        #: whether every symbol moves the checks on (else only while the module's leading
+        #: statements are read)
+        self.track_keywords = self.ast_checks.keywords
 
     def _rebuilt(self) -> Self:
         assert self.version is not None
@@ -178,8 +188,9 @@ class PythonLayer(BaseLayer[PythonLayout]):
         """The lexer state for f-string mode stack ``fstrings`` at bracket ``depth``."""
         return self.fstring_modes.start(fstrings, depth) if fstrings else self.dfa.start
 
-    def initial_branch(self) -> Branch[PythonLayout]:
-        return (self.recognizer.initial, self.INITIAL_LAYOUT, self.initial_lexeme, "\n", ())
+    def initial_branch(self, file_start: bool = True) -> Branch[PythonLayout]:
+        layout: PythonLayout = ((), 0, False, (), self.ast_checks.initial(file_start))
+        return (self.recognizer.initial, layout, self.initial_lexeme, "\n", ())
 
     def indent_columns(self, layout: PythonLayout) -> list[int]:
         return [col for col, _ in layout[0]]
@@ -190,6 +201,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
             not guards
             and not layout[1]
             and not layout[3]
+            and not self.ast_checks.in_leading_statements(layout[4])
             and text.endswith("\n")
             and self.token_mask(lexeme_state) == self.newline_mask
         )
@@ -203,7 +215,8 @@ class PythonLayer(BaseLayer[PythonLayout]):
         columns = {(0, 0)}
         for lexeme in indents:
             columns.add(line_indentation(lexeme))
-        layouts: set[PythonLayout] = {((), depth, True, ())}
+        checks = self.ast_checks.open_state(depth)
+        layouts: set[PythonLayout] = {((), depth, True, (), checks)}
         for top in sorted(columns - {(0, 0)}):
             below: list[Columns] = []
             for col, alt in sorted(columns):
@@ -213,9 +226,9 @@ class PythonLayer(BaseLayer[PythonLayout]):
                     and (not below or (col > below[-1][0] and alt > below[-1][1]))
                 ):
                     below.append((col, alt))
-            layouts.add((tuple(below) + (top,), depth, True, ()))
+            layouts.add((tuple(below) + (top,), depth, True, (), checks))
             if any(col != alt for col, alt in columns):  # tabs may make some columns below clash
-                layouts.add(((top,), depth, True, ()))
+                layouts.add(((top,), depth, True, (), checks))
         return sorted(layouts)
 
     def token_mask(self, lexeme_state: int) -> int:
@@ -245,7 +258,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
             return None
         if mask & self.ignore_mask:
             return parser, layout
-        indents, depth, line_open, _ = layout
+        indents, depth, line_open, _, checks = layout
         if mask == self.newline_mask:
             if depth:
                 return parser, layout
@@ -254,7 +267,8 @@ class PythonLayer(BaseLayer[PythonLayout]):
                 if closed is None:
                     return None
                 parser = closed
-            return self._indentation(parser, indents, line_indentation(text))
+                checks = self.ast_checks.statement_end(checks)
+            return self._indentation(parser, indents, line_indentation(text), checks)
         if mask & self.name_mask and not text.isascii() and not identifier_ok(text):
             mask &= ~self.name_mask
             if not mask:
@@ -278,7 +292,12 @@ class PythonLayer(BaseLayer[PythonLayout]):
         after = self.recognizer.scan(parser, self.terminal_ids(mask))
         if after is None:
             return None
-        return after, (indents, depth, True, fstrings)
+        if self.track_keywords or checks[0] != DONE:  # (the test spares the call)
+            checked = self.ast_checks.after_symbol(checks, parser, after, mask, text, delta or 0)
+            if checked is None:
+                return None
+            checks = checked
+        return after, (indents, depth, True, fstrings, checks)
 
     def next_terminals(self, parser: EarleySet, layout: PythonLayout, terminal: int) -> int:
         """Terminals that may be lexed after a lexeme ends as ``terminal`` here: a superset,
@@ -287,7 +306,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         if bit & self.ignore_mask:
             return self.allowed(parser, layout)
         rec = self.recognizer
-        indents, depth, line_open, _ = layout
+        indents, depth, line_open, _, _ = layout
         if terminal == self.newline:
             if depth:
                 return self.allowed(parser, layout)
@@ -324,7 +343,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         return self.fstring_modes.after(fstrings, mask, text, depth)
 
     def _indentation(
-        self, parser: EarleySet, indents: Indents, columns: Columns
+        self, parser: EarleySet, indents: Indents, columns: Columns, checks: AstState
     ) -> tuple[EarleySet, PythonLayout] | None:
         """Compare a new line's indentation with the stack; scan INDENT or DEDENTs."""
         col, alt = columns
@@ -349,7 +368,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
             top, top_alt = indents[-1] if indents else (0, 0)
             if col != top or alt != top_alt:
                 return None  # unindent does not match any outer indentation level
-        return parser, (indents, 0, False, ())
+        return parser, (indents, 0, False, (), checks)
 
     def end_of_input(self, parser: EarleySet, layout: PythonLayout, lexeme_state: int, text: str) -> bool:
         mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
@@ -362,7 +381,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
             if ended is None:
                 return False
             parser, layout = ended
-        indents, depth, line_open, fstrings = layout
+        indents, depth, line_open, fstrings, _ = layout
         if depth or fstrings:
             return False
         state: EarleySet | None = parser
