@@ -38,7 +38,8 @@ _STRING_MODE_OPENER = re.compile(r"""^[rRfFtT]{0,2}['"]|[fFtT][rR]?['"]|[rR][fFt
 _FILE_KEYS = ("rows", "cont", "zero", "fresh", "ext", "nl_groups")
 #: per newline state, how many groups of indentation-changing tokens are judged exactly
 NEWLINE_GROUPS = 16
-#: composed masks kept for reuse (each is vocabulary/8 bytes)
+#: composed masks kept for reuse (each is vocabulary/8 bytes), and as many unions of ``fresh``
+#: rows; past it a memo is cleared (a long-running server meets ever new parser answers)
 MEMO_SIZE = 2048
 
 
@@ -751,6 +752,8 @@ class MaskStore:
         if hit is None:
             picked = [r for t, r in enumerate(self._fresh_rows.tolist()) if r > 0 and terminals >> t & 1]
             hit = np.bitwise_or.reduce(self.rows[picked], axis=0) if picked else self.rows[0]
+            if len(self._fresh_memo) >= MEMO_SIZE:
+                self._fresh_memo.clear()
             self._fresh_memo[terminals] = hit
         return hit
 
