@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -30,6 +31,8 @@ from ..engine.python_layer import line_indentation
 from ..engine.regex_dfa import DEAD, LexerDFA
 from ..engine.versions import VersionLike, format_version, parse_python_version
 from .vocab import Vocabulary, split_utf8, vocabulary
+
+log = logging.getLogger(__name__)
 
 STORE_VERSION = 2
 #: token text that may open an f-string or t-string (its quote, or the quote and the prefix
@@ -810,6 +813,38 @@ class MaskStore:
             "vocab_size": self.vocab_size,
             "build_seconds": self.meta.get("build_seconds"),
         }
+
+
+class MaskStores:
+    """The stores of one tokenizer, one per target Python version, each loaded (built and cached
+    on disk the first time) when first asked for: what a server's requests share. A store that
+    cannot be built is logged once and None: the checks then go unscreened, as exact as before."""
+
+    def __init__(self, tokenizer, language: str = "python", vocab_size: int | None = None):
+        self.tokenizer, self.language, self.vocab_size = tokenizer, language, vocab_size
+        self._vocab: Vocabulary | None = None
+        self._stores: dict[str | None, MaskStore | None] = {}
+
+    def get(self, python_version: VersionLike | None = None) -> MaskStore | None:
+        """The store for ``python_version`` (default: the newest)."""
+        tag = store_version_tag(self.language, python_version)
+        if tag not in self._stores:
+            try:
+                if self._vocab is None:
+                    tokenizer = self.tokenizer
+                    self._vocab = (
+                        tokenizer
+                        if isinstance(tokenizer, Vocabulary)
+                        else vocabulary(tokenizer, self.vocab_size)
+                    )
+                store = MaskStore.load_or_build(
+                    self._vocab, self.language, progress=False, python_version=tag
+                )
+            except Exception as error:  # a vocabulary the store cannot read: check without it
+                log.warning("no token-mask store for Python %s (%s): checks go unscreened", tag, error)
+                store = None
+            self._stores[tag] = store
+        return self._stores[tag]
 
 
 def next_terminals(layer: Layer[Any], parser: EarleySet, layout: Any, terminal: int) -> int:
