@@ -89,7 +89,7 @@ def record(decoder: FimDecoder, cut: tuple[str, str, str], steps: int, keep: int
     assert decoder.window is not None and decoder.fim_format is not None
     prompt = build_prompt(decoder.fim_format, decoder.codec, prefix, suffix, decoder.window - steps - 1)
     with torch.inference_mode():
-        logits = decoder.model(input_ids=torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 :]
+        logits = decoder.backend.model(input_ids=torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 :]
     top = torch.topk(logits.float(), keep)
     return tokens, top.indices, top.values
 

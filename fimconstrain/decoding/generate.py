@@ -21,7 +21,7 @@ from .backend import ModelBackend
 from .constraint import healed_tail
 from .end_of_middle import single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt
-from .mask_store import MaskStore, mask_logits
+from .mask_store import MaskStore
 from .options import Controls, DecodeOptions
 from .ranking import log_normaliser, ranking_keys
 from .result import FimResult, StopReason
@@ -101,9 +101,11 @@ class FimDecoder:
         the file was complete with the highest stop probability weighted by length
         (``best_stop``, paper 004 §VII-B). Then, with ``finish_in_budget``, the middle ends by
         the one end-of-middle policy, :func:`.end_of_middle.finish_middle`; when it finds
-        nothing, the middle is cut back to its longest valid prefix. ``prefilter`` masks every
-        step's logits with the token-mask store first (always in prefix mode): the mask is
-        sound, so the exact check confirms fewer candidates and the same tokens are chosen.
+        nothing, the middle is cut back to its longest valid prefix. In the constrained modes
+        the token-mask store (loaded with the checker) screens every candidate after a step's
+        first and every scan past the top ``top_k`` (:mod:`.constraint`); ``prefilter`` masks
+        every step's logits with it first (always in prefix mode). The mask is sound, so the
+        exact check confirms fewer candidates and the same tokens are chosen.
         With ``heal`` the prompt ends before the prefix's last token and the first tokens must
         write it again (:func:`.constraint.healed_tail`); the middle returned is what comes
         after it. With ``semantic`` the constrained modes also ask completion engines which
@@ -125,14 +127,10 @@ class FimDecoder:
             self.order,
         )
         rng = np.random.default_rng(options.seed)  # (seed None: fresh entropy)
-        store = (
-            self.mask_store(version)
-            if options.mode == "prefix" or (options.prefilter and options.mode == "constrained")
-            else None
-        )
-        # a store that masks every step's keys already narrows the scan past the top; without
-        # one, the scan asks for the store on first need
-        narrowing = options.vocabulary_fallback and store is None
+        constrained = options.mode in ("constrained", "prefix")
+        # the token-mask store screens every check past a step's first candidate and every scan
+        # (loaded when the constraint starts, as setup); ``masking``: every step's keys too
+        masking = options.mode == "prefix" or (options.prefilter and options.mode == "constrained")
         run = Run(
             vocabulary,
             prefix,
@@ -141,9 +139,8 @@ class FimDecoder:
             len(prompt),
             version,
             healing,
-            masks=(lambda: self.mask_store(version)) if narrowing else None,
+            masks=(lambda: self.mask_store(version)) if constrained else None,
         )
-        constrained = options.mode in ("constrained", "prefix")
         if constrained:
             run.start_constraint(suffix if options.mode == "constrained" else "", controls.interrupt_setup)
             if options.semantic:
@@ -164,10 +161,9 @@ class FimDecoder:
             started = time.perf_counter()
             if options.best_stop and run.state is not None:
                 run.note_stop_point(logits, normaliser)
-            if store is not None and run.state is not None and not run.state.healing:
+            if masking and run.state is not None:
                 # (while healing the tokens write prefix text again: the store knows no such state)
-                allowed = store.allowed(run.state.checker, run.state.held)
-                keys = mask_logits(keys, allowed, vocabulary.stop_ids)
+                keys = run.state.narrow(keys, vocabulary.stop_ids)
             run.result.checker_seconds += time.perf_counter() - started
             token = run.choose(keys)
             run.result.step_checker_seconds.append(run.result.checker_seconds - checked_before)

@@ -7,6 +7,7 @@ middle so far is replayed through cached children, so a step costs one check per
 from __future__ import annotations
 
 import time
+from functools import partial
 from itertools import islice
 
 import torch
@@ -16,6 +17,7 @@ from ..engine.checker import fim_checker
 from ..engine.versions import VersionLike
 from .constraint import ConstraintState, passing_candidates
 from .fim_formats import FimFormat, TextCodec, resolve_format, special_token_ids
+from .mask_store import MaskStore
 from .ranking import ranked_tokens
 
 
@@ -27,6 +29,9 @@ class FimLogitsProcessor(LogitsProcessor):
     When no token passes, only the stop tokens stay allowed so generation ends. No token
     healing here: the caller's prompt is taken as it is.
     ``python_version``: the syntax the constraint accepts (default: the newest).
+    ``mask_store``: the token-mask store that screens the checks past a row's first candidate
+    and narrows the walk past the top ``k`` (:mod:`.constraint`); True (the default) loads
+    the tokenizer's for the version (built once, cached on disk), None checks without one.
     """
 
     def __init__(
@@ -38,6 +43,7 @@ class FimLogitsProcessor(LogitsProcessor):
         k: int = 1,
         fim_format: FimFormat | None = None,
         python_version: VersionLike | None = None,
+        mask_store: MaskStore | bool | None = True,
     ):
         fmt = fim_format or resolve_format(tokenizer)
         self.codec = TextCodec(tokenizer)
@@ -45,7 +51,11 @@ class FimLogitsProcessor(LogitsProcessor):
         self.banned_ids = special_token_ids(tokenizer) - self.stop_ids
         self.prompt_length = prompt_length
         self.k = k
-        self.root = ConstraintState(fim_checker(prefix, suffix, python_version=python_version), self.codec)
+        checker = fim_checker(prefix, suffix, python_version=python_version)
+        if mask_store is True:
+            mask_store = MaskStore.load_or_build(tokenizer, progress=False, python_version=python_version)
+        self.store = mask_store or None
+        self.root = ConstraintState(checker, self.codec, store=self.store)
         self.seconds = 0.0
 
     def state_for(self, middle: list[int]) -> ConstraintState | None:
@@ -68,7 +78,8 @@ class FimLogitsProcessor(LogitsProcessor):
             state = self.state_for(input_ids[row, self.prompt_length :].tolist())
             allowed: list[int] = []
             if state is not None:
-                ranked = ranked_tokens(scores[row].float().cpu().numpy(), self.k)
+                keys = scores[row].float().cpu().numpy()
+                ranked = ranked_tokens(keys, self.k, narrow=partial(state.narrow, also=self.stop_ids))
                 passing = passing_candidates(state, ranked, self.stop_ids, self.banned_ids)
                 allowed = [token for token, _ in islice(passing, self.k)]
             allowed = allowed or sorted(self.stop_ids)

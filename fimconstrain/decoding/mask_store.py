@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -30,6 +31,8 @@ from ..engine.regex_dfa import DEAD, LexerDFA
 from ..engine.versions import VersionLike, format_version, parse_python_version
 from .vocab import Vocabulary, split_utf8, vocabulary
 
+log = logging.getLogger(__name__)
+
 STORE_VERSION = 2
 #: token text that may open an f-string or t-string (its quote, or the quote and the prefix
 #: letters a lexeme in progress lacks): after it the lexer reads in another mode
@@ -37,7 +40,8 @@ _STRING_MODE_OPENER = re.compile(r"""^[rRfFtT]{0,2}['"]|[fFtT][rR]?['"]|[rR][fFt
 _FILE_KEYS = ("rows", "cont", "zero", "fresh", "ext", "nl_groups")
 #: per newline state, how many groups of indentation-changing tokens are judged exactly
 NEWLINE_GROUPS = 16
-#: composed masks kept for reuse (each is vocabulary/8 bytes)
+#: composed masks kept for reuse (each is vocabulary/8 bytes), and as many unions of ``fresh``
+#: rows; past it a memo is cleared (a long-running server meets ever new parser answers)
 MEMO_SIZE = 2048
 #: parser states whose end-of-lexeme answers are kept (a decode visits a few per step)
 NEXT_MEMO_STATES = 256
@@ -754,6 +758,8 @@ class MaskStore:
         if hit is None:
             picked = [r for t, r in enumerate(self._fresh_rows.tolist()) if r > 0 and terminals >> t & 1]
             hit = np.bitwise_or.reduce(self.rows[picked], axis=0) if picked else self.rows[0]
+            if len(self._fresh_memo) >= MEMO_SIZE:
+                self._fresh_memo.clear()
             self._fresh_memo[terminals] = hit
         return hit
 
@@ -815,6 +821,38 @@ class MaskStore:
             "vocab_size": self.vocab_size,
             "build_seconds": self.meta.get("build_seconds"),
         }
+
+
+class MaskStores:
+    """The stores of one tokenizer, one per target Python version, each loaded (built and cached
+    on disk the first time) when first asked for: what a server's requests share. A store that
+    cannot be built is logged once and None: the checks then go unscreened, as exact as before."""
+
+    def __init__(self, tokenizer, language: str = "python", vocab_size: int | None = None):
+        self.tokenizer, self.language, self.vocab_size = tokenizer, language, vocab_size
+        self._vocab: Vocabulary | None = None
+        self._stores: dict[str | None, MaskStore | None] = {}
+
+    def get(self, python_version: VersionLike | None = None) -> MaskStore | None:
+        """The store for ``python_version`` (default: the newest)."""
+        tag = store_version_tag(self.language, python_version)
+        if tag not in self._stores:
+            try:
+                if self._vocab is None:
+                    tokenizer = self.tokenizer
+                    self._vocab = (
+                        tokenizer
+                        if isinstance(tokenizer, Vocabulary)
+                        else vocabulary(tokenizer, self.vocab_size)
+                    )
+                store = MaskStore.load_or_build(
+                    self._vocab, self.language, progress=False, python_version=tag
+                )
+            except Exception as error:  # a vocabulary the store cannot read: check without it
+                log.warning("no token-mask store for Python %s (%s): checks go unscreened", tag, error)
+                store = None
+            self._stores[tag] = store
+        return self._stores[tag]
 
 
 def next_terminals(layer: Layer[Any], parser: EarleySet, layout: Any, terminal: int) -> int:

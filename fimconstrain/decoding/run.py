@@ -17,7 +17,7 @@ from ..engine.checker import fim_checker
 from ..engine.versions import PythonVersion
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
 from .end_of_middle import finish_middle
-from .mask_store import MaskStore, mask_logits
+from .mask_store import MaskStore
 from .options import DecodeOptions
 from .ranking import ranked_tokens
 from .result import FimResult, StopReason
@@ -56,7 +56,8 @@ class Run:
         self.stop_points: list[tuple[float, int, ConstraintState]] = []
         self.result = FimResult("", options.mode, False, StopReason.EOS, 0, prompt_tokens)
         self.semantic: SemanticGuide | None = None
-        #: the token-mask store that narrows a scan past the top candidates (got on first use)
+        #: the token-mask store of the run's version (got when the constraint starts): the
+        #: pre-filter of every check past a step's first candidate, and of every scan
         self.masks = masks
 
     def start_semantic(self, options: bool | SemanticOptions) -> None:
@@ -75,8 +76,9 @@ class Run:
         start = time.perf_counter()
         checker = fim_checker(self.prefix, suffix, python_version=self.version, should_stop=should_stop)
         word_suffix = bool(suffix) and is_word_char(suffix[0])
+        store = self.masks() if self.masks is not None else None  # (loaded once per decoder)
         self.state = ConstraintState(
-            checker, self.vocabulary.codec, healing=self.healing, word_suffix=word_suffix
+            checker, self.vocabulary.codec, healing=self.healing, word_suffix=word_suffix, store=store
         )
         self.states = [self.state]  # the state after each token of the middle
         self.result.setup_seconds = time.perf_counter() - start
@@ -130,9 +132,10 @@ class Run:
             # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
             healable = vocabulary.healing_index(keys.shape[-1]).mask(self.state.healing)
             keys = np.where(healable, keys, -np.inf)
-        ranked = self._counted(
-            ranked_tokens(keys, options.top_k, options.vocabulary_fallback, self._narrowing(self.state))
-        )
+        state = self.state
+        fed = state.fed
+        narrow = self._narrowing(state) if state.store is not None else None
+        ranked = self._counted(ranked_tokens(keys, options.top_k, options.vocabulary_fallback, narrow))
         for token, nxt in (
             passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
             if self.semantic is None
@@ -144,25 +147,27 @@ class Run:
                 self.state = nxt
                 self.states.append(nxt)
             break
+        self.result.candidates_checked += state.fed - fed
         self.result.checker_seconds += time.perf_counter() - start
         if choice is None:
             self.result.stopped = StopReason.STUCK
         return choice
 
-    def _narrowing(self, state: ConstraintState) -> Callable[[np.ndarray], np.ndarray] | None:
+    def _narrowing(self, state: ConstraintState) -> Callable[[np.ndarray], np.ndarray]:
         """What narrows a scan of the whole vocabulary to the tokens the token-mask store allows
         after ``state`` (every token that keeps the file completable keeps its prefix
-        completable, so none is lost); None without a store, or while healing (the tokens then
-        write prefix text again, a state the store does not know)."""
-        if self.masks is None or state.healing:
-            return None
-        masks, stops = self.masks, self.vocabulary.stop_ids
-        return lambda keys: mask_logits(keys, masks().allowed(state.checker, state.held), stops)
+        completable, so none is lost); the keys unchanged while healing (the tokens then write
+        prefix text again, a state the store does not know)."""
+        stops = self.vocabulary.stop_ids
+        return lambda keys: state.narrow(keys, stops)
 
     def _counted(self, tokens: Iterator[int]) -> Iterator[int]:
-        """Pass ``tokens`` through, counting them as checked candidates."""
+        """Pass ``tokens`` through, counting the stop tokens among them as checked candidates
+        (the others count when they are fed to the checker: :attr:`ConstraintState.fed`)."""
+        stops = self.vocabulary.stop_ids
         for token in tokens:
-            self.result.candidates_checked += 1
+            if token in stops:
+                self.result.candidates_checked += 1
             yield token
 
     def unconstrained_choice(self, keys: np.ndarray) -> int | None:

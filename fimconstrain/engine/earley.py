@@ -20,6 +20,10 @@ from __future__ import annotations
 from .grammar import Grammar
 
 _EMPTY: tuple[()] = ()
+#: predictions a recognizer keeps (a long-running server meets ever new sets of predicted
+#: nonterminals); past it the oldest is dropped: the sets built with it keep it, only sharing
+#: it with later sets is lost. Whole files of the standard library need a few hundred.
+PREDICTIONS_LIMIT = 4096
 
 
 class Prediction:
@@ -88,14 +92,20 @@ class Recognizer:
     def __init__(self, grammar: Grammar, initial: EarleySet | None = None) -> None:
         """``initial``: the set to start from (default: the start of a whole text)."""
         self.grammar = grammar
-        self._predictions: dict[frozenset[int], Prediction] = {}
+        self._predictions: dict[frozenset[int], Prediction] = {}  # oldest first
+        #: the most predictions kept (:data:`PREDICTIONS_LIMIT`)
+        self.predictions_limit = PREDICTIONS_LIMIT
         self._n_terminals = grammar.n_terminals
         self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
 
     def prediction(self, roots: frozenset[int]) -> Prediction:
-        pred = self._predictions.get(roots)
+        """The shared prediction of ``roots`` (memoised, at most ``predictions_limit`` kept)."""
+        predictions = self._predictions
+        pred = predictions.get(roots)
         if pred is None:
-            pred = self._predictions[roots] = Prediction(self.grammar, roots)
+            while predictions and len(predictions) >= self.predictions_limit:
+                del predictions[next(iter(predictions))]  # the oldest
+            pred = predictions[roots] = Prediction(self.grammar, roots)
         return pred
 
     def expected_terminals(self, state: EarleySet) -> int:

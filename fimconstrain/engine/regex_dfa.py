@@ -23,6 +23,10 @@ _sre_parse: Any = importlib.import_module("re._parser" if _NEW_NAMES else "sre_p
 
 
 DEAD = 0
+#: non-ASCII characters whose transition a DFA state remembers (a long-running server reads
+#: ever new ones); past it a state's further non-ASCII characters are stepped anew each time
+#: (ASCII is always remembered: at most 128 per state)
+NON_ASCII_TRANSITIONS = 512
 
 _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": re.UNICODE}
 
@@ -261,6 +265,9 @@ class LexerDFA:
         self._sets: list[frozenset[int]] = []
         self._edges: list[tuple[dict[str, frozenset[int]], tuple[tuple[CharTest, frozenset[int]], ...]]] = []
         self._ids: dict[frozenset[int], int] = {}
+        #: a state remembers every ASCII character's transition, and a non-ASCII one while it
+        #: remembers fewer than this many (so at most this + 128 in all)
+        self.transitions_limit = 128 + NON_ASCII_TRANSITIONS
         self._intern(frozenset())  # DEAD
         self.start = self._intern(frozenset().union(*(self._closure(nfa, s) for s in nfa.starts)))
 
@@ -325,7 +332,8 @@ class LexerDFA:
     # -- running ------------------------------------------------------------------------------
 
     def step(self, state: int, ch: str) -> int:
-        """Next state after reading ``ch`` (DEAD if no pattern survives); cached in ``trans[state]``."""
+        """Next state after reading ``ch`` (DEAD if no pattern survives); cached in ``trans[state]``
+        (a non-ASCII character only while the state remembers fewer than ``transitions_limit``)."""
         lits, preds = self._edges[state]
         parts = [clo for test, clo in preds if test(ch)]
         hit = lits.get(ch)
@@ -335,7 +343,9 @@ class LexerDFA:
             nxt = DEAD
         else:
             nxt = self._intern(parts[0] if len(parts) == 1 else frozenset().union(*parts))
-        self.trans[state][ch] = nxt
+        row = self.trans[state]
+        if ch < "\x80" or len(row) < self.transitions_limit:
+            row[ch] = nxt
         return nxt
 
     def run(self, text: str, state: int | None = None) -> int:

@@ -5,16 +5,20 @@ A request carries its prefix, suffix and Python version in ``SamplingParams.extr
 keys, so that the OpenAI-compatible server's ``vllm_xargs`` can carry them).  The allowed set is
 paper 004 §VII-B's check made into a mask: the passing tokens among the request's top ``k``
 candidates; when none of them passes, every passing token of the vocabulary (the full mask); a
-stop token passes only when ``prefix + middle + suffix`` is a complete program.
+stop token passes only when ``prefix + middle + suffix`` is a complete program. The token-mask
+store of the request's version screens every check past the first candidate, and the full mask
+checks only the tokens it lets through (:mod:`fimconstrain.decoding.constraint`): the same
+tokens pass, fewer are fed to the checker.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..decoding.constraint import ConstraintState, passing_candidates
 from ..decoding.fim_formats import TextCodec, resolve_format, special_token_ids
+from ..decoding.mask_store import MaskStores
 from ..engine.checker import fim_checker
 from ..engine.errors import FimConstrainError
 from ..engine.versions import format_version, parse_python_version
@@ -61,18 +65,29 @@ class FimArgs:
 @dataclass(frozen=True)
 class TokenTable:
     """What every request of one tokenizer shares: the codec, the FIM format's stop tokens and
-    eos, the special tokens (never part of a middle) and how many token ids have text."""
+    eos, the special tokens (never part of a middle), how many token ids have text, and the
+    token-mask stores (per Python version) that screen the checks; None: unscreened."""
 
     codec: TextCodec
     stop_ids: frozenset[int]
     special_ids: frozenset[int]
     size: int
+    stores: MaskStores | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> TokenTable:
+    def from_tokenizer(cls, tokenizer, screened: bool = True) -> TokenTable:
+        """The table of ``tokenizer``; ``screened``: with its token-mask stores, the newest
+        version's loaded now (built and cached on disk the first time), the others on first use."""
         stops = resolve_format(tokenizer).stop_ids(tokenizer)
+        stores = MaskStores(tokenizer) if screened else None
+        if stores is not None:
+            stores.get()
         return cls(
-            TextCodec(tokenizer), frozenset(stops), frozenset(special_token_ids(tokenizer)), len(tokenizer)
+            TextCodec(tokenizer),
+            frozenset(stops),
+            frozenset(special_token_ids(tokenizer)),
+            len(tokenizer),
+            stores,
         )
 
 
@@ -104,7 +119,8 @@ class RequestConstraint:
             self.states: list[ConstraintState | None] = [None]
             return
         word_suffix = bool(args.suffix) and ("a" + args.suffix[0]).isidentifier()
-        self.states = [ConstraintState(checker, table.codec, word_suffix=word_suffix)]
+        store = table.stores.get(args.python_version) if table.stores is not None else None
+        self.states = [ConstraintState(checker, table.codec, word_suffix=word_suffix, store=store)]
 
     def sync(self, keep: int, new: Sequence[int]) -> None:
         """The committed middle becomes its first ``keep`` tokens followed by ``new``."""
@@ -137,8 +153,9 @@ class RequestConstraint:
             passing = [t for t, _ in passing_candidates(state, ranked, self.stop_ids, self.banned_ids)]
         else:
             passing = self._sampled_passing(state, candidates, scores, self.sampler)
-        if not passing:
-            every = range(self.table.size)
+        if not passing:  # the full mask: every token the store lets through, and the stops
+            size = self.table.size
+            every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
             passing = [t for t, _ in passing_candidates(state, every, self.stop_ids, self.banned_ids)]
         return passing or sorted(self.stop_ids)
 

@@ -447,20 +447,69 @@ def test_no_vocabulary_fallback_stops_when_the_top_k_fail(tiny):
     assert scanned.candidates_checked > 1 and scanned.steps > 1
 
 
+class _Feeds:
+    """Records every token fed to a checker, per constraint state; ``unscreened`` takes the
+    token-mask store out of every state (the checks as they were without it)."""
+
+    def __init__(self, monkeypatch, unscreened: bool = False):
+        self.fed: list[tuple[ConstraintState, int, bool]] = []  # (state, token, the state's first)
+        advance = ConstraintState._advance
+
+        def recording(state, token):
+            self.fed.append((state, token, state.fed == 1))
+            return advance(state, token)
+
+        monkeypatch.setattr(ConstraintState, "_advance", recording)
+        if unscreened:
+            monkeypatch.setattr(ConstraintState, "mask", lambda state: None)
+
+    def ruled_out(self) -> list[int]:
+        """Tokens fed after their state's first candidate that the state's store rules out."""
+        return [token for state, token, first in self.fed if not first and not state.admits(token)]
+
+
 def test_a_scan_past_the_top_k_reads_only_what_the_mask_store_allows(tiny, monkeypatch):
-    """The scan of the whole vocabulary asks the token-mask store once (on first need) and walks
-    only the tokens it allows: the same middle as a walk that checks every token, fewer checks."""
+    """The scan of the whole vocabulary walks only the tokens the token-mask store allows, and
+    no token it rules out is fed to the checker: the same middle as the walk that checks every
+    token, with fewer checks."""
     decoder, common = _insisting_on_a_bracket(tiny)
-    real = decoder.mask_store()
-    everything = SimpleNamespace(allowed=lambda checker, held: np.ones(real.vocab_size, dtype=bool))
-    asked: list[str] = []
-    monkeypatch.setattr(decoder, "mask_store", lambda version=None: asked.append("all") or everything)
-    unfiltered = decoder.generate("x = [", "]\n", **common)
-    monkeypatch.setattr(decoder, "mask_store", lambda version=None: asked.append("store") or real)
+    with monkeypatch.context() as patch:
+        _Feeds(patch, unscreened=True)
+        unfiltered = decoder.generate("x = [", "]\n", **common)
+    feeds = _Feeds(monkeypatch)
     narrowed = decoder.generate("x = [", "]\n", **common)
     assert (narrowed.middle, narrowed.steps) == (unfiltered.middle, unfiltered.steps)
     assert narrowed.candidates_checked < unfiltered.candidates_checked
-    assert "all" in asked and "store" in asked
+    assert narrowed.candidates_checked == len(feeds.fed)  # (no stop token came up)
+    assert feeds.fed and not feeds.ruled_out()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(temperature=0.0, top_k=64),
+        dict(temperature=1.0, top_k=8),
+        dict(temperature=1.0, top_k=2, semantic=True),
+        dict(temperature=0.8, top_k=4, heal=False, vocabulary_fallback=False),
+    ],
+    ids=["greedy", "sampled", "semantic", "paper-like"],
+)
+def test_the_mask_store_screens_every_check_and_changes_no_choice(tiny, case, settings, monkeypatch):
+    """Every walk of the decode loop (greedy, sampled, the names guide's, the top ``k`` only)
+    feeds no token that the store rules out past a state's first candidate, and chooses the
+    tokens it chooses without the store."""
+    prefix, suffix = CASES[case]
+    decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
+    common = dict(mode="constrained", max_new_tokens=12, seed=case, finish_in_budget=False, **settings)
+    with monkeypatch.context() as patch:
+        _Feeds(patch, unscreened=True)
+        unscreened = decoder.generate(prefix, suffix, **common)
+    feeds = _Feeds(monkeypatch)
+    screened = decoder.generate(prefix, suffix, **common)
+    assert screened.token_ids == unscreened.token_ids and screened.middle == unscreened.middle
+    assert screened.candidates_checked <= unscreened.candidates_checked
+    assert not feeds.ruled_out()
 
 
 def test_steps_count_the_stop_token(tiny):
@@ -547,11 +596,14 @@ def _passing(tokenizer, prefix, suffix, token):
 
 
 @pytest.mark.parametrize("k", [1, 5, 40])
-def test_logits_processor_masks_to_first_k_passing(tiny, k):
+@pytest.mark.parametrize("store", [True, None], ids=["screened", "unscreened"])
+def test_logits_processor_masks_to_first_k_passing(tiny, k, store):
+    """The first ``k`` passing tokens, with the token-mask store screening the walk or without it."""
     prefix, suffix = "values = [1, 2", "]\n"  # complete already; no non-ASCII character can come next
     tok = tiny.tokenizer
     scores = torch.randn(2, len(tok), generator=torch.Generator().manual_seed(k))
-    proc = FimLogitsProcessor(tok, prefix, suffix, prompt_length=3, k=k)
+    proc = FimLogitsProcessor(tok, prefix, suffix, prompt_length=3, k=k, mask_store=store)
+    assert (proc.store is not None) == bool(store)
     out = proc(torch.zeros(2, 3, dtype=torch.long), scores.clone())
     for row in range(2):
         order = torch.argsort(scores[row], descending=True).tolist()

@@ -317,3 +317,20 @@ def test_masks_follow_the_version():
         assert {t for t in ALIAS_TOKENS if checker.feed(t) is not None} <= got
     with pytest.raises(ValueError, match=r"Python 3\.12.*Python 3\.11"):
         s312.mask(c311)
+
+
+def test_memos_stay_bounded_and_a_tiny_bound_changes_no_mask(tokenizer, store, monkeypatch):
+    """The composed masks and the unions of ``fresh`` rows are memoised up to ``MEMO_SIZE``
+    each (a long-running server meets ever new parser answers); with a bound of 1 every mask
+    is the same."""
+    import fimconstrain.decoding.mask_store as mask_store
+
+    checkers = [fimconstrain.fim_checker(text[:cut]) for text, cut in positions(tokenizer, 6, 4, seed=5)]
+    normal = [store.mask(c).copy() for c in checkers]
+    assert len(store._mask_memo) <= mask_store.MEMO_SIZE and len(store._fresh_memo) <= mask_store.MEMO_SIZE
+    monkeypatch.setattr(mask_store, "MEMO_SIZE", 1)
+    store._mask_memo.clear()
+    store._fresh_memo.clear()
+    for checker, want in zip(checkers, normal):
+        assert np.array_equal(store.mask(checker), want)
+        assert len(store._mask_memo) <= 1 and len(store._fresh_memo) <= 1
