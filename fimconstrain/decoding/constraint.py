@@ -20,12 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import product
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..engine.checker import Checker
 from .fim_formats import TextCodec
-from .mask_store import MaskStore, mask_logits, unpack
+
+if TYPE_CHECKING:  # numpy and the store load with a store, not with this module (`--help` stays light)
+    import numpy as np
+
+    from .mask_store import MaskStore
 
 REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole UTF-8 character
 _DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
@@ -110,6 +113,8 @@ class ConstraintState:
         words = self.mask()
         if words is None or self.store is None:
             return keys
+        from .mask_store import mask_logits, unpack
+
         return mask_logits(keys, unpack(words, self.store.vocab_size), also)
 
     def admitted(self, size: int) -> Iterable[int]:
@@ -118,6 +123,10 @@ class ConstraintState:
         words = self.mask()
         if words is None or self.store is None:
             return range(size)
+        import numpy as np
+
+        from .mask_store import unpack
+
         return np.flatnonzero(unpack(words, self.store.vocab_size)[:size]).tolist()
 
     def _seen(self, ids: tuple[int, ...]) -> str:
