@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # numpy and the store load with a store, not with this module
 
     from .mask_store import MaskStore
 
+#: candidates a state feeds to the checker before the token-mask store screens the rest
+SCREEN_AFTER = 1
 REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole UTF-8 character
 _DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
 
@@ -76,20 +78,31 @@ class ConstraintState:
         #: the token-mask store of the checker's grammar and version: the pre-filter of the checks
         self.store = store
         self._words: np.ndarray | None = None  # the store's mask after this state (computed once)
+        self._bits = b""  # the same as bytes (token t: bit t % 8 of byte t // 8), for one-token tests
         self.fed = 0  # candidates fed to the checker after this state
 
     def child(self, token: int) -> ConstraintState | None:
-        """The state after ``token``, or None when no continuation can make a valid file
-        (cached). With a store, once this state has checked a candidate, a token the store
-        rules out is None at once: it is never fed to the checker (nor cached)."""
+        """The state after ``token``, or None when no continuation can make a valid file (cached)."""
         children = self._children
         if token in children:
             return children[token]
-        if children and self.store is not None and not self.admits(token):
-            return None
         self.fed += 1
         nxt = children[token] = self._advance(token)
         return nxt
+
+    def candidate(self, token: int) -> ConstraintState | None:
+        """:meth:`child` for a candidate of a walk: with a store, once this state has fed
+        :data:`SCREEN_AFTER` candidates, a token the store rules out is None at once, never
+        fed to the checker (nor cached). The walks that end sooner (most steps: the favourite
+        passes) pay for no mask, which costs about as much as a few checks."""
+        if (
+            self.fed >= SCREEN_AFTER
+            and self.store is not None
+            and token not in self._children
+            and not self.admits(token)
+        ):
+            return None
+        return self.child(token)
 
     def mask(self) -> np.ndarray | None:
         """The store's bitset of the tokens that may pass after this state (``uint64`` words,
@@ -102,10 +115,13 @@ class ConstraintState:
     def admits(self, token: int) -> bool:
         """Whether the store lets ``token`` through to the exact check (True without a mask);
         ids outside the store's vocabulary are never text."""
-        words = self.mask()
-        if words is None:
-            return True
-        return 0 <= token < len(words) * 64 and bool(int(words[token >> 6]) >> (token & 63) & 1)
+        bits = self._bits
+        if not bits:
+            words = self.mask()
+            if words is None:
+                return True
+            bits = self._bits = words.view(np.uint8).tobytes()
+        return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
 
     def narrow(self, keys: np.ndarray, also: Iterable[int] = ()) -> np.ndarray:
         """``keys`` (a logits row) with the tokens the store rules out at -inf, those of ``also``
@@ -280,6 +296,6 @@ def passing_candidates(
             if state.can_end():
                 yield token, state
         elif token not in banned_ids:
-            nxt = state.child(token)
+            nxt = state.candidate(token)
             if nxt is not None:
                 yield token, nxt
