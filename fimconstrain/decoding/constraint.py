@@ -120,7 +120,7 @@ class ConstraintState:
             words = self.mask()
             if words is None:
                 return True
-            bits = self._bits = words.view(np.uint8).tobytes()
+            bits = self._bits = words.view("u1").tobytes()
         return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
 
     def narrow(self, keys: np.ndarray, also: Iterable[int] = ()) -> np.ndarray:
