@@ -32,6 +32,10 @@ def _native():
     return module
 
 
+#: fimconstrain/engine/native.py: the modules to compile, their digest, the stamp's name
+NATIVE = _native()
+
+
 def _warn(message: str) -> None:
     print(f"fimconstrain: {message}; the pure-Python engine will run", file=sys.stderr)
 
@@ -48,16 +52,15 @@ class BuildEngine(build_ext):
         except Exception as error:  # a compiler error or a missing compiler: never fail the install
             _warn(f"could not compile the engine ({type(error).__name__}: {error})")
             return
-        native = _native()
-        sources = native.compiled_sources(ENGINE_DIR)
+        sources = NATIVE.compiled_sources(ENGINE_DIR)
         out_dir = Path(self.get_ext_fullpath(f"fimconstrain.engine.{sources[0].stem}")).parent
         stamp = {
-            "sources": native.source_digest(sources),
+            "sources": NATIVE.source_digest(sources),
             "cache_tag": sys.implementation.cache_tag,
             "mypy": _mypy_version(),
             "seconds": round(time.monotonic() - start, 1),
         }
-        (out_dir / native.STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
+        (out_dir / NATIVE.STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         print(f"fimconstrain: compiled engine built in {stamp['seconds']} s", file=sys.stderr)
 
 
@@ -76,12 +79,11 @@ def engine_extensions() -> list:
     except ImportError as error:
         _warn(f"mypyc is not installed ({error})")
         return []
-    native = _native()
-    sources = [str(p.relative_to(HERE)) for p in native.compiled_sources(ENGINE_DIR)]
+    sources = [str(p.relative_to(HERE)) for p in NATIVE.compiled_sources(ENGINE_DIR)]
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
         # the running interpreter's version: mypyc compiles one branch of a version test
-        return mypycify(["--python-version", version, *sources], opt_level="3", group_name=native.GROUP)
+        return mypycify(["--python-version", version, *sources], opt_level="3", group_name=NATIVE.GROUP)
     except (Exception, SystemExit) as error:  # mypyc reports type errors by exiting
         _warn(f"mypyc could not translate the engine ({type(error).__name__}: {error})")
         return []

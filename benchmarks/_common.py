@@ -10,6 +10,7 @@ shows tqdm progress bars, prints a plain-text table and writes JSON under
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -38,6 +39,22 @@ except ModuleNotFoundError:  # ab.py --same-script against a baseline older than
     sys.modules[_spec.name] = _time_limit
     _spec.loader.exec_module(_time_limit)
     Timeout, time_limit = _time_limit.TimeLimitExceeded, _time_limit.time_limit
+
+
+def cut_fuzz_module():
+    """``tests/engine/cut_fuzz.py``, the cut fuzzer's generators, loaded by path (once): ``tests/``
+    and the checkout are appended to ``sys.path`` for its ``conftest`` import, so a PYTHONPATH
+    checkout of the engine still wins."""
+    name = "tests_cut_fuzz"
+    if name not in sys.modules:
+        repo = HERE.parent
+        sys.path.append(str(repo / "tests"))
+        sys.path.append(str(repo))
+        spec = importlib.util.spec_from_file_location(name, repo / "tests" / "engine" / "cut_fuzz.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 # ---------------------------------------------------------------- files

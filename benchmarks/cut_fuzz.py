@@ -17,23 +17,14 @@ there are disagreements. Cases are reproducible: case k of category C under
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import _common as C
 
-REPO = Path(__file__).resolve().parents[1]
-# tests/ for conftest (appended: a PYTHONPATH checkout of the engine still wins)
-sys.path.append(str(REPO / "tests"))
-sys.path.append(str(REPO))
-_spec = importlib.util.spec_from_file_location("tests_cut_fuzz", REPO / "tests" / "engine" / "cut_fuzz.py")
-cf = importlib.util.module_from_spec(_spec)
-sys.modules["tests_cut_fuzz"] = cf
-_spec.loader.exec_module(cf)
+cf = C.cut_fuzz_module()
 
 
 def main(argv=None) -> int:

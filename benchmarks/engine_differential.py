@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import random
@@ -32,16 +31,6 @@ import _common as C
 
 REPO = Path(__file__).resolve().parents[1]
 TOKENIZER = REPO / "fimconstrain" / "default_model" / "tokenizer.json"
-
-
-def _cut_fuzz():
-    """tests/engine/cut_fuzz.py, loaded by path (it imports the tests' conftest)."""
-    sys.path.append(str(REPO / "tests"))
-    spec = importlib.util.spec_from_file_location("tests_cut_fuzz", REPO / "tests" / "engine" / "cut_fuzz.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def verdicts(prefix: str, middle: str, suffix: str) -> dict:
@@ -84,7 +73,7 @@ def emit(args) -> dict:
 
     import fimconstrain
 
-    cf = _cut_fuzz()
+    cf = C.cut_fuzz_module()
     out: dict = {"engine": str(fimconstrain.ENGINE), "verdicts": {}, "masks": {}}
     for category in cf.CATEGORIES:
         for k in range(args.cases):

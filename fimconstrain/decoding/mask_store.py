@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import numpy as np
 
 from ..engine.earley import EarleySet
 from ..engine.layer_protocol import Layer
+from ..engine.prefix_cache import LRU
 from ..engine.python_layer import line_indentation
 from ..engine.regex_dfa import DEAD, LexerDFA
 from ..engine.versions import VersionLike, format_version, parse_python_version
@@ -517,7 +518,7 @@ class MaskStore:
         self._mask_memo: dict[tuple, np.ndarray] = {}
         # per parser state, by identity: the state is held with its memo (a compiled engine's
         # states take no weak references), the least recently used dropped past NEXT_MEMO_STATES
-        self._next_memo: OrderedDict[int, tuple[object, dict]] = OrderedDict()
+        self._next_memo: LRU[int, tuple[object, dict]] = LRU(NEXT_MEMO_STATES)
         self.fallbacks = 0  # masks answered with every text token (a state the store lacks)
 
     # -- construction
@@ -765,14 +766,10 @@ class MaskStore:
 
     def _memo_for(self, parser) -> dict:
         held = self._next_memo.get(id(parser))
-        if held is not None:
-            self._next_memo.move_to_end(id(parser))
-            return held[1]
-        memo: dict = {}
-        self._next_memo[id(parser)] = (parser, memo)
-        if len(self._next_memo) > NEXT_MEMO_STATES:
-            self._next_memo.popitem(last=False)
-        return memo
+        if held is None:
+            held = (parser, {})
+            self._next_memo.put(id(parser), held)
+        return held[1]
 
     def _after_end(self, parser, layout, sid: int, text: str) -> int:
         """Terminals allowed after the lexeme in progress ends right here, exactly as the layer
