@@ -124,9 +124,9 @@ class Grammar:
 
 
 def _pattern_source(pattern: Pattern) -> str:
-    if isinstance(pattern, PatternStr):
-        return re.escape(pattern.value)
-    return pattern.value
+    # typed ``str`` here: the compiled engine's build runs before lark (and its types) is installed
+    value: str = pattern.value
+    return re.escape(value) if isinstance(pattern, PatternStr) else value
 
 
 def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
