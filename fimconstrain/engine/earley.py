@@ -96,6 +96,8 @@ class Recognizer:
         #: the most predictions kept (:data:`PREDICTIONS_LIMIT`)
         self.predictions_limit = PREDICTIONS_LIMIT
         self._n_terminals = grammar.n_terminals
+        #: bits of an item or symbol id: :meth:`_close` keys (item, origin) as one int
+        self._id_bits = max(len(grammar.next_symbol), len(grammar.symbol_names)).bit_length()
         self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
 
     def prediction(self, roots: frozenset[int]) -> Prediction:
@@ -137,8 +139,11 @@ class Recognizer:
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         n_terminals = self._n_terminals
-        seen: set[Item] = set()
-        done: set[tuple[int, EarleySet]] = set()
+        # (item, origin) and (symbol, origin) keyed as one int, the origin by identity: every
+        # origin stays alive while the set is built, and an int hashes without a tuple
+        shift = self._id_bits
+        seen: set[int] = set()
+        done: set[int] = set()
         waiting: dict[int, list[Item]] = {}
         roots: set[int] = set()
         accepting = False
@@ -147,8 +152,9 @@ class Recognizer:
         while stack:
             item = pop()
             d0, origin = item
+            at = id(origin) << shift
             for d in skip[d0]:
-                key = (d, origin) if d != d0 else item
+                key = at | d
                 if key in seen:
                     continue
                 seen.add(key)
@@ -162,11 +168,11 @@ class Recognizer:
                     else:
                         bucket.append((d + 1, origin))
                     continue
-                lhs = item_lhs[d]
                 if origin is None:  # the augmented start rule is complete
                     accepting = True
                     continue
-                done_key = (lhs, origin)
+                lhs = item_lhs[d]
+                done_key = at | lhs
                 if done_key in done:
                     continue
                 done.add(done_key)

@@ -31,59 +31,70 @@ BranchKey = tuple[Signature, LayoutT, int, str, Guards]
 
 
 def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -> list[Branch[LayoutT]]:
-    """Read ``text`` character by character; return the surviving branches (maybe none)."""
+    """Read ``text`` character by character; return the surviving branches (maybe none).
+
+    Branches never interact, so each is read on its own, depth first: while its symbol goes
+    on, a character costs one automaton step and a bitmask test (the parser and layout, and so
+    the terminals allowed, stay fixed, and the lexeme is sliced out of ``text`` only when it
+    ends); where the symbol may end, the branch that ends it is put on a stack and read
+    later. Popping that stack (last in, first out) returns the survivors in the order a
+    character-by-character sweep gives: the branch that goes on before the one that ends."""
     dfa = layer.dfa
     trans, accept, live = dfa.trans, dfa.accept, dfa.live
     step = dfa.step
     allowed, end_symbol, lex_start = layer.allowed, layer.end_symbol, layer.lex_start
-    for ch in text:
-        survivors: list[Branch[LayoutT]] = []
-        for parser, layout, state, lexeme, guards in branches:
+    n = len(text)
+    survivors: list[Branch[LayoutT]] = []
+    #: branches still to read, each with the offset in ``text`` of its next character
+    pending: list[tuple[Branch[LayoutT], int]] = [(branch, 0) for branch in reversed(branches)]
+    while pending:
+        (parser, layout, state, lexeme, guards), i = pending.pop()
+        begin = i  # the lexeme read so far is ``lexeme + text[begin:i]``
+        allowed_here = allowed(parser, layout)
+        alive = True
+        while i < n:
+            ch = text[i]
             if guards:
                 kept = []
-                longer = False
                 for g in guards:
                     g2 = trans[g].get(ch)
                     if g2 is None:
                         g2 = step(g, ch)
                     if g2 == DEAD:
                         continue
-                    if accept[g2]:
-                        longer = True
+                    if accept[g2]:  # a guard saw a longer match: this branch is wrong
+                        alive = False
                         break
                     kept.append(g2)
-                if longer:  # a guard saw a longer match: this branch is wrong
-                    continue
+                if not alive:
+                    break
                 guards = tuple(kept)
-            # (a) the symbol in progress continues with ch
             nxt = trans[state].get(ch)
             if nxt is None:
                 nxt = step(state, ch)
-            if nxt != DEAD and live[nxt] & allowed(parser, layout):
-                survivors.append((parser, layout, nxt, lexeme + ch, guards))
-            # (b) the symbol in progress ended before ch, and ch starts a new one
-            if not accept[state]:
-                continue
-            if accept[nxt]:
-                continue  # lexeme + ch is itself a lexeme: longest match says keep going
-            ended = end_symbol(parser, layout, state, lexeme)
-            if ended is None:
-                continue
-            parser2, layout2 = ended
-            start = lex_start(layout2)
-            fresh = trans[start].get(ch)
-            if fresh is None:
-                fresh = step(start, ch)
-            if fresh == DEAD:
-                continue
-            if live[fresh] & allowed(parser2, layout2):
-                if nxt != DEAD:
-                    guards = guards + (nxt,)
-                survivors.append((parser2, layout2, fresh, ch, guards))
-        branches = survivors
-        if not branches:
-            break
-    return branches
+            # the symbol in progress ended before ch, and ch starts a new one (unless lexeme
+            # + ch is itself a lexeme: longest match says keep going)
+            if accept[state] and not accept[nxt]:
+                ended = end_symbol(parser, layout, state, lexeme + text[begin:i])
+                if ended is not None:
+                    parser2, layout2 = ended
+                    start = lex_start(layout2)
+                    fresh = trans[start].get(ch)
+                    if fresh is None:
+                        fresh = step(start, ch)
+                    if fresh != DEAD and live[fresh] & allowed(parser2, layout2):
+                        pending.append(
+                            ((parser2, layout2, fresh, ch, guards + (nxt,) if nxt != DEAD else guards), i + 1)
+                        )
+            # the symbol in progress continues with ch
+            if nxt == DEAD or not live[nxt] & allowed_here:
+                alive = False
+                break
+            state = nxt
+            i += 1
+        if alive:
+            survivors.append((parser, layout, state, lexeme + text[begin:n], guards))
+    return survivors
 
 
 def complete(layer: Layer[LayoutT], branches: list[Branch[LayoutT]]) -> bool:

@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any, Generic, NamedTuple
 
 from . import lexer
-from .earley import EarleySet, Item, Recognizer, Signature
+from .earley import EarleySet, Item, Recognizer
 from .grammar import Grammar
 from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer, Modes
 from .regex_dfa import DEAD
@@ -193,14 +193,20 @@ class ForgetfulRecognizer(Recognizer):
     dotted items, finitely many, so they are interned and transitions memoised: reading costs
     a dictionary lookup per symbol once a pattern repeats, linear in the text however long
     its lists are, where an exact parse from the universal set keeps one item per possible
-    start (a statement may begin after any comma once layout is erased) and grows cubically."""
+    start (a statement may begin after any comma once layout is erased) and grows cubically.
+
+    A new transition completes symbols at the universal set, which pushes every item of the
+    grammar that waits for them; what that adds depends on the symbol alone, so it is closed
+    once per symbol (:meth:`_completed_at_universal`) and merged from then on."""
 
     def __init__(self, recognizer: Recognizer, universal: EarleySet) -> None:
         super().__init__(recognizer.grammar, initial=universal)
-        self._recognizer = recognizer
         self._universal = universal
-        self._interned: dict[Signature, EarleySet] = {}
+        self._interned: dict[tuple[bool, frozenset[int]], EarleySet] = {}
         self._scanned: dict[tuple[EarleySet, tuple[int, ...]], EarleySet | None] = {}
+        #: symbol -> (the forgotten items completing it at the universal set adds, whether
+        #: that completes a whole program)
+        self._at_universal: dict[int, tuple[dict[int, None], bool]] = {}
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         key = (state, terminals)  # sets compare by identity; the key keeps the set alive
@@ -208,23 +214,82 @@ class ForgetfulRecognizer(Recognizer):
             return self._scanned[key]
         except KeyError:
             pass
-        after = self._recognizer.scan(state, terminals)
-        if after is not None:
-            after = self._forget_origins(after)
+        seeds: list[Item] = []
+        waiting, advance = state.waiting, state.prediction.advance
+        for t in terminals:
+            seeds.extend(waiting.get(t, ()))
+            for d in advance.get(t, ()):
+                seeds.append((d, state))
+        after = self._close_forgetting(seeds) if seeds else None
         if len(self._scanned) > MEMO_LIMIT:
             self._scanned.clear()
             self._interned.clear()
         self._scanned[key] = after
         return after
 
-    def _forget_origins(self, state: EarleySet) -> EarleySet:
+    def _close_forgetting(self, seeds: list[Item]) -> EarleySet:
+        """The exact closure of ``seeds`` (as :meth:`Recognizer.scan` builds it), its origins
+        then forgotten, interned. A forgotten item is keyed ``(dot) << 1 | (no origin)``."""
+        g = self.grammar
+        next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         universal = self._universal
-        waiting: dict[int, list[Item]] = {
-            sym: list(dict.fromkeys((d, universal if origin is not None else None) for d, origin in items))
-            for sym, items in state.waiting.items()
-        }
-        forgotten = EarleySet(waiting, state.prediction, state.accepting)
-        return self._interned.setdefault(forgotten.signature(), forgotten)
+        shift = self._id_bits
+        seen: set[int] = set()
+        done: set[int] = set()
+        kept: dict[int, None] = {}  # forgotten items, in the order met
+        accepting = False
+        stack = seeds
+        while stack:
+            d0, origin = stack.pop()
+            at = id(origin) << shift
+            for d in skip[d0]:
+                key = at | d
+                if key in seen:
+                    continue
+                seen.add(key)
+                if next_symbol[d] >= 0:
+                    kept[(d + 1) << 1 | (origin is None)] = None
+                    continue
+                if origin is None:  # the augmented start rule is complete
+                    accepting = True
+                    continue
+                lhs = item_lhs[d]
+                done_key = at | lhs
+                if done_key in done:
+                    continue
+                done.add(done_key)
+                if origin is universal:
+                    added, accepts = self._completed_at_universal(lhs)
+                    kept.update(added)
+                    accepting = accepting or accepts
+                    continue
+                stack.extend(origin.waiting.get(lhs, ()))
+                for d2 in origin.prediction.advance.get(lhs, ()):
+                    stack.append((d2, origin))
+        signature = (accepting, frozenset(kept))
+        interned = self._interned.get(signature)
+        if interned is None:
+            waiting: dict[int, list[Item]] = {}
+            for k in kept:
+                dot = k >> 1
+                waiting.setdefault(next_symbol[dot - 1], []).append((dot, None if k & 1 else universal))
+            roots = frozenset(sym for sym in waiting if sym >= g.n_terminals)
+            interned = self._interned[signature] = EarleySet(waiting, self.prediction(roots), accepting)
+        return interned
+
+    def _completed_at_universal(self, lhs: int) -> tuple[dict[int, None], bool]:
+        """What completing ``lhs`` at the universal set adds (every item waiting for it there,
+        closed, forgotten), and whether that completes a whole program; built once."""
+        known = self._at_universal.get(lhs)
+        if known is None:
+            closed = self._close(list(self._universal.waiting.get(lhs, ())))
+            added = {
+                dot << 1 | (origin is None): None
+                for items in closed.waiting.values()
+                for dot, origin in items
+            }
+            known = self._at_universal[lhs] = (added, closed.accepting)
+        return known
 
 
 def _universal(recognizer: Recognizer) -> EarleySet:
