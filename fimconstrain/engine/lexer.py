@@ -45,7 +45,7 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     allowed, end_symbol, lex_start = layer.allowed, layer.end_symbol, layer.lex_start
     n = len(text)
     survivors: list[Branch[LayoutT]] = []
-    #: branches still to read, each with the offset in ``text`` of its next character
+    # branches still to read, each with the offset in ``text`` of its next character
     pending: list[tuple[Branch[LayoutT], int]] = [(branch, 0) for branch in reversed(branches)]
     while pending:
         (parser, layout, state, lexeme, guards), i = pending.pop()
