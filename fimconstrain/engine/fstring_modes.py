@@ -50,6 +50,10 @@ class FStringModes:
         self.newline_mask, self.ignore_mask = newline_mask, ignore_mask
         #: a field nested in a format spec may go this deep (CPython's tokenizer mode stack)
         self.stack_limit_in_specs = 2 if version >= (3, 12) else 1
+        #: 3.12 on, a debugging ``=`` in a field nested two format specs deep (``f"{x:{y:{z=}}}"``)
+        #: makes CPython's parser fail ("field 'value' is required for Constant", gh-121130: one
+        #: spec deep was mended in 3.12.5 and 3.13, two deep still fails at 3.14.2)
+        self.debug_spec_limit = 2 if version >= (3, 12) else None
         #: before 3.12 a conversion (``!r``) is followed at once by ``:`` or ``}``
         self.conversion_closes_field = version < (3, 12)
         #: 3.12 and 3.13 read a line break in a one-quote format spec as its end
@@ -98,6 +102,7 @@ class FStringModes:
         self.one_quote_spec = bits("FSPEC_S", "FSPEC_D", "RFSPEC_S", "RFSPEC_D")
         self.conversion_bit = bits("FCONVERSION")
         self.open_brace = bits("{")
+        self.equals = bits("=")
         self.close_brace = bits("}")
 
     def start(self, fstrings: Modes, depth: int) -> int:
@@ -112,7 +117,7 @@ class FStringModes:
     def after(self, fstrings: Modes, mask: int, text: str, depth: int) -> Modes | None:
         """The mode stack after the symbol ``text`` (terminals ``mask``; ``depth``: the bracket
         depth after it), read inside f-strings or opening one; None when it opens a field nested
-        deeper than CPython allows."""
+        deeper than CPython allows or puts a debugging ``=`` where CPython's parser fails."""
         if mask & self.start_mask:
             quote = text.lstrip("fFrRtT")
             return fstrings + ((_TEXT, quote, "r" in text[: -len(quote)].lower()),)
@@ -120,15 +125,18 @@ class FStringModes:
         if mask & self.end_mask:
             return fstrings[:-1]
         if mask == self.open_brace and (kind == _TEXT or kind in _SPECS):
-            if kind != _TEXT:  # a field in a format spec: only so many levels
-                nested = 0
-                for frame in reversed(fstrings):
-                    if frame[0] == _TEXT:
-                        break
-                    nested += frame[0] in _SPECS
-                if nested > self.stack_limit_in_specs:
-                    return None
+            # a field in a format spec: only so many levels
+            if kind != _TEXT and _specs_around(fstrings) > self.stack_limit_in_specs:
+                return None
             return fstrings + ((_FIELD, quote, depth),)
+        if (
+            mask == self.equals
+            and kind == _FIELD
+            and depth == extra
+            and self.debug_spec_limit is not None
+            and _specs_around(fstrings) >= self.debug_spec_limit
+        ):
+            return None
         if mask == self.close_brace and (kind in _SPECS or depth + 1 == extra):
             outer = fstrings[:-1]
             if self.spec_field_ends_lines and outer[-1][0] == _SPEC and len(outer[-1][1]) == 1:
@@ -195,6 +203,17 @@ class FStringModes:
 def open_quotes(fstrings: Modes) -> list[str]:
     """The quotes of the f-strings open in the mode stack ``fstrings``, outermost first."""
     return [frame[1] for frame in fstrings if frame[0] == _TEXT]
+
+
+def _specs_around(fstrings: Modes) -> int:
+    """How many format specs enclose the innermost replacement field (or spec) of ``fstrings``
+    within its own f-string."""
+    nested = 0
+    for frame in reversed(fstrings):
+        if frame[0] == _TEXT:
+            break
+        nested += frame[0] in _SPECS
+    return nested
 
 
 def _spec_head(text: str) -> str:

@@ -1,7 +1,8 @@
 """The checks ast.parse makes after parsing, per target version (engine/ast_checks.py and the
 grammar's `any_name`): before 3.9 binding `__debug__` and a keyword argument given twice; from
 3.14 the names of the module's leading `from __future__` imports. Also 3.12 and 3.13's line
-breaks in a one-quote format spec (engine/fstring_modes.py).
+breaks in a one-quote format spec, and 3.12 on a debugging `=` two format specs deep
+(engine/fstring_modes.py).
 
 What each version's ast.parse says was measured with that interpreter (pyenv's CPython 3.8.18
 to 3.13.0, pyodide's 3.14); ``tests/engine/test_python_versions.py`` compares with the
@@ -360,3 +361,28 @@ def test_backslash_line_break_in_format_spec(version):
 def test_format_spec_line_break_at_every_cut():
     assert_valid("3.12", 'f"{x:a\n}"\n')
     assert_invalid("3.12", 'f"{x:a\nb}"\n')
+
+
+# ---------------------------------------------------------------- 3.12 on: `=` two specs deep
+
+DEBUG_TWO_SPECS_DEEP = ['f"{x:{y:{z=}}}"\n', 'f"{x:{y:{ z = !r}}}"\n', 'f"{x:{y:a{z=:>3}}}"\n']
+DEBUG_ALLOWED = [
+    'f"{x:{y:{z==1}}}"\n',  # a comparison, not a debugging `=`
+    'f"{x:{y:{(z:=1)}}}"\n',
+    'f"{x:{y:{f(a=1)}}}"\n',
+    "f\"{x:{y:{f'{z=}'}}}\"\n",  # a string of its own: its fields count from zero
+    'f"{x=:{y}}"\n',
+]
+
+
+@pytest.mark.parametrize("src", DEBUG_TWO_SPECS_DEEP)
+@pytest.mark.parametrize("version", ["3.12", "3.13", "3.14"])
+def test_debugging_equals_two_format_specs_deep_is_rejected(version, src):
+    """CPython's parser fails there (gh-121130): "field 'value' is required for Constant"."""
+    assert_invalid(version, src)
+
+
+@pytest.mark.parametrize("src", DEBUG_ALLOWED)
+@pytest.mark.parametrize("version", ["3.12", "3.14"])
+def test_other_equals_signs_in_nested_format_specs_are_kept(version, src):
+    assert_valid(version, src)
