@@ -148,8 +148,39 @@ def test_a_failing_jedi_is_unknown(monkeypatch):
         raise RuntimeError("jedi fell over")
 
     monkeypatch.setattr(jedi_attributes, "attributes_at", broken)
-    future = jedi_attributes.JediAttributes().query((1, 2, "os"), "import os\nos.", "\n")
-    assert future.result(timeout=30) is UNKNOWN
+    assert jedi_attributes._safe("import os\nos.", "\n") is UNKNOWN  # what the worker process answers
+
+
+def test_the_worker_process_answers_and_a_closed_one_is_unknown():
+    shared = jedi_attributes.JediAttributes()
+    answer = shared.query((1, 2, "os", False), "import os\nos.", "\n").result(timeout=60)
+    assert answer.names is not None and "path" in answer.names and answer.confident
+    shared.close()
+    late = shared.query((1, 2, "sys", False), "import sys\nsys.", "\n")
+    assert late.result(timeout=10) is UNKNOWN
+
+
+NEAR_PREFIX = "import os\nclass Box:\n    def grow(self):\n        path = os.sep\n        x = "
+NEAR_SUFFIX = "\n        self.size += 1\n"
+
+
+def test_receivers_near_the_cursor_are_asked_for_ahead():
+    assert jedi_attributes.nearby_receivers(NEAR_PREFIX, NEAR_SUFFIX) == ["self", "os"]  # nearest first
+    assert jedi_attributes.nearby_receivers("a.b.c(d.e)", "", limit=1) == ["d"]
+    assert jedi_attributes.ahead_text(NEAR_PREFIX, "self").endswith("\n        self.")
+    attributes = jedi_attributes.shared().for_file(NEAR_PREFIX, NEAR_SUFFIX, budget=60.0)
+    assert set(attributes.ahead) == {"os", "self"}
+    answer = attributes.names(NamePoint(NEAR_PREFIX + "self.", NEAR_SUFFIX, "self"))
+    assert answer.names is not None and {"grow", "size"} <= answer.names and not answer.confident
+
+
+def test_an_unknown_answer_ahead_asks_again_where_the_receiver_is_written():
+    prefix = 'import os\ns = """\n'  # the cursor's line is inside a string: asked ahead, jedi lists nothing
+    attributes = jedi_attributes.shared().for_file(prefix, '"""\n', budget=60.0)
+    attributes.ahead["os"] = attributes.shared.query((0, 0, "os", True), prefix + "os.", '"""\n')
+    assert attributes.ahead["os"].result(timeout=60) is UNKNOWN
+    answer = attributes.names(NamePoint("import os\nos.", "\n", "os"))
+    assert answer.names is not None and "path" in answer.names
 
 
 def test_jedi_knows_modules_for_sure_and_instances_only_roughly():
