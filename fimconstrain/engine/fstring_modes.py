@@ -52,7 +52,7 @@ class FStringModes:
         self.stack_limit_in_specs = 2 if version >= (3, 12) else 1
         #: 3.12 on, a debugging ``=`` in a field nested two format specs deep (``f"{x:{y:{z=}}}"``)
         #: makes CPython's parser fail ("field 'value' is required for Constant", gh-121130: one
-        #: spec deep was mended in 3.12.5 and 3.13, two deep still fails at 3.14.2)
+        #: spec deep was mended in 3.13 and later 3.12 releases, two deep still fails at 3.14.2)
         self.debug_spec_limit = 2 if version >= (3, 12) else None
         #: before 3.12 a conversion (``!r``) is followed at once by ``:`` or ``}``
         self.conversion_closes_field = version < (3, 12)
