@@ -75,8 +75,7 @@ def attributes_at(text: str, suffix: str) -> NameSet:
 
 def nearby_receivers(prefix: str, suffix: str, limit: int = AHEAD) -> list[str]:
     """The receivers written nearest the cursor (``self``, ``os.path``), up to ``limit``: the
-    ones a model most likely writes next, nearest first (the suffix's before the prefix's at
-    equal distance)."""
+    ones a model most likely writes next, nearest first."""
     near: dict[str, int] = {}
     start = max(0, len(prefix) - AHEAD_CHARS)
     for m in _RECEIVER.finditer(prefix, start):
@@ -111,6 +110,7 @@ class _Worker:
         self._running: Future[NameSet] | None = None
         self._order = itertools.count()
         self._lock = threading.Lock()
+        self._closed = False
         threading.Thread(target=self._collect, name="fimconstrain-jedi", daemon=True).start()
 
     def submit(self, text: str, suffix: str, ahead: bool = False) -> Future[NameSet]:
@@ -140,6 +140,7 @@ class _Worker:
     def close(self) -> None:
         """End the worker process (it ends when its pipe closes); queries are unknown from now on."""
         with self._lock:
+            self._closed = True
             if self._process.stdin is not None:
                 self._process.stdin.close()
 
@@ -155,8 +156,9 @@ class _Worker:
                 self._send_next()
             if done is not None:
                 done.set_result(UNKNOWN if names is None else NameSet(names, confident))
-        log.warning("fimconstrain: the jedi worker stopped; attributes are unknown from now on")
         with self._lock:
+            if not self._closed:
+                log.warning("fimconstrain: the jedi worker stopped; attributes are unknown from now on")
             for future in [self._running, *(job[-1] for job in self._waiting)]:
                 if future is not None:
                     future.set_result(UNKNOWN)
