@@ -75,6 +75,9 @@ class ConstraintState:
         self._after_first: dict[str, Checker | None] = {}
         self._can_end: bool | None = None
         self._window_text: str | None = None
+        #: the decoded middle ends on a whole character (or on bytes that never become one), so
+        #: a token's text can be read from its bytes alone (:meth:`.TextCodec.piece`)
+        self._ends_whole: bool | None = None
         #: the token-mask store of the checker's grammar and version: the pre-filter of the checks
         self.store = store
         self._words: np.ndarray | None = None  # the store's mask after this state (computed once)
@@ -103,6 +106,21 @@ class ConstraintState:
         ):
             return None
         return self.child(token)
+
+    def passes(self, token: int) -> bool:
+        """Whether :meth:`candidate` would give a state for ``token``, told without building
+        that state where the token's text is whole characters after whole characters (a mask
+        needs only the verdicts; the committed token's state is built when it is committed)."""
+        children = self._children
+        if token in children:
+            return children[token] is not None
+        if self.fed >= SCREEN_AFTER and self.store is not None and not self.admits(token):
+            return False
+        piece = self.codec.piece(token) if not self.healing and self.ends_whole() else None
+        if piece is None:
+            return self.child(token) is not None
+        self.fed += 1
+        return not piece or self._feed(piece) is not None
 
     def mask(self) -> np.ndarray | None:
         """The store's bitset of the tokens that may pass after this state (``uint64`` words,
@@ -150,8 +168,18 @@ class ConstraintState:
         text = self.codec.decode(list(ids))
         return text[: len(text) - self.held] if self.held else text
 
+    def ends_whole(self) -> bool:
+        """Whether the middle's bytes so far end where no later byte changes their text (cached)."""
+        if self._ends_whole is None:
+            self._ends_whole = not self.held and not self.codec.unfinished_char(list(self.ids[-4:]))
+        return self._ends_whole
+
     def added_text(self, token: int) -> str | None:
         """The text ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
+        if self.ends_whole():
+            piece = self.codec.piece(token)
+            if piece is not None:
+                return piece
         window = self.ids[-_DECODE_WINDOW:]
         if self._window_text is None:
             self._window_text = self._seen(window)
@@ -162,6 +190,8 @@ class ConstraintState:
         return text[len(base) :] if text.startswith(base) else None
 
     def _advance(self, token: int) -> ConstraintState | None:
+        #: the common case: whole characters after whole characters, nothing to hold back
+        whole = self.ends_whole() and self.codec.piece(token) is not None
         new = self.added_text(token)
         if new is None:
             return None
@@ -175,7 +205,7 @@ class ConstraintState:
                     self.checker, self.codec, ids, 0, healing, self.word_suffix, store=self.store
                 )
             new = new[len(self.healing) :]
-        unfinished = self.codec.unfinished_char(list(ids[-4:]))
+        unfinished = b"" if whole else self.codec.unfinished_char(list(ids[-4:]))
         held = min(len(unfinished), len(new) - len(new.rstrip(REPLACEMENT)))
         if held:
             new = new[:-held]
@@ -183,7 +213,10 @@ class ConstraintState:
         if nxt is None or (held and not any(nxt.feed(ch) for ch in utf8_completions(unfinished))):
             return None
         ends_in_word = is_word_char(new[-1]) if new else self.ends_in_word
-        return ConstraintState(nxt, self.codec, ids, held, "", self.word_suffix, ends_in_word, self.store)
+        state = ConstraintState(nxt, self.codec, ids, held, "", self.word_suffix, ends_in_word, self.store)
+        if whole:
+            state._ends_whole = True
+        return state
 
     def _feed(self, text: str) -> Checker | None:
         """The checker after ``text``.  The candidates of one step that start with the same
@@ -280,6 +313,19 @@ def utf8_completions(unfinished: bytes) -> tuple[str, ...]:
         if len(found) == 3:
             break
     return tuple(dict.fromkeys(found.values()))
+
+
+def passing_tokens(
+    state: ConstraintState, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]
+) -> Iterator[int]:
+    """The tokens of ``ranked``, in order, that pass: :func:`passing_candidates` without the
+    states after them (:meth:`ConstraintState.passes`), for the walks that build a mask."""
+    for token in ranked:
+        if token in stop_ids:
+            if state.can_end():
+                yield token
+        elif token not in banned_ids and state.passes(token):
+            yield token
 
 
 def passing_candidates(

@@ -180,6 +180,11 @@ class TextCodec:
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self._byte_scheme = _byte_scheme(self._backend)
         self._bytes_of: dict[int, bytes] = {}
+        #: the decoder is GPT-2's byte-level mapping and nothing else: a token's text is its bytes
+        #: read as UTF-8, so text that ends on a whole character decodes on its own
+        self._bytes_only = not self.dummy_prefix and _decoder_type(self._backend) == "ByteLevel"
+        self._added = special_token_ids(tokenizer)
+        self._pieces: dict[int, str | None] = {}
 
     def encode(self, text: str, leading_space: bool = True) -> list[int]:
         """Token ids of ``text``; with ``leading_space=False`` a SentencePiece tokenizer adds no space."""
@@ -197,6 +202,23 @@ class TextCodec:
             return self._decode(list(ids))
         anchored = self._decode(self._sentinel_ids + list(ids))
         return anchored[anchored.index(_SENTINEL) + 1 :] if _SENTINEL in anchored else anchored
+
+    def piece(self, token: int) -> str | None:
+        """The text ``token`` adds after text that ends on a whole character (or on bytes that
+        can never become one), read from its bytes without the decoder; None when only the
+        decoder can tell (not a byte-level-only decoder, an added token, or bytes that are not
+        whole UTF-8 characters by themselves). Asked for every candidate of a step."""
+        pieces = self._pieces
+        if token in pieces:
+            return pieces[token]
+        text = None
+        if self._bytes_only and token not in self._added:
+            try:
+                text = self._token_bytes(token).decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        pieces[token] = text
+        return text
 
     def unfinished_char(self, ids: list[int]) -> bytes:
         """The bytes of a UTF-8 character that the text of ``ids`` ends inside of (b"" if none or unknown).
@@ -254,6 +276,13 @@ def _byte_level_alphabet() -> dict[str, int]:
 
 
 _UNICODE_TO_BYTE = _byte_level_alphabet()
+
+
+def _decoder_type(backend) -> str | None:
+    """The ``type`` of the tokenizer's decoder (``"Sequence"`` for a chain), None without one."""
+    if backend is None or backend.decoder is None:
+        return None
+    return json.loads(backend.to_str()).get("decoder", {}).get("type")
 
 
 def _byte_scheme(backend) -> str | None:

@@ -15,7 +15,7 @@ from transformers import LogitsProcessor
 
 from ..engine.checker import fim_checker
 from ..engine.versions import VersionLike
-from .constraint import ConstraintState, passing_candidates
+from .constraint import ConstraintState, passing_tokens
 from .fim_formats import FimFormat, TextCodec, resolve_format, special_token_ids
 from .mask_store import MaskStore
 from .ranking import ranked_tokens
@@ -80,8 +80,7 @@ class FimLogitsProcessor(LogitsProcessor):
             if state is not None:
                 keys = scores[row].float().cpu().numpy()
                 ranked = ranked_tokens(keys, self.k, narrow=partial(state.narrow, also=self.stop_ids))
-                passing = passing_candidates(state, ranked, self.stop_ids, self.banned_ids)
-                allowed = [token for token, _ in islice(passing, self.k)]
+                allowed = list(islice(passing_tokens(state, ranked, self.stop_ids, self.banned_ids), self.k))
             allowed = allowed or sorted(self.stop_ids)
             masked[row, allowed] = scores[row, allowed]
         self.seconds += time.perf_counter() - start

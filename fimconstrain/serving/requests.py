@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..decoding.constraint import ConstraintState, passing_candidates
+from ..decoding.constraint import ConstraintState, passing_tokens
 from ..decoding.fim_formats import TextCodec, resolve_format, special_token_ids
 from ..decoding.mask_store import MaskStores
 from ..engine.checker import fim_checker
@@ -150,13 +150,13 @@ class RequestConstraint:
             return sorted(self.stop_ids)
         if self.sampler is None:
             ranked = [t for t in candidates if t < self.table.size]
-            passing = [t for t, _ in passing_candidates(state, ranked, self.stop_ids, self.banned_ids)]
+            passing = list(passing_tokens(state, ranked, self.stop_ids, self.banned_ids))
         else:
             passing = self._sampled_passing(state, candidates, scores, self.sampler)
         if not passing:  # the full mask: every token the store lets through, and the stops
             size = self.table.size
             every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
-            passing = [t for t, _ in passing_candidates(state, every, self.stop_ids, self.banned_ids)]
+            passing = list(passing_tokens(state, every, self.stop_ids, self.banned_ids))
         return passing or sorted(self.stop_ids)
 
     def _sampled_passing(
@@ -174,7 +174,7 @@ class RequestConstraint:
         passing_scores: list[float] = []
         for rank, token in enumerate(candidates):
             if token < self.table.size and any(
-                passing_candidates(state, (token,), self.stop_ids, self.banned_ids)
+                passing_tokens(state, (token,), self.stop_ids, self.banned_ids)
             ):
                 passing.append(token)
                 passing_scores.append(scores[rank])

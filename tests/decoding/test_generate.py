@@ -196,6 +196,7 @@ def test_sentencepiece_codec_and_codellama_prompt():
     assert fmt.stop_ids(tok) == {tok.convert_tokens_to_ids("▁<EOT>"), tok.eos_token_id}
     euro = tok.encode("\u20ac", add_special_tokens=False)[1:]  # byte-fallback tokens <0xE2> <0x82> <0xAC>
     assert [codec.unfinished_char(euro[:n]) for n in range(4)] == [b"", b"\xe2", b"\xe2\x82", b""]
+    assert all(codec.piece(token) is None for token in range(len(tok)))  # only the decoder can tell
 
 
 def test_split_budget():
@@ -581,6 +582,48 @@ def test_partial_utf8_is_held_back(tiny):
     euro = in_code.child(byte[0xE2]).child(byte[0x82])  # could still be a letter such as 中
     assert euro is not None and euro.held
     assert euro.child(byte[0xAC]) is None  # € is no identifier character
+
+
+def test_a_tokens_piece_is_the_text_it_adds(tiny):
+    """Under a byte-level decoder a token's piece (its bytes read as UTF-8) is exactly the text
+    it adds after text that ends on a whole character, or on bytes that never become one; a
+    token whose bytes are not whole characters, and an added token, have none."""
+    tok = tiny.tokenizer
+    codec = TextCodec(tok)
+    byte = {b: tok.get_vocab()[ch] for b, ch in zip((0xC3, 0xA9), "Ã©")}
+    contexts = [[], codec.encode("def f(x):\n    return x"), [byte[0xC3], byte[0xA9]], [byte[0xA9]]]
+    pieces = 0
+    for token in range(len(tok)):
+        piece = codec.piece(token)
+        if token in tok.all_special_ids or token in tok.added_tokens_decoder:
+            assert piece is None
+        if piece is None:
+            continue
+        pieces += 1
+        for ids in contexts:
+            assert codec.decode(ids + [token]) == codec.decode(ids) + piece, (ids, token)
+    assert codec.piece(byte[0xC3]) is None and codec.piece(byte[0xA9]) is None
+    assert pieces > len(tok) // 2
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.14"])
+def test_verdicts_without_states_match_the_states(tiny, version):
+    """``passes`` (the mask's walk, no state built) says the same as ``child`` for every token
+    of the vocabulary, at cuts in code, in a string, after a held-back byte and while healing."""
+    from fimconstrain.decoding.constraint import passing_candidates, passing_tokens
+
+    codec = TextCodec(tiny.tokenizer)
+    byte = tiny.tokenizer.get_vocab()["Ã"]
+    stops, banned = {tiny.tokenizer.eos_token_id}, set(tiny.tokenizer.all_special_ids)
+    for prefix, suffix in [("x = foo(1, ", ")\n"), ('s = "ab', 'c"\n'), ("if x:\n    y = 1\n", "z = 2\n")]:
+        checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
+        roots = [ConstraintState(checker, codec), ConstraintState(checker, codec, healing="  ")]
+        held = roots[0].child(byte)
+        roots += [held] if held is not None else []
+        for root in roots:
+            states = [t for t, _ in passing_candidates(root, range(len(codec.tokenizer)), stops, banned)]
+            fresh = root.__class__(root.checker, codec, root.ids, root.held, root.healing)
+            assert list(passing_tokens(fresh, range(len(codec.tokenizer)), stops, banned)) == states
 
 
 # ---------------------------------------------------------------- LogitsProcessor
