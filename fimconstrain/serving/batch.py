@@ -11,7 +11,7 @@ interchangeable under the vLLM processor and the benchmark.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -37,11 +37,12 @@ class RowQuery:
 
 
 def keep_mask(answers: Sequence[Sequence[int]], vocab: int) -> torch.Tensor:
-    """``[rows, vocab]`` booleans, True at each row's allowed tokens (one indexed write)."""
-    keep = torch.zeros((len(answers), vocab), dtype=torch.bool)
-    rows = [row for row, allowed in enumerate(answers) for _ in allowed]
-    keep[rows, [token for allowed in answers for token in allowed]] = True
-    return keep
+    """``[rows, vocab]`` booleans, True at each row's allowed tokens (one indexed write into
+    the flat view)."""
+    keep = torch.zeros(len(answers) * vocab, dtype=torch.bool)
+    flat = [row * vocab + token for row, allowed in enumerate(answers) for token in allowed]
+    keep[torch.tensor(flat, dtype=torch.long)] = True
+    return keep.view(len(answers), vocab)
 
 
 def constrain(
@@ -56,14 +57,16 @@ def constrain(
     their scores (logits at the sampler's temperature) where ``samplers[i]`` bounds the check.
     The vLLM processor's step, and what the benchmarks time."""
     best = torch.topk(logits, min(logits.shape[1], max(top_ks)))
-    ids, finite = best.indices.tolist(), torch.isfinite(best.values).tolist()
-    scale = [s.temperature if s is not None and not s.greedy else 1.0 for s in samplers]
-    scores = (best.values / torch.tensor(scale, device=logits.device)[:, None]).tolist()
+    ids, finite = best.indices.tolist(), torch.isfinite(best.values).sum(dim=1).tolist()
+    scores: list[list[float]] = [[] for _ in queries]
+    if any(s is not None for s in samplers):  # only a bounded sampler reads the scores
+        scale = [s.temperature if s is not None and not s.greedy else 1.0 for s in samplers]
+        scores = (best.values / torch.tensor(scale, device=logits.device)[:, None]).tolist()
     filled = []
-    for q, top_k, sampler, row, ok_row, score_row in zip(queries, top_ks, samplers, ids, finite, scores):
-        n = min(sum(ok_row), top_k)  # finite values come first
+    for q, top_k, sampler, row, n_finite, score_row in zip(queries, top_ks, samplers, ids, finite, scores):
+        n = min(n_finite, top_k)  # finite values come first
         kept_scores = tuple(score_row[:n]) if sampler is not None else ()
-        filled.append(replace(q, candidates=tuple(row[:n]), scores=kept_scores))
+        filled.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), kept_scores))
     keep = keep_mask(checker.check(filled), logits.shape[1]).to(logits.device)
     return logits.masked_fill(~keep, float("-inf"))
 
