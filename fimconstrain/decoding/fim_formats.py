@@ -178,11 +178,12 @@ class TextCodec:
         self.dummy_prefix = bool(first) and first[0].startswith("▁")
         self._sentinel_ids = tokenizer.encode(_SENTINEL, add_special_tokens=False)
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._byte_scheme = _byte_scheme(self._backend)
+        decoder = _decoder_spec(self._backend)
+        self._byte_scheme = _scheme_of(decoder)
         self._bytes_of: dict[int, bytes] = {}
         #: the decoder is GPT-2's byte-level mapping and nothing else: a token's text is its bytes
         #: read as UTF-8, so text that ends on a whole character decodes on its own
-        self._bytes_only = not self.dummy_prefix and _decoder_type(self._backend) == "ByteLevel"
+        self._bytes_only = not self.dummy_prefix and (decoder or {}).get("type") == "ByteLevel"
         self._added = special_token_ids(tokenizer)
         self._pieces: dict[int, str | None] = {}
 
@@ -278,19 +279,25 @@ def _byte_level_alphabet() -> dict[str, int]:
 _UNICODE_TO_BYTE = _byte_level_alphabet()
 
 
-def _decoder_type(backend) -> str | None:
-    """The ``type`` of the tokenizer's decoder (``"Sequence"`` for a chain), None without one."""
+def _decoder_spec(backend) -> dict | None:
+    """The tokenizer's decoder as its JSON (``type``; a ``Sequence`` lists its ``decoders``),
+    None without one."""
     if backend is None or backend.decoder is None:
         return None
-    return json.loads(backend.to_str()).get("decoder", {}).get("type")
+    return json.loads(backend.to_str()).get("decoder")
 
 
 def _byte_scheme(backend) -> str | None:
     """ "byte-level" (GPT-2 style BPE), "byte-fallback" (SentencePiece ``<0xNN>``), or None, from
     the decoder."""
-    if backend is None or backend.decoder is None:
+    return _scheme_of(_decoder_spec(backend))
+
+
+def _scheme_of(decoder: dict | None) -> str | None:
+    """:func:`_byte_scheme` of a decoder's JSON."""
+    if decoder is None:
         return None
-    spec = json.dumps(json.loads(backend.to_str()).get("decoder"))
+    spec = json.dumps(decoder)
     if '"ByteLevel"' in spec:
         return "byte-level"
     return "byte-fallback" if '"ByteFallback"' in spec else None
