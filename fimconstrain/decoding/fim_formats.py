@@ -185,6 +185,7 @@ class TextCodec:
         #: read as UTF-8, so text that ends on a whole character decodes on its own
         self._bytes_only = not self.dummy_prefix and (decoder or {}).get("type") == "ByteLevel"
         self._added = special_token_ids(tokenizer)
+        self._known = len(tokenizer)  # ids past it are padding of the model's logits: no token
         self._pieces: dict[int, str | None] = {}
 
     def encode(self, text: str, leading_space: bool = True) -> list[int]:
@@ -207,13 +208,14 @@ class TextCodec:
     def piece(self, token: int) -> str | None:
         """The text ``token`` adds after text that ends on a whole character (or on bytes that
         can never become one), read from its bytes without the decoder; None when only the
-        decoder can tell (not a byte-level-only decoder, an added token, or bytes that are not
-        whole UTF-8 characters by themselves). Asked for every candidate of a step."""
+        decoder can tell (not a byte-level-only decoder, an added token or an id the tokenizer
+        does not have, or bytes that are not whole UTF-8 characters by themselves). Asked for
+        every candidate of a step."""
         pieces = self._pieces
         if token in pieces:
             return pieces[token]
         text = None
-        if self._bytes_only and token not in self._added:
+        if self._bytes_only and 0 <= token < self._known and token not in self._added:
             try:
                 text = self._token_bytes(token).decode("utf-8")
             except UnicodeDecodeError:

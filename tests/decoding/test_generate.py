@@ -603,6 +603,7 @@ def test_a_tokens_piece_is_the_text_it_adds(tiny):
         for ids in contexts:
             assert codec.decode(ids + [token]) == codec.decode(ids) + piece, (ids, token)
     assert codec.piece(byte[0xC3]) is None and codec.piece(byte[0xA9]) is None
+    assert codec.piece(len(tok)) is None  # an id past the tokenizer's (a model's padded logits)
     assert pieces > len(tok) // 2
 
 
