@@ -98,14 +98,14 @@ class ConstraintState:
         :data:`SCREEN_AFTER` candidates, a token the store rules out is None at once, never
         fed to the checker (nor cached). The walks that end sooner (most steps: the favourite
         passes) pay for no mask, which costs about as much as a few checks."""
-        if (
-            self.fed >= SCREEN_AFTER
-            and self.store is not None
-            and token not in self._children
-            and not self.admits(token)
-        ):
+        if token not in self._children and self._screened_out(token):
             return None
         return self.child(token)
+
+    def _screened_out(self, token: int) -> bool:
+        """Whether the store rules ``token`` out unchecked (only past :data:`SCREEN_AFTER`
+        candidates fed)."""
+        return self.fed >= SCREEN_AFTER and self.store is not None and not self.admits(token)
 
     def passes(self, token: int) -> bool:
         """Whether :meth:`candidate` would give a state for ``token``, told without building
@@ -114,9 +114,9 @@ class ConstraintState:
         children = self._children
         if token in children:
             return children[token] is not None
-        if self.fed >= SCREEN_AFTER and self.store is not None and not self.admits(token):
+        if self._screened_out(token):
             return False
-        piece = self.codec.piece(token) if not self.healing and self.ends_whole() else None
+        piece = None if self.healing else self._piece(token)
         if piece is None:
             return self.child(token) is not None
         self.fed += 1
@@ -174,12 +174,19 @@ class ConstraintState:
             self._ends_whole = not self.held and not self.codec.unfinished_char(list(self.ids[-4:]))
         return self._ends_whole
 
+    def _piece(self, token: int) -> str | None:
+        """The text ``token`` adds, read from its bytes (:meth:`.TextCodec.piece`) when the
+        middle ends whole; None when only the decoder can tell."""
+        return self.codec.piece(token) if self.ends_whole() else None
+
     def added_text(self, token: int) -> str | None:
         """The text ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
-        if self.ends_whole():
-            piece = self.codec.piece(token)
-            if piece is not None:
-                return piece
+        piece = self._piece(token)
+        return piece if piece is not None else self._decoded_text(token)
+
+    def _decoded_text(self, token: int) -> str | None:
+        """:meth:`added_text` by the tokenizer's decoder: the window's decoding with and
+        without ``token``, the whole middle's where the window's is rewritten."""
         window = self.ids[-_DECODE_WINDOW:]
         if self._window_text is None:
             self._window_text = self._seen(window)
@@ -190,9 +197,10 @@ class ConstraintState:
         return text[len(base) :] if text.startswith(base) else None
 
     def _advance(self, token: int) -> ConstraintState | None:
+        piece = self._piece(token)
         #: the common case: whole characters after whole characters, nothing to hold back
-        whole = self.ends_whole() and self.codec.piece(token) is not None
-        new = self.added_text(token)
+        whole = piece is not None
+        new = piece if whole else self._decoded_text(token)
         if new is None:
             return None
         ids = self.ids + (token,)
