@@ -82,6 +82,7 @@ class ConstraintState:
         self.store = store
         self._words: np.ndarray | None = None  # the store's mask after this state (computed once)
         self._bits = b""  # the same as bytes (token t: bit t % 8 of byte t // 8), for one-token tests
+        self._sure_bits = b""  # the store's tokens that certainly pass (MaskStore.sure), as bytes
         self.fed = 0  # candidates fed to the checker after this state
 
     def child(self, token: int) -> ConstraintState | None:
@@ -119,8 +120,20 @@ class ConstraintState:
         piece = None if self.healing else self._piece(token)
         if piece is None:
             return self.child(token) is not None
+        if self._certain(token):
+            return True
         self.fed += 1
         return not piece or self._feed(piece) is not None
+
+    def _certain(self, token: int) -> bool:
+        """Whether the store vouches that ``token``'s bytes, read as they are, pass
+        (:meth:`.MaskStore.sure`; asked once the mask is asked for, past :data:`SCREEN_AFTER`)."""
+        if self.fed < SCREEN_AFTER or self.store is None:
+            return False
+        bits = self._sure_bits
+        if not bits:
+            bits = self._sure_bits = self.store.sure(self.checker).view("u1").tobytes()
+        return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
 
     def mask(self) -> np.ndarray | None:
         """The store's bitset of the tokens that may pass after this state (``uint64`` words,

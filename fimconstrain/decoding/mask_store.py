@@ -34,11 +34,11 @@ from .vocab import Vocabulary, split_utf8, vocabulary
 
 log = logging.getLogger(__name__)
 
-STORE_VERSION = 2
+STORE_VERSION = 3
 #: token text that may open an f-string or t-string (its quote, or the quote and the prefix
 #: letters a lexeme in progress lacks): after it the lexer reads in another mode
 _STRING_MODE_OPENER = re.compile(r"""^[rRfFtT]{0,2}['"]|[fFtT][rR]?['"]|[rR][fFtT]['"]""")
-_FILE_KEYS = ("rows", "cont", "zero", "fresh", "ext", "nl_groups")
+_FILE_KEYS = ("rows", "cont", "zero", "dead", "fresh", "ext", "nl_groups")
 #: per newline state, how many groups of indentation-changing tokens are judged exactly
 NEWLINE_GROUPS = 16
 #: composed masks kept for reuse (each is vocabulary/8 bytes), and as many unions of ``fresh``
@@ -338,6 +338,7 @@ class _Builder:
             if sel.any():
                 fresh[t2] = self.row(self.tokens_of(sel))
         zero = np.full(auto.size, -1, dtype=np.int32)
+        dead = self.dead_first()
         cont: list[tuple[int, int, int]] = []
         ext: list[tuple[int, int, int, int]] = []
         self._nl_groups: list[tuple[int, int, int]] = []  # (state, newline key or -1, row)
@@ -359,11 +360,13 @@ class _Builder:
                 self.tokens_of(np.ones(len(var), dtype=bool)) | self._token_set(var.empty)
             ),
             "always": self.row(self._token_set(var.empty) | self._mode_openers()),
+            "plain": self.row(self._token_set(_plain_tokens(self.vocab))),
         }
         return {
             "rows": np.stack(self._rows),
             "cont": np.array(cont, dtype=np.int32).reshape(-1, 3),
             "zero": zero,
+            "dead": dead,
             "fresh": fresh,
             "ext": np.array(ext, dtype=np.int32).reshape(-1, 4),
             "nl_groups": np.array(self._nl_groups, dtype=np.int32).reshape(-1, 3),
@@ -371,6 +374,14 @@ class _Builder:
             "paths": auto.paths,
             **special,
         }
+
+    def dead_first(self) -> np.ndarray:
+        """Per state, the row of tokens whose first character the lexeme cannot take (0: none)."""
+        first = self.variants.matrix[:, 0]
+        return np.array(
+            [self.row(self.tokens_of(self.auto.trans[q, first] == 0)) for q in range(self.auto.size)],
+            dtype=np.int32,
+        )
 
     def _token_set(self, tokens: list[int]) -> np.ndarray:
         bits = np.zeros(self.vocab.size, dtype=bool)
@@ -421,6 +432,23 @@ class _Builder:
             self._nl_groups.append((q, k, self.row(self.tokens_of(np.array(vs)))))
         if rest:
             self._nl_groups.append((q, -1, self.row(self.tokens_of(np.array(rest)))))
+
+
+def _plain_tokens(vocab: Vocabulary) -> list[int]:
+    """Tokens whose bytes are whole UTF-8 characters that the checker reads as they are: no
+    ``\\r`` (translated), NUL or lone surrogate (refused), byte order mark (dropped at the
+    file's start). For these, a ``cont`` row is exact (:meth:`MaskStore.sure`)."""
+    plain = []
+    for token, piece in enumerate(vocab.pieces):
+        if not piece:
+            continue
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if not any(ch in text for ch in "\r\0\ufeff"):
+            plain.append(token)
+    return plain
 
 
 def _bar(items, enabled: bool, desc: str, unit: str):
@@ -475,10 +503,11 @@ def default_cache_dir() -> Path:
 class _Entry:
     """What the store holds for one lexer state, as the hot path reads it."""
 
-    __slots__ = ("cont", "ext", "newline_ext", "newline_groups", "token_mask", "zero")
+    __slots__ = ("cont", "cont_terminals", "ext", "newline_ext", "newline_groups", "token_mask", "zero")
 
     def __init__(self, zero: int):
         self.cont: list[tuple[int, int]] = []  # (terminal bit, row)
+        self.cont_terminals = 0  # the terminals of ``cont``'s rows, as one bitmask
         self.token_mask = 0  # terminals the lexeme is if it ends here
         self.zero = zero  # row of tokens that start a new lexeme (-1: none)
         self.ext: dict[int, list[tuple[int, int]]] = {}  # terminal -> [(next terminal bit, row)]
@@ -511,11 +540,14 @@ class MaskStore:
         self.all_text = self.rows[meta["text_tokens"]]
         self.newline_first = self.rows[meta["newline_first"]]
         self.always = self.rows[meta["always"]] if meta["always"] else None
+        self.plain = self.rows[meta["plain"]]
         self._fresh_rows = data["fresh"]
         self._entries = self._index(data, meta.get("nl_keys", []))
         self._local = self._locate(meta["paths"])
         self._fresh_memo: dict[int, np.ndarray] = {}
         self._mask_memo: dict[tuple, np.ndarray] = {}
+        self._dead = data["dead"].tolist()
+        self._sure_memo: dict[tuple[int, ...], np.ndarray] = {}
         # per parser state, by identity: the state is held with its memo (a compiled engine's
         # states take no weak references), the least recently used dropped past NEXT_MEMO_STATES
         self._next_memo: LRU[int, tuple[object, dict]] = LRU(NEXT_MEMO_STATES)
@@ -550,7 +582,7 @@ class MaskStore:
             "vocab_size": vocab.size,
             "terminals": [t.name for t in layer.grammar.terminals],
             "build_seconds": time.perf_counter() - started,
-            **{k: built[k] for k in ("paths", "nl_keys", "newline_first", "text_tokens", "always")},
+            **{k: built[k] for k in ("paths", "nl_keys", "newline_first", "text_tokens", "always", "plain")},
         }
         data = {k: built[k] for k in _FILE_KEYS}
         return cls(layer, vocab.size, data, meta)
@@ -635,6 +667,7 @@ class MaskStore:
         entries = [_Entry(int(z)) for z in data["zero"].tolist()]
         for q, t1, row in data["cont"].tolist():
             entries[q].cont.append((1 << t1, row))
+            entries[q].cont_terminals |= 1 << t1
         newline = self.layer.newline
         for q, g, row in data["nl_groups"].tolist():
             entries[q].newline_groups.append((None if g < 0 else nl_keys[g], row))
@@ -681,6 +714,57 @@ class MaskStore:
         if self.always is not None:
             out = out | self.always
         return out
+
+    def sure(self, checker) -> np.ndarray:
+        """Bitset of tokens ``checker.feed`` certainly accepts (a subset of them): plain tokens
+        (``_plain_tokens``) that a branch without guards reads through, either
+
+        * entirely inside its lexeme in progress, ending where a terminal the parser allows is
+          still ahead (each state on the way can reach it too), or
+        * ending that lexeme before their first character (which the lexeme cannot take, so
+          no guard is set) and then entirely inside the next lexeme, likewise.
+
+        That one branch survives whatever the others do; a mask walk takes these tokens
+        without feeding them (``docs/optimizations.md``)."""
+        if checker.layer is not self.layer:
+            raise ValueError(
+                f"mask store for {self._describe(self.layer)}, checker for {self._describe(checker.layer)}"
+            )
+        out = self.rows[0]
+        if checker.pending_cr:  # the checker drops a token's leading \n: not read as it is
+            return out
+        layer = self.layer
+        accept = layer.dfa.accept
+        for parser, layout, sid, text, guards in checker.branches:
+            q = self._local.get(sid)
+            if guards or q is None or layer.open_quotes(layout):
+                continue
+            e = self._entries[q]
+            allowed = layer.allowed(parser, layout) & e.cont_terminals
+            if allowed:
+                out = out | self._sure_rows(q, allowed)
+            if accept[sid] and self._dead[q]:
+                then, start = self._ending(parser, layout, sid, text)
+                allowed = then & self._entries[start].cont_terminals if start > 0 else 0
+                if allowed:
+                    out = out | self._sure_rows(start, allowed, self._dead[q])
+        return out
+
+    def _sure_rows(self, q: int, allowed: int, first: int = 0) -> np.ndarray:
+        """The plain tokens of ``cont[q, a]`` for the terminals ``a`` in ``allowed``, and of row
+        ``first`` if given (memoised)."""
+        key = (q, allowed, first)
+        hit = self._sure_memo.get(key)
+        if hit is None:
+            picked = [row for bit, row in self._entries[q].cont if bit & allowed]
+            hit = np.bitwise_or.reduce(self.rows[picked], axis=0) & self.plain
+            if first:
+                hit &= self.rows[first]
+            hit.setflags(write=False)
+            if len(self._sure_memo) >= MEMO_SIZE:
+                self._sure_memo.clear()
+            self._sure_memo[key] = hit
+        return hit
 
     @staticmethod
     def _describe(layer: Layer[Any]) -> str:
@@ -774,12 +858,21 @@ class MaskStore:
     def _after_end(self, parser, layout, sid: int, text: str) -> int:
         """Terminals allowed after the lexeme in progress ends right here, exactly as the layer
         ends it (indentation, brackets, keywords, string checks); memoised per parser state."""
+        return self._ending(parser, layout, sid, text)[0]
+
+    def _ending(self, parser, layout, sid: int, text: str) -> tuple[int, int]:
+        """:meth:`_after_end`, and the local state the next lexeme starts from (-1: one the
+        store lacks)."""
         memo = self._memo_for(parser)
         key = (layout, sid, text)
         hit = memo.get(key)
         if hit is None:
             ended = self.layer.end_symbol(parser, layout, sid, text)
-            hit = memo[key] = 0 if ended is None else self.layer.allowed(*ended)
+            if ended is None:
+                hit = (0, -1)
+            else:
+                hit = (self.layer.allowed(*ended), self._local.get(self.layer.lex_start(ended[1]), -1))
+            memo[key] = hit
         return hit
 
     def _after_newline(self, parser, layout, text: str) -> int:

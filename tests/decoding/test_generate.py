@@ -608,23 +608,45 @@ def test_a_tokens_piece_is_the_text_it_adds(tiny):
 
 
 @pytest.mark.parametrize("version", ["3.8", "3.14"])
-def test_verdicts_without_states_match_the_states(tiny, version):
+def test_verdicts_without_states_match_the_states(tiny, version, tmp_path):
     """``passes`` (the mask's walk, no state built) says the same as ``child`` for every token
-    of the vocabulary, at cuts in code, in a string, after a held-back byte and while healing."""
+    of the vocabulary, at cuts in code, in a string, after a held-back byte and while healing;
+    with the token-mask store as well, which rules tokens out unchecked and vouches for others
+    (:meth:`.MaskStore.sure`), and the unscreened walk is the reference."""
     from fimconstrain.decoding.constraint import passing_candidates, passing_tokens
+    from fimconstrain.decoding.mask_store import MaskStore, unpack
 
     codec = TextCodec(tiny.tokenizer)
+    store = MaskStore.load_or_build(
+        tiny.tokenizer, cache_dir=tmp_path, progress=False, python_version=version
+    )
     byte = tiny.tokenizer.get_vocab()["Ã"]
-    stops, banned = {tiny.tokenizer.eos_token_id}, set(tiny.tokenizer.all_special_ids)
-    for prefix, suffix in [("x = foo(1, ", ")\n"), ('s = "ab', 'c"\n'), ("if x:\n    y = 1\n", "z = 2\n")]:
+    stops = {tiny.tokenizer.eos_token_id}
+    banned = {*tiny.tokenizer.all_special_ids, *tiny.tokenizer.added_tokens_decoder}  # as decoders ban them
+    vocab = range(len(codec.tokenizer))
+    vouched = 0
+    for prefix, suffix in [
+        ("x = foo(1, ", ")\n"),
+        ('s = "ab', 'c"\n'),
+        ("if x:\n    y = 1\n", "z = 2\n"),
+        ("def f(a, b):\n    return a", " + b\n"),
+        ("import os.", "path\n"),
+        ("x = [1, 2", "]\n"),
+    ]:
         checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
         roots = [ConstraintState(checker, codec), ConstraintState(checker, codec, healing="  ")]
         held = roots[0].child(byte)
         roots += [held] if held is not None else []
         for root in roots:
-            states = [t for t, _ in passing_candidates(root, range(len(codec.tokenizer)), stops, banned)]
-            fresh = root.__class__(root.checker, codec, root.ids, root.held, root.healing)
-            assert list(passing_tokens(fresh, range(len(codec.tokenizer)), stops, banned)) == states
+            states = [t for t, _ in passing_candidates(root, vocab, stops, banned)]
+            for with_store in (None, store):
+                fresh = ConstraintState(
+                    root.checker, codec, root.ids, root.held, root.healing, store=with_store
+                )
+                assert list(passing_tokens(fresh, vocab, stops, banned)) == states, (prefix, with_store)
+            if not root.healing and not root.held:
+                vouched += len(np.flatnonzero(unpack(store.sure(root.checker), store.vocab_size)))
+    assert vouched  # the store did vouch for tokens, so the walk with it took the shortcut
 
 
 # ---------------------------------------------------------------- LogitsProcessor

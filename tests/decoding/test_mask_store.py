@@ -107,6 +107,49 @@ def test_sound_with_a_suffix(tokenizer, store):
         assert not (exact_allowed(checker, variants) & ~store.allowed(checker)).any()
 
 
+@pytest.mark.time_limit(120)
+def test_vouched_tokens_pass_on_stdlib(tokenizer, store):
+    """Every token the store vouches for (:meth:`MaskStore.sure`) at real positions, with and
+    without a suffix, is accepted by the exact checker, and lies inside the mask; and the
+    store vouches for a good share of the accepted tokens (what a mask walk need not feed)."""
+    vocab = vocabulary(tokenizer)
+    texts = [None if p is None else p.decode("utf-8", errors="replace") for p in vocab.pieces]
+    vouched = accepted = 0
+    for text, cut in positions(tokenizer, n_files=8, per_file=6, seed=3):
+        for checker in (
+            fimconstrain.fim_checker(text[:cut]),
+            fimconstrain.fim_checker(*(text[:cut], text[cut:])),
+        ):
+            sure = unpack(store.sure(checker), store.vocab_size)
+            assert not (sure & ~store.allowed(checker)).any()
+            wrong = [texts[t] for t in np.flatnonzero(sure) if checker.feed(texts[t]) is None]
+            assert not wrong, (repr(text[max(0, cut - 60) : cut]), wrong[:10])
+            vouched += int(sure.sum())
+            accepted += sum(checker.feed(t) is not None for t in texts if t)
+    assert vouched > accepted // 2, (vouched, accepted)
+
+
+def test_vouching_needs_a_branch_read_as_it_is():
+    """Hand-picked: a name goes on (``b`` after ``x = b``) or starts after a comma (``b`` after
+    ``f(a,``); ``0x`` after ``x = 1`` is refused and not vouched for (``10`` would be the
+    longer lexeme); blanks first, a ``\r`` or a pending ``\r`` leave it to the checker."""
+    tokens = ["0x", "0", "x", "b", " b", "b)", "\rb", "bb"]
+    store = small_store(tokens)
+
+    def vouched(checker):
+        return {t for t, ok in zip(tokens, unpack(store.sure(checker), store.vocab_size)) if ok}
+
+    after_number = fimconstrain.fim_checker("x = 1")
+    assert vouched(after_number) == {"0"} and after_number.feed("0x") is None
+    assert {"b", "bb", "x"} <= vouched(fimconstrain.fim_checker("f(a,"))
+    assert {"b", "bb"} <= vouched(fimconstrain.fim_checker("x = b"))
+    for checker in (fimconstrain.fim_checker("f(a,"), fimconstrain.fim_checker("x = b")):
+        assert not {" b", "b)", "\rb"} & vouched(checker)
+        assert all(checker.feed(t) is not None for t in vouched(checker))
+    pending = fimconstrain.fim_checker("x = b").feed("\r")
+    assert pending is not None and pending.pending_cr and not vouched(pending)
+
+
 def test_cache_round_trip(tokenizer, store, cache_dir):
     """The saved store reloads (from the same path, keyed by grammar and vocabulary) and gives
     the same masks."""
