@@ -697,10 +697,7 @@ class MaskStore:
         """Bitset (``uint64`` words, read-only) of the tokens that may come next: a superset of
         those ``checker.feed`` accepts. ``held``: the decoder holds back part of a character
         (every text token is allowed then). Stop tokens are never in it (ask ``is_complete``)."""
-        if checker.layer is not self.layer:
-            raise ValueError(
-                f"mask store for {self._describe(self.layer)}, checker for {self._describe(checker.layer)}"
-            )
+        self._check_layer(checker)
         if held:
             return self.all_text
         out = None
@@ -726,10 +723,7 @@ class MaskStore:
 
         That one branch survives whatever the others do; a mask walk takes these tokens
         without feeding them (``docs/optimizations.md``)."""
-        if checker.layer is not self.layer:
-            raise ValueError(
-                f"mask store for {self._describe(self.layer)}, checker for {self._describe(checker.layer)}"
-            )
+        self._check_layer(checker)
         out = self.rows[0]
         if checker.pending_cr:  # the checker drops a token's leading \n: not read as it is
             return out
@@ -766,6 +760,13 @@ class MaskStore:
             self._sure_memo[key] = hit
         return hit
 
+    def _check_layer(self, checker) -> None:
+        """ValueError unless ``checker`` reads the grammar and version this store was built for."""
+        if checker.layer is not self.layer:
+            raise ValueError(
+                f"mask store for {self._describe(self.layer)}, checker for {self._describe(checker.layer)}"
+            )
+
     @staticmethod
     def _describe(layer: Layer[Any]) -> str:
         return layer.describe()
@@ -795,7 +796,7 @@ class MaskStore:
             return self.all_text
         e = self._entries[q]
         allowed = self.layer.allowed(parser, layout)
-        after = self._after_end(parser, layout, sid, text) if e.zero > 0 and e.token_mask & allowed else 0
+        after = self._ending(parser, layout, sid, text)[0] if e.zero > 0 and e.token_mask & allowed else 0
         ext_next = tuple(self._next(parser, layout, t1) if allowed >> t1 & 1 else 0 for t1 in e.ext)
         nl_next: tuple[int, ...] = ()
         if e.newline_groups and allowed & self.layer.newline_mask:
@@ -855,14 +856,10 @@ class MaskStore:
             self._next_memo.put(id(parser), held)
         return held[1]
 
-    def _after_end(self, parser, layout, sid: int, text: str) -> int:
-        """Terminals allowed after the lexeme in progress ends right here, exactly as the layer
-        ends it (indentation, brackets, keywords, string checks); memoised per parser state."""
-        return self._ending(parser, layout, sid, text)[0]
-
     def _ending(self, parser, layout, sid: int, text: str) -> tuple[int, int]:
-        """:meth:`_after_end`, and the local state the next lexeme starts from (-1: one the
-        store lacks)."""
+        """The terminals allowed after the lexeme in progress ends right here, exactly as the
+        layer ends it (indentation, brackets, keywords, string checks), and the local state the
+        next lexeme starts from (-1: one the store lacks); memoised per parser state."""
         memo = self._memo_for(parser)
         key = (layout, sid, text)
         hit = memo.get(key)
