@@ -73,6 +73,9 @@ class ConstraintState:
         self._children: dict[int, ConstraintState | None] = {}
         #: the checker after each first character a candidate's text has had (see _feed)
         self._after_first: dict[str, Checker | None] = {}
+        #: per first character shared by two candidates' texts: the store's vouched tokens
+        #: after it (:meth:`_rest_vouched`; b"" once it has been asked for once)
+        self._sure_after_first: dict[str, bytes] = {}
         self._can_end: bool | None = None
         self._window_text: str | None = None
         #: the decoded middle ends on a whole character (or on bytes that never become one), so
@@ -84,6 +87,7 @@ class ConstraintState:
         self._bits = b""  # the same as bytes (token t: bit t % 8 of byte t // 8), for one-token tests
         self._sure_bits = b""  # the store's tokens that certainly pass (MaskStore.sure), as bytes
         self.fed = 0  # candidates fed to the checker after this state
+        self.vouched = 0  # candidates passed on the store's word (whole, or all but their first character)
 
     def child(self, token: int) -> ConstraintState | None:
         """The state after ``token``, or None when no continuation can make a valid file (cached)."""
@@ -117,23 +121,103 @@ class ConstraintState:
             return children[token] is not None
         if self._screened_out(token):
             return False
+        return self._verdict(token)
+
+    def _verdict(self, token: int) -> bool:
+        """:meth:`passes` for a token the store has not ruled out."""
         piece = None if self.healing else self._piece(token)
         if piece is None:
             return self.child(token) is not None
         if self._certain(token):
+            self.vouched += 1
             return True
         self.fed += 1
-        return not piece or self._feed(piece) is not None
+        return not piece or self._passes_piece(token, piece)
 
     def _certain(self, token: int) -> bool:
         """Whether the store vouches that ``token``'s bytes, read as they are, pass
         (:meth:`.MaskStore.sure`; asked once the mask is asked for, past :data:`SCREEN_AFTER`)."""
         if self.fed < SCREEN_AFTER or self.store is None:
             return False
+        return _has(self._sure_bytes(), token)
+
+    def _sure_bytes(self) -> bytes:
+        """:meth:`.MaskStore.sure` after this state as bytes (computed once; empty without a store)."""
         bits = self._sure_bits
-        if not bits:
+        if not bits and self.store is not None:
             bits = self._sure_bits = self.store.sure(self.checker).view("u1").tobytes()
-        return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
+        return bits
+
+    def passing(self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]) -> Iterator[int]:
+        """The tokens of ``ranked``, in order, that pass (:func:`passing_tokens`). Once the
+        store screens the walk, the tokens it rules out or vouches for cost a bit test each,
+        read here rather than through :meth:`passes` (a whole mask is mostly such tokens)."""
+        tokens = iter(ranked)
+        for token in tokens:
+            if token in stop_ids:
+                if self.can_end():
+                    yield token
+            elif token not in banned_ids and self.passes(token):
+                yield token
+            if self.fed >= SCREEN_AFTER and self.mask() is not None:
+                break
+        else:
+            return
+        allowed = self._admitted_bytes()
+        # a token's text is read from its bytes (and the store's vouch holds for it) only after
+        # whole characters, not while healing: else each token goes the way of :meth:`passes`
+        whole = not self.healing and self.ends_whole()
+        sure = self._sure_bytes() if whole else b""
+        size, children, piece = len(allowed) * 8, self._children, self.codec.piece
+        for token in tokens:
+            if token in stop_ids:
+                if self.can_end():
+                    yield token
+            elif token in banned_ids or not (0 <= token < size and allowed[token >> 3] >> (token & 7) & 1):
+                continue
+            elif token in children:
+                if children[token] is not None:
+                    yield token
+            else:
+                text = piece(token) if whole else None
+                if text is None:
+                    if self._verdict(token):
+                        yield token
+                elif sure[token >> 3] >> (token & 7) & 1:
+                    self.vouched += 1
+                    yield token
+                else:
+                    self.fed += 1
+                    if not text or self._passes_piece(token, text):
+                        yield token
+
+    def _passes_piece(self, token: int, piece: str) -> bool:
+        """Whether the checker takes ``piece`` (``token``'s text): its first character is fed
+        once per character (:meth:`_after`); the rest is vouched for by the store when it is
+        itself a token's text (:meth:`.TextCodec.tail`), else fed."""
+        after = self._after(piece[0])
+        if after is None or len(piece) == 1:
+            return after is not None
+        if self.store is not None and self._rest_vouched(piece[0], after, self.codec.tail(token)):
+            self.vouched += 1
+            return True
+        return after.feed(piece[1:]) is not None
+
+    def _rest_vouched(self, first: str, after: Checker, rest: int) -> bool:
+        """Whether the store vouches for token ``rest`` after ``after`` (the checker after
+        ``first``): then the checker takes ``first`` and ``rest``'s text, the token's whole text.
+        The store is asked from the second candidate starting with ``first`` on: one ask costs
+        a few checks, and tokens that start with a blank (``" name"``), most of a step's checks,
+        share it."""
+        if rest < 0 or self.store is None:
+            return False
+        bits = self._sure_after_first.get(first)
+        if bits is None:
+            self._sure_after_first[first] = b""
+            return False
+        if not bits:
+            bits = self._sure_after_first[first] = self.store.sure(after).view("u1").tobytes()
+        return _has(bits, rest)
 
     def mask(self) -> np.ndarray | None:
         """The store's bitset of the tokens that may pass after this state (``uint64`` words,
@@ -146,13 +230,17 @@ class ConstraintState:
     def admits(self, token: int) -> bool:
         """Whether the store lets ``token`` through to the exact check (True without a mask);
         ids outside the store's vocabulary are never text."""
+        bits = self._admitted_bytes()
+        return _has(bits, token) if bits else True
+
+    def _admitted_bytes(self) -> bytes:
+        """:meth:`mask` as bytes (empty without a mask)."""
         bits = self._bits
         if not bits:
             words = self.mask()
-            if words is None:
-                return True
-            bits = self._bits = words.view("u1").tobytes()
-        return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
+            if words is not None:
+                bits = self._bits = words.view("u1").tobytes()
+        return bits
 
     def narrow(self, keys: np.ndarray, also: Iterable[int] = ()) -> np.ndarray:
         """``keys`` (a logits row) with the tokens the store rules out at -inf, those of ``also``
@@ -244,14 +332,17 @@ class ConstraintState:
         character share the checker after it: that character usually ends the symbol in
         progress (``foo`` then ``(``, ``.``, `` ``), and the parser's step for the ended symbol
         is the dear part of a candidate's check, the same for all of them."""
-        first = text[0]
-        if first in self._after_first:
-            after = self._after_first[first]
-        else:
-            after = self._after_first[first] = self.checker.feed(first)
+        after = self._after(text[0])
         if after is None or len(text) == 1:
             return after
         return after.feed(text[1:])
+
+    def _after(self, first: str) -> Checker | None:
+        """The checker after the character ``first`` (cached per state, see :meth:`_feed`)."""
+        if first in self._after_first:
+            return self._after_first[first]
+        after = self._after_first[first] = self.checker.feed(first)
+        return after
 
     def end_inside(self, token: int, suffix: str) -> str | None:
         """The start of ``token``'s text (maybe empty) that completes the file when the rest of
@@ -281,6 +372,11 @@ class ConstraintState:
             final = None if self.healing or fused else self.final_checker()
             self._can_end = final is not None and final.is_complete()
         return self._can_end
+
+
+def _has(bits: bytes, token: int) -> bool:
+    """Whether ``token`` is in a bitset read as bytes (token t: bit t % 8 of byte t // 8)."""
+    return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
 
 
 def is_word_char(ch: str) -> bool:
@@ -340,13 +436,8 @@ def passing_tokens(
     state: ConstraintState, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]
 ) -> Iterator[int]:
     """The tokens of ``ranked``, in order, that pass: :func:`passing_candidates` without the
-    states after them (:meth:`ConstraintState.passes`), for the walks that build a mask."""
-    for token in ranked:
-        if token in stop_ids:
-            if state.can_end():
-                yield token
-        elif token not in banned_ids and state.passes(token):
-            yield token
+    states after them (:meth:`ConstraintState.passing`), for the walks that build a mask."""
+    return state.passing(ranked, stop_ids, banned_ids)
 
 
 def passing_candidates(

@@ -187,6 +187,7 @@ class TextCodec:
         self._added = special_token_ids(tokenizer)
         self._known = len(tokenizer)  # ids past it are padding of the model's logits: no token
         self._pieces: dict[int, str | None] = {}
+        self._tails: list[int] | None = None
 
     def encode(self, text: str, leading_space: bool = True) -> list[int]:
         """Token ids of ``text``; with ``leading_space=False`` a SentencePiece tokenizer adds no space."""
@@ -222,6 +223,18 @@ class TextCodec:
                 pass
         pieces[token] = text
         return text
+
+    def tail(self, token: int) -> int:
+        """The token whose :meth:`piece` is ``token``'s without its first character (``" in"``
+        -> ``"in"``), or -1 if no token is (the table is built on the first call)."""
+        tails = self._tails
+        if tails is None:
+            pieces = [self.piece(t) for t in range(self._known)]
+            by_text = {text: t for t, text in enumerate(pieces) if text}
+            tails = self._tails = [
+                by_text.get(text[1:], -1) if text and len(text) > 1 else -1 for text in pieces
+            ]
+        return tails[token] if 0 <= token < len(tails) else -1
 
     def unfinished_char(self, ids: list[int]) -> bytes:
         """The bytes of a UTF-8 character that the text of ``ids`` ends inside of (b"" if none or unknown).

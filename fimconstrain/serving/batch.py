@@ -36,13 +36,15 @@ class RowQuery:
     scores: tuple[float, ...] = ()
 
 
-def keep_mask(answers: Sequence[Sequence[int]], vocab: int) -> torch.Tensor:
-    """``[rows, vocab]`` booleans, True at each row's allowed tokens (one indexed write into
-    the flat view)."""
-    keep = torch.zeros(len(answers) * vocab, dtype=torch.bool)
+def keep_only(logits: torch.Tensor, answers: Sequence[Sequence[int]]) -> torch.Tensor:
+    """``logits`` at -inf but at each row's allowed tokens: one fill and one indexed copy
+    through the flat view (a boolean mask and its inverse cost two more passes over it)."""
+    vocab = logits.shape[1]
     flat = [row * vocab + token for row, allowed in enumerate(answers) for token in allowed]
-    keep[torch.tensor(flat, dtype=torch.long)] = True
-    return keep.view(len(answers), vocab)
+    index = torch.tensor(flat, dtype=torch.long, device=logits.device)
+    out = torch.full(logits.shape, float("-inf"), dtype=logits.dtype, device=logits.device)
+    out.view(-1)[index] = logits.reshape(-1)[index]
+    return out
 
 
 def constrain(
@@ -67,8 +69,7 @@ def constrain(
         n = min(n_finite, top_k)  # finite values come first
         kept_scores = tuple(score_row[:n]) if sampler is not None else ()
         filled.append(RowQuery(q.key, q.keep, q.new, q.drafts, tuple(row[:n]), kept_scores))
-    keep = keep_mask(checker.check(filled), logits.shape[1]).to(logits.device)
-    return logits.masked_fill(~keep, float("-inf"))
+    return keep_only(logits, checker.check(filled))
 
 
 class BatchChecker(Protocol):

@@ -649,6 +649,30 @@ def test_verdicts_without_states_match_the_states(tiny, version, tmp_path):
     assert vouched  # the store did vouch for tokens, so the walk with it took the shortcut
 
 
+@pytest.mark.parametrize(
+    "prefix, suffix",
+    [("def f(a, b):\n    return a +", "\n"), ("x = foo(1,", ")\n"), ("if x", ":\n    pass\n")],
+)
+def test_tokens_vouched_after_their_first_character(tiny, tmp_path, prefix, suffix):
+    """A token whose text is a character and then another token's text (`` b``: a blank, then
+    ``b``) passes on the store's word for that other token after the character
+    (:meth:`.TextCodec.tail`); the walk's verdicts stay those of the walk without a store."""
+    from fimconstrain.decoding.constraint import passing_tokens
+    from fimconstrain.decoding.mask_store import MaskStore, unpack
+
+    codec = TextCodec(tiny.tokenizer)
+    store = MaskStore.load_or_build(tiny.tokenizer, cache_dir=tmp_path, progress=False)
+    banned = {*tiny.tokenizer.all_special_ids, *tiny.tokenizer.added_tokens_decoder}
+    vocab = [t for t in range(len(codec.tokenizer)) if t not in banned]
+    checker = fimconstrain.fim_checker(prefix, suffix)
+    state = ConstraintState(checker, codec, store=store)
+    walked = list(passing_tokens(state, vocab, set(), banned))
+    assert walked == list(passing_tokens(ConstraintState(checker, codec), vocab, set(), banned))
+    whole = len(np.flatnonzero(unpack(store.sure(checker), store.vocab_size)))
+    assert state.vouched > whole  # some passed on the word for their text after the first character
+    assert any(codec.tail(t) >= 0 and codec.decode([t])[0] == " " for t in walked)
+
+
 # ---------------------------------------------------------------- LogitsProcessor
 
 
