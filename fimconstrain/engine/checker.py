@@ -262,6 +262,9 @@ class Checker(Generic[LayoutT]):
         # A branch that ends a complete file before the tail's first line needs nothing but a
         # valid tail; any other branch (a decorator waiting for its def, an open string, a
         # middle gone wrong) is followed through the tail for real and usually dies at once.
+        # One that lives on (a middle inside a bracket the tail closes) is read through the
+        # whole tail: its verdict is remembered by the branches' keys, which later middles
+        # that end inside the same bracket share.
         slow = []
         for branch in branches:
             parser, layout, lexeme_state, lexeme, _ = branch
@@ -272,7 +275,15 @@ class Checker(Generic[LayoutT]):
                     return True
             else:
                 slow.append(branch)
-        return bool(slow) and lexer.complete(layer, lexer.advance(layer, slow, plan.tail))
+        if not slow:
+            return False
+        key = (len(plan.head), tuple(map(lexer.branch_key, slow)))
+        known = plan.memo.get(key)
+        if known is not None:
+            return known[0]
+        result = lexer.complete(layer, lexer.advance(layer, slow, plan.tail))
+        plan.memo.put(key, (result, slow))  # slow: holds the origin sets whose ids are in the key
+        return result
 
 
 class _Context:
