@@ -148,26 +148,31 @@ class ConstraintState:
             bits = self._sure_bits = self.store.sure(self.checker).view("u1").tobytes()
         return bits
 
-    def passing(self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]) -> Iterator[int]:
+    def passing(
+        self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int], whole: bool = False
+    ) -> Iterator[int]:
         """The tokens of ``ranked``, in order, that pass (:func:`passing_tokens`). Once the
         store screens the walk, the tokens it rules out or vouches for cost a bit test each,
-        read here rather than through :meth:`passes` (a whole mask is mostly such tokens)."""
+        read here rather than through :meth:`passes` (a whole mask is mostly such tokens).
+        ``whole``: the walk goes to the end of ``ranked``, so the store screens it from the
+        first token (else from past :data:`SCREEN_AFTER` fed)."""
         tokens = iter(ranked)
-        for token in tokens:
-            if token in stop_ids:
-                if self.can_end():
+        if not whole or self.mask() is None:
+            for token in tokens:
+                if token in stop_ids:
+                    if self.can_end():
+                        yield token
+                elif token not in banned_ids and self.passes(token):
                     yield token
-            elif token not in banned_ids and self.passes(token):
-                yield token
-            if self.fed >= SCREEN_AFTER and self.mask() is not None:
-                break
-        else:
-            return
+                if self.fed >= SCREEN_AFTER and self.mask() is not None:
+                    break
+            else:
+                return
         allowed = self._admitted_bytes()
         # a token's text is read from its bytes (and the store's vouch holds for it) only after
         # whole characters, not while healing: else each token goes the way of :meth:`passes`
-        whole = not self.healing and self.ends_whole()
-        sure = self._sure_bytes() if whole else b""
+        by_bytes = not self.healing and self.ends_whole()
+        sure = self._sure_bytes() if by_bytes else b""
         size, children, piece = len(allowed) * 8, self._children, self.codec.piece
         for token in tokens:
             if token in stop_ids:
@@ -179,7 +184,7 @@ class ConstraintState:
                 if children[token] is not None:
                     yield token
             else:
-                text = piece(token) if whole else None
+                text = piece(token) if by_bytes else None
                 if text is None:
                     if self._verdict(token):
                         yield token
@@ -433,11 +438,16 @@ def utf8_completions(unfinished: bytes) -> tuple[str, ...]:
 
 
 def passing_tokens(
-    state: ConstraintState, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]
+    state: ConstraintState,
+    ranked: Iterable[int],
+    stop_ids: set[int],
+    banned_ids: set[int],
+    whole: bool = False,
 ) -> Iterator[int]:
     """The tokens of ``ranked``, in order, that pass: :func:`passing_candidates` without the
-    states after them (:meth:`ConstraintState.passing`), for the walks that build a mask."""
-    return state.passing(ranked, stop_ids, banned_ids)
+    states after them (:meth:`ConstraintState.passing`; ``whole``: all of ``ranked`` is
+    walked), for the walks that build a mask."""
+    return state.passing(ranked, stop_ids, banned_ids, whole)
 
 
 def passing_candidates(

@@ -150,13 +150,13 @@ class RequestConstraint:
             return sorted(self.stop_ids)
         if self.sampler is None:
             ranked = [t for t in candidates if t < self.table.size]
-            passing = list(passing_tokens(state, ranked, self.stop_ids, self.banned_ids))
+            passing = list(passing_tokens(state, ranked, self.stop_ids, self.banned_ids, whole=True))
         else:
             passing = self._sampled_passing(state, candidates, scores, self.sampler)
         if not passing:  # the full mask: every token the store lets through, and the stops
             size = self.table.size
             every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
-            passing = list(passing_tokens(state, every, self.stop_ids, self.banned_ids))
+            passing = list(passing_tokens(state, every, self.stop_ids, self.banned_ids, whole=True))
         return passing or sorted(self.stop_ids)
 
     def _sampled_passing(

@@ -639,11 +639,12 @@ def test_verdicts_without_states_match_the_states(tiny, version, tmp_path):
         roots += [held] if held is not None else []
         for root in roots:
             states = [t for t, _ in passing_candidates(root, vocab, stops, banned)]
-            for with_store in (None, store):
+            for with_store, whole in [(None, False), (store, False), (store, True)]:
                 fresh = ConstraintState(
                     root.checker, codec, root.ids, root.held, root.healing, store=with_store
                 )
-                assert list(passing_tokens(fresh, vocab, stops, banned)) == states, (prefix, with_store)
+                walked = list(passing_tokens(fresh, vocab, stops, banned, whole))
+                assert walked == states, (prefix, with_store, whole)
             if not root.healing and not root.held:
                 vouched += len(np.flatnonzero(unpack(store.sure(root.checker), store.vocab_size)))
     assert vouched  # the store did vouch for tokens, so the walk with it took the shortcut
@@ -665,12 +666,14 @@ def test_tokens_vouched_after_their_first_character(tiny, tmp_path, prefix, suff
     banned = {*tiny.tokenizer.all_special_ids, *tiny.tokenizer.added_tokens_decoder}
     vocab = [t for t in range(len(codec.tokenizer)) if t not in banned]
     checker = fimconstrain.fim_checker(prefix, suffix)
-    state = ConstraintState(checker, codec, store=store)
-    walked = list(passing_tokens(state, vocab, set(), banned))
-    assert walked == list(passing_tokens(ConstraintState(checker, codec), vocab, set(), banned))
-    whole = len(np.flatnonzero(unpack(store.sure(checker), store.vocab_size)))
-    assert state.vouched > whole  # some passed on the word for their text after the first character
-    assert any(codec.tail(t) >= 0 and codec.decode([t])[0] == " " for t in walked)
+    expected = list(passing_tokens(ConstraintState(checker, codec), vocab, set(), banned))
+    vouched_whole = len(np.flatnonzero(unpack(store.sure(checker), store.vocab_size)))
+    for whole in (False, True):  # screened from the second token on, or from the first
+        state = ConstraintState(checker, codec, store=store)
+        assert list(passing_tokens(state, vocab, set(), banned, whole)) == expected
+        # some passed on the word for their text after the first character
+        assert state.vouched > vouched_whole
+    assert any(codec.tail(t) >= 0 and codec.decode([t])[0] == " " for t in expected)
 
 
 # ---------------------------------------------------------------- LogitsProcessor
