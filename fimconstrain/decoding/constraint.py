@@ -173,18 +173,19 @@ class ConstraintState:
         # whole characters, not while healing: else each token goes the way of :meth:`passes`
         by_bytes = not self.healing and self.ends_whole()
         sure = self._sure_bytes() if by_bytes else b""
-        size, children, piece = len(allowed) * 8, self._children, self.codec.piece
+        pieces = self.codec.pieces() if by_bytes else []
+        size, children, n_pieces = len(allowed) * 8, self._children, len(pieces)
         for token in tokens:
             if token in stop_ids:
                 if self.can_end():
                     yield token
-            elif token in banned_ids or not (0 <= token < size and allowed[token >> 3] >> (token & 7) & 1):
+            elif not (0 <= token < size and allowed[token >> 3] >> (token & 7) & 1) or token in banned_ids:
                 continue
             elif token in children:
                 if children[token] is not None:
                     yield token
             else:
-                text = piece(token) if by_bytes else None
+                text = pieces[token] if token < n_pieces else None
                 if text is None:
                     if self._verdict(token):
                         yield token

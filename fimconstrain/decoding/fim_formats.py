@@ -187,6 +187,7 @@ class TextCodec:
         self._added = special_token_ids(tokenizer)
         self._known = len(tokenizer)  # ids past it are padding of the model's logits: no token
         self._pieces: dict[int, str | None] = {}
+        self._piece_table: list[str | None] | None = None
         self._tails: list[int] | None = None
 
     def encode(self, text: str, leading_space: bool = True) -> list[int]:
@@ -224,12 +225,20 @@ class TextCodec:
         pieces[token] = text
         return text
 
+    def pieces(self) -> list[str | None]:
+        """:meth:`piece` of every id the tokenizer has, by id (built on the first call): a walk
+        over a step's candidates reads a list rather than calling :meth:`piece` per token."""
+        table = self._piece_table
+        if table is None:
+            table = self._piece_table = [self.piece(t) for t in range(self._known)]
+        return table
+
     def tail(self, token: int) -> int:
         """The token whose :meth:`piece` is ``token``'s without its first character (``" in"``
         -> ``"in"``), or -1 if no token is (the table is built on the first call)."""
         tails = self._tails
         if tails is None:
-            pieces = [self.piece(t) for t in range(self._known)]
+            pieces = self.pieces()
             by_text = {text: t for t, text in enumerate(pieces) if text}
             tails = self._tails = [
                 by_text.get(text[1:], -1) if text and len(text) > 1 else -1 for text in pieces

@@ -10,10 +10,12 @@ interchangeable under the vLLM processor and the benchmark.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from .requests import FimArgs, RequestConstraint, TokenTable
@@ -38,10 +40,13 @@ class RowQuery:
 
 def keep_only(logits: torch.Tensor, answers: Sequence[Sequence[int]]) -> torch.Tensor:
     """``logits`` at -inf but at each row's allowed tokens: one fill and one indexed copy
-    through the flat view (a boolean mask and its inverse cost two more passes over it)."""
+    through the flat view (a boolean mask and its inverse cost two more passes over it). The
+    flat index is built by numpy (half the time of a Python list through ``torch.tensor``)."""
     vocab = logits.shape[1]
-    flat = [row * vocab + token for row, allowed in enumerate(answers) for token in allowed]
-    index = torch.tensor(flat, dtype=torch.long, device=logits.device)
+    lengths = [len(allowed) for allowed in answers]
+    tokens = np.fromiter(itertools.chain.from_iterable(answers), dtype=np.int64, count=sum(lengths))
+    rows = np.repeat(np.arange(len(answers), dtype=np.int64), lengths)
+    index = torch.from_numpy(rows * vocab + tokens).to(logits.device)
     out = torch.full(logits.shape, float("-inf"), dtype=logits.dtype, device=logits.device)
     out.view(-1)[index] = logits.reshape(-1)[index]
     return out
