@@ -13,6 +13,11 @@ Two standard refinements keep sets small:
   :class:`Prediction` keyed by that set of nonterminals.
 * Nullable symbols are stepped over as soon as an item is added (Aycock and Horspool), so no
   completion ever has to look back into the set being built.
+
+And one that makes a completion cheap: what advancing a set's predicted items over a symbol
+leads to (the items reached, and the chain of unit completions at that set, ``atom -> NAME``,
+``primary -> atom`` and so on up the expression grammar) depends only on the prediction and the
+symbol, so it is worked out once per pair (:class:`Chain`) and replayed from then on.
 """
 
 from __future__ import annotations
@@ -26,10 +31,23 @@ _EMPTY: tuple[()] = ()
 PREDICTIONS_LIMIT = 4096
 
 
+class Chain:
+    """What advancing a prediction's items over one symbol leads to, closed over completions at
+    the predicting set: the dotted items reached that still wait for a symbol, and the
+    nonterminals completed there (whose kernel items in the set then advance). Replaying it
+    gives the same items as following the completions one by one."""
+
+    __slots__ = ("completed", "items")
+
+    def __init__(self, items: tuple[int, ...], completed: tuple[int, ...]) -> None:
+        self.items = items
+        self.completed = completed
+
+
 class Prediction:
     """The predicted items shared by every set that predicts the same nonterminals."""
 
-    __slots__ = ("advance", "terminals")
+    __slots__ = ("advance", "chains", "terminals")
 
     def __init__(self, grammar: Grammar, roots: frozenset[int]) -> None:
         next_symbol, skip, first_item = grammar.next_symbol, grammar.skip, grammar.rule_first_item
@@ -56,6 +74,8 @@ class Prediction:
         self.advance = {sym: tuple(items) for sym, items in advance.items()}
         #: bitmask of terminals some predicted item can scan next
         self.terminals = terminals
+        #: symbol -> its :class:`Chain` (filled in as symbols are met, :meth:`Recognizer.chain`)
+        self.chains: dict[int, Chain] = {}
 
 
 class EarleySet:
@@ -122,20 +142,50 @@ class Recognizer:
             state._expected = mask
         return mask
 
+    def chain(self, prediction: Prediction, symbol: int) -> Chain:
+        """``prediction``'s :class:`Chain` for ``symbol`` (worked out on first use)."""
+        found = prediction.chains.get(symbol)
+        if found is not None:
+            return found
+        g = self.grammar
+        next_symbol, skip, item_lhs, advance = g.next_symbol, g.skip, g.item_lhs, prediction.advance
+        items: list[int] = []
+        completed: list[int] = []
+        seen: set[int] = set()
+        stack = list(advance.get(symbol, _EMPTY))
+        while stack:
+            for d in skip[stack.pop()]:
+                if d in seen:
+                    continue
+                seen.add(d)
+                if next_symbol[d] >= 0:
+                    items.append(d)
+                    continue
+                lhs = item_lhs[d]
+                if lhs not in completed:
+                    completed.append(lhs)
+                    stack.extend(advance.get(lhs, _EMPTY))
+        found = prediction.chains[symbol] = Chain(tuple(items), tuple(completed))
+        return found
+
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         """The state after reading one of ``terminals`` (terminal ids), or None."""
         seeds: list[Item] = []
         waiting, advance = state.waiting, state.prediction.advance
+        predicted: list[int] = []
         for t in terminals:
             seeds.extend(waiting.get(t, _EMPTY))
-            for d in advance.get(t, _EMPTY):
-                seeds.append((d, state))
-        if not seeds:
+            if t in advance:
+                predicted.append(t)
+        if not seeds and not predicted:
             return None
-        return self._close(seeds)
+        return self._close(seeds, state, predicted)
 
-    def _close(self, seeds: list[Item]) -> EarleySet:
-        """Complete and index ``seeds`` (items of the new set) into a new :class:`EarleySet`."""
+    def _close(
+        self, seeds: list[Item], scanned: EarleySet | None = None, predicted: list[int] | None = None
+    ) -> EarleySet:
+        """Complete and index ``seeds`` (items of the new set), and ``scanned``'s predicted items
+        advanced over each symbol of ``predicted``, into a new :class:`EarleySet`."""
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         n_terminals = self._n_terminals
@@ -149,7 +199,36 @@ class Recognizer:
         accepting = False
         stack = seeds
         pop, push = stack.pop, stack.append
-        while stack:
+        # (set, chain) to replay: the set's predicted items advanced past a symbol, origin the set
+        chains: list[tuple[EarleySet, Chain]] = []
+        if scanned is not None and predicted:
+            chains = [(scanned, self.chain(scanned.prediction, t)) for t in predicted]
+        while stack or chains:
+            while chains:
+                predictor, chain = chains.pop()
+                at = id(predictor) << shift
+                for d in chain.items:
+                    key = at | d
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    sym = next_symbol[d]
+                    bucket = waiting.get(sym)
+                    if bucket is None:
+                        waiting[sym] = [(d + 1, predictor)]
+                        if sym >= n_terminals:
+                            roots.add(sym)
+                    else:
+                        bucket.append((d + 1, predictor))
+                for lhs in chain.completed:
+                    done_key = at | lhs
+                    if done_key in done:
+                        continue
+                    done.add(done_key)
+                    for entry in predictor.waiting.get(lhs, _EMPTY):
+                        push(entry)
+            if not stack:
+                break
             item = pop()
             d0, origin = item
             at = id(origin) << shift
@@ -178,6 +257,6 @@ class Recognizer:
                 done.add(done_key)
                 for entry in origin.waiting.get(lhs, _EMPTY):
                     push(entry)
-                for d2 in origin.prediction.advance.get(lhs, _EMPTY):
-                    push((d2, origin))
+                if lhs in origin.prediction.advance:
+                    chains.append((origin, self.chain(origin.prediction, lhs)))
         return EarleySet(waiting, self.prediction(frozenset(roots)), accepting)
