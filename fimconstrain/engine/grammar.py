@@ -52,10 +52,7 @@ class Grammar:
         self.declared = declared
         names = [t.name for t in terminals] + declared
         self.n_terminals = len(names)
-        nonterminals = [AUGMENTED_START]
-        for lhs, _ in rules:
-            if lhs not in nonterminals:
-                nonterminals.append(lhs)
+        nonterminals = list(dict.fromkeys([AUGMENTED_START] + [lhs for lhs, _ in rules]))  # in order met
         self.symbol_names = names + nonterminals
         self.symbol_id = {name: i for i, name in enumerate(self.symbol_names)}
         if start not in self.symbol_id:
@@ -143,9 +140,11 @@ def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
     except Exception as exc:  # lark raises plain exceptions for some malformed input
         raise GrammarError(f"{source}: cannot load grammar: {exc}") from exc
     ignored = set(ignore)
+    # names as plain ``str``: lark's are tokens, whose Python-level ``__eq__`` every table lookup
+    # would call
     terminals = [
         Terminal(
-            name=t.name,
+            name=str(t.name),
             pattern=_pattern_source(t.pattern),
             flags="".join(sorted(t.pattern.flags)),
             literal=t.pattern.value if isinstance(t.pattern, PatternStr) else None,
@@ -154,8 +153,10 @@ def parse_lark(text: str, start: str, source: str = "<grammar>") -> Grammar:
         for t in term_defs
     ]
     lexed = {t.name for t in terminals}
-    rules = [(r.origin.name, tuple(s.name for s in r.expansion)) for r in rule_defs]
-    declared = sorted({s.name for r in rule_defs for s in r.expansion if s.is_term and s.name not in lexed})
+    rules = [(str(r.origin.name), tuple(str(s.name) for s in r.expansion)) for r in rule_defs]
+    declared = sorted(
+        {str(s.name) for r in rule_defs for s in r.expansion if s.is_term and s.name not in lexed}
+    )
     return Grammar(terminals, declared, rules, start)
 
 

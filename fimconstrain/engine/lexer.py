@@ -51,6 +51,7 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
         (parser, layout, state, lexeme, guards), i = pending.pop()
         begin = i  # the lexeme read so far is ``lexeme + text[begin:i]``
         allowed_here = allowed(parser, layout)
+        tested = -1  # the last state found live under ``allowed_here`` (none yet)
         alive = True
         while i < n:
             ch = text[i]
@@ -86,10 +87,13 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
                         pending.append(
                             ((parser2, layout2, fresh, ch, guards + (nxt,) if nxt != DEAD else guards), i + 1)
                         )
-            # the symbol in progress continues with ch
-            if nxt == DEAD or not live[nxt] & allowed_here:
-                alive = False
-                break
+            # the symbol in progress continues with ch (a state that loops on ch was tested
+            # already: long names, spaces, comments and strings skip the bitmask test)
+            if nxt != tested:
+                if nxt == DEAD or not live[nxt] & allowed_here:
+                    alive = False
+                    break
+                tested = nxt
             state = nxt
             i += 1
         if alive:

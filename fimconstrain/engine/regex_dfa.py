@@ -11,6 +11,7 @@ import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any
 
 from fimconstrain.engine.errors import GrammarError
@@ -243,6 +244,54 @@ def _parse_flags(pattern: str, flags: str | None) -> int:
     return bits
 
 
+#: a compiled NFA state's out-edge: its label and the closure it leads to (None: final)
+Edge = tuple[_CharSet, frozenset[int]]
+
+
+class _Automaton:
+    """The patterns compiled to one tagged NFA, as the DFA reads it: per core NFA state its
+    pattern bit and out-edge, and the start closure. Immutable, so lexers of the same patterns
+    (every layer of a grammar, the suffix refutation's own) share one (:func:`_compile`)."""
+
+    def __init__(self, bit: list[int], out: dict[int, Edge | None], start: frozenset[int]) -> None:
+        self.bit = bit
+        self.out = out
+        self.start = start
+
+
+@cache
+def _compile(patterns: tuple[str, ...], flags: tuple[str | None, ...]) -> _Automaton:
+    """The :class:`_Automaton` of ``patterns`` (compiled once per process)."""
+    nfa, charsets = _NFA(), _CharSets()
+    for index, (pattern, flag_string) in enumerate(zip(patterns, flags)):
+        _PatternCompiler(nfa, charsets, index, pattern).compile(_parse_flags(pattern, flag_string))
+    coreach = _coreachable(nfa)
+    out: dict[int, Edge | None] = {q: None for q in nfa.finals}
+    memo: dict[int, frozenset[int]] = {}
+    for q, edge in enumerate(nfa.edge):
+        if edge is not None and coreach[q]:
+            cs, target = edge
+            if target not in memo:
+                memo[target] = _closure(nfa, coreach, target)
+            out[q] = (cs, memo[target])
+    start = frozenset().union(*(_closure(nfa, coreach, s) for s in nfa.starts))
+    return _Automaton([1 << owner for owner in nfa.owner], out, start)
+
+
+def _closure(nfa: _NFA, coreach: list[bool], state: int) -> frozenset[int]:
+    """Core states (with a char edge, or final) reachable by epsilons that can still reach a final."""
+    seen, stack, core = {state}, [state], []
+    while stack:
+        q = stack.pop()
+        if (nfa.edge[q] is not None or q in nfa.finals) and coreach[q]:
+            core.append(q)
+        for t in nfa.eps[q]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(core)
+
+
 class LexerDFA:
     """Lazy DFA that runs a list of regex patterns side by side.
 
@@ -254,11 +303,8 @@ class LexerDFA:
         flag_strings = list(flags) if flags is not None else [None] * len(self.patterns)
         if len(flag_strings) != len(self.patterns):
             raise GrammarError("LexerDFA: patterns and flags have different lengths")
-        nfa, charsets = _NFA(), _CharSets()
-        for index, (pattern, flag_string) in enumerate(zip(self.patterns, flag_strings)):
-            _PatternCompiler(nfa, charsets, index, pattern).compile(_parse_flags(pattern, flag_string))
-        self._bit = [1 << owner for owner in nfa.owner]
-        self._out = self._link(nfa)
+        automaton = _compile(tuple(self.patterns), tuple(flag_strings))
+        self._bit, self._out = automaton.bit, automaton.out
         self.trans: list[dict[str, int]] = []
         self.accept: list[int] = []
         self.live: list[int] = []
@@ -269,35 +315,7 @@ class LexerDFA:
         #: remembers fewer than this many (so at most this + 128 in all)
         self.transitions_limit = 128 + NON_ASCII_TRANSITIONS
         self._intern(frozenset())  # DEAD
-        self.start = self._intern(frozenset().union(*(self._closure(nfa, s) for s in nfa.starts)))
-
-    # -- construction -------------------------------------------------------------------------
-
-    def _link(self, nfa: _NFA) -> dict[int, tuple[_CharSet, frozenset[int]] | None]:
-        """For every useful core NFA state: its (label, target closure), or None for a final state."""
-        self._coreach = _coreachable(nfa)
-        out: dict[int, tuple[_CharSet, frozenset[int]] | None] = {q: None for q in nfa.finals}
-        memo: dict[int, frozenset[int]] = {}
-        for q, edge in enumerate(nfa.edge):
-            if edge is not None and self._coreach[q]:
-                cs, target = edge
-                if target not in memo:
-                    memo[target] = self._closure(nfa, target)
-                out[q] = (cs, memo[target])
-        return out
-
-    def _closure(self, nfa: _NFA, state: int) -> frozenset[int]:
-        """Core states (with a char edge, or final) reachable by epsilons that can still reach a final."""
-        seen, stack, core = {state}, [state], []
-        while stack:
-            q = stack.pop()
-            if (nfa.edge[q] is not None or q in nfa.finals) and self._coreach[q]:
-                core.append(q)
-            for t in nfa.eps[q]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        return frozenset(core)
+        self.start = self._intern(automaton.start)
 
     def _intern(self, nfa_set: frozenset[int]) -> int:
         """Id of the DFA state for this NFA-state set, creating it (with its grouped out-edges) if new."""
