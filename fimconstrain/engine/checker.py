@@ -97,8 +97,8 @@ def _clean(text: str, ending: str) -> tuple[str, str]:
     """Translate ``\\r\\n`` and lone ``\\r`` to ``\\n`` as CPython does, across chunk borders.
     ``ending`` is how the raw text read before ends (``"\\r"``, ``"\\r\\n"`` or ``""``); returns
     the translated text and how the raw text ends after it."""
-    if not text:
-        return text, ending
+    if not ending and "\r" not in text or not text:
+        return text, ending  # (no line break to translate: the common case)
     raw = text
     if ending == "\r" and text.startswith("\n"):
         text = text[1:]
@@ -123,6 +123,8 @@ def _invalid_character_at(text: str) -> int | None:
     surrogates, which CPython rejects before tokenizing (every other character is the
     grammar's business: U+0001 is fine in a string and an error in code)."""
     nul = text.find("\0")
+    if text.isascii():  # (no surrogates: spares the encoding)
+        return None if nul < 0 else nul
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

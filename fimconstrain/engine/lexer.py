@@ -45,12 +45,14 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     allowed, end_symbol, lex_start = layer.allowed, layer.end_symbol, layer.lex_start
     n = len(text)
     survivors: list[Branch[LayoutT]] = []
-    # branches still to read, each with the offset in ``text`` of its next character
-    pending: list[tuple[Branch[LayoutT], int]] = [(branch, 0) for branch in reversed(branches)]
+    # branches still to read, each with the offset in ``text`` of its next character and the
+    # terminals allowed there (-1: not worked out yet)
+    pending: list[tuple[Branch[LayoutT], int, int]] = [(branch, 0, -1) for branch in reversed(branches)]
     while pending:
-        (parser, layout, state, lexeme, guards), i = pending.pop()
+        (parser, layout, state, lexeme, guards), i, allowed_here = pending.pop()
         begin = i  # the lexeme read so far is ``lexeme + text[begin:i]``
-        allowed_here = allowed(parser, layout)
+        if allowed_here < 0:
+            allowed_here = allowed(parser, layout)
         tested = -1  # the last state found live under ``allowed_here`` (none yet)
         alive = True
         while i < n:
@@ -83,10 +85,10 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
                     fresh = trans[start].get(ch)
                     if fresh is None:
                         fresh = step(start, ch)
-                    if fresh != DEAD and live[fresh] & allowed(parser2, layout2):
-                        pending.append(
-                            ((parser2, layout2, fresh, ch, guards + (nxt,) if nxt != DEAD else guards), i + 1)
-                        )
+                    allowed_after = allowed(parser2, layout2) if fresh != DEAD else 0
+                    if live[fresh] & allowed_after:
+                        guards2 = guards + (nxt,) if nxt != DEAD else guards
+                        pending.append(((parser2, layout2, fresh, ch, guards2), i + 1, allowed_after))
             # the symbol in progress continues with ch (a state that loops on ch was tested
             # already: long names, spaces, comments and strings skip the bitmask test)
             if nxt != tested:
