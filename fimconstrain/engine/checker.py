@@ -97,7 +97,7 @@ def _clean(text: str, ending: str) -> tuple[str, str]:
     """Translate ``\\r\\n`` and lone ``\\r`` to ``\\n`` as CPython does, across chunk borders.
     ``ending`` is how the raw text read before ends (``"\\r"``, ``"\\r\\n"`` or ``""``); returns
     the translated text and how the raw text ends after it."""
-    if not ending and "\r" not in text or not text:
+    if not text or (not ending and "\r" not in text):
         return text, ending  # (no line break to translate: the common case)
     raw = text
     if ending == "\r" and text.startswith("\n"):
