@@ -116,6 +116,8 @@ class Recognizer:
         #: the most predictions kept (:data:`PREDICTIONS_LIMIT`)
         self.predictions_limit = PREDICTIONS_LIMIT
         self._n_terminals = grammar.n_terminals
+        #: terminal -> its bit, built once (``1 << t`` past 62 bits is a new object each time)
+        self._bits = [1 << t for t in range(grammar.n_terminals)]
         #: bits of an item or symbol id: :meth:`_close` keys (item, origin) as one int
         self._id_bits = max(len(grammar.next_symbol), len(grammar.symbol_names)).bit_length()
         self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
@@ -135,10 +137,10 @@ class Recognizer:
         mask = state._expected  # (this module's own: the cache lives on the set)
         if mask < 0:
             mask = state.prediction.terminals
-            n = self._n_terminals
+            n, bits = self._n_terminals, self._bits
             for sym in state.waiting:
                 if sym < n:
-                    mask |= 1 << sym
+                    mask |= bits[sym]
             state._expected = mask
         return mask
 
@@ -198,7 +200,6 @@ class Recognizer:
         roots: set[int] = set()
         accepting = False
         stack = seeds
-        pop, push = stack.pop, stack.append
         # (set, chain) to replay: the set's predicted items advanced past a symbol, origin the set
         chains: list[tuple[EarleySet, Chain]] = []
         if scanned is not None and predicted:
@@ -208,10 +209,10 @@ class Recognizer:
                 predictor, chain = chains.pop()
                 at = id(predictor) << shift
                 for d in chain.items:
-                    key = at | d
-                    if key in seen:
+                    size = len(seen)
+                    seen.add(at | d)
+                    if len(seen) == size:  # seen before (one boxed key, hashed once)
                         continue
-                    seen.add(key)
                     sym = next_symbol[d]
                     bucket = waiting.get(sym)
                     if bucket is None:
@@ -221,22 +222,20 @@ class Recognizer:
                     else:
                         bucket.append((d + 1, predictor))
                 for lhs in chain.completed:
-                    done_key = at | lhs
-                    if done_key in done:
-                        continue
-                    done.add(done_key)
-                    for entry in predictor.waiting.get(lhs, _EMPTY):
-                        push(entry)
+                    size = len(done)
+                    done.add(at | lhs)
+                    if len(done) > size:
+                        stack.extend(predictor.waiting.get(lhs, _EMPTY))
             if not stack:
                 break
-            item = pop()
+            item = stack.pop()
             d0, origin = item
             at = id(origin) << shift
             for d in skip[d0]:
-                key = at | d
-                if key in seen:
+                size = len(seen)
+                seen.add(at | d)
+                if len(seen) == size:
                     continue
-                seen.add(key)
                 sym = next_symbol[d]
                 if sym >= 0:
                     bucket = waiting.get(sym)
@@ -251,12 +250,11 @@ class Recognizer:
                     accepting = True
                     continue
                 lhs = item_lhs[d]
-                done_key = at | lhs
-                if done_key in done:
+                size = len(done)
+                done.add(at | lhs)
+                if len(done) == size:
                     continue
-                done.add(done_key)
-                for entry in origin.waiting.get(lhs, _EMPTY):
-                    push(entry)
+                stack.extend(origin.waiting.get(lhs, _EMPTY))
                 if lhs in origin.prediction.advance:
                     chains.append((origin, self.chain(origin.prediction, lhs)))
         return EarleySet(waiting, self.prediction(frozenset(roots)), accepting)

@@ -110,11 +110,13 @@ class PythonLayer(BaseLayer[PythonLayout]):
     __slots__ = (
         "_token_masks",
         "ast_checks",
+        "bracket_mask",
         "continuation_mask",
         "crlf_end_adds_newline",
         "dedent",
         "fstring_modes",
         "hard_keyword_mask",
+        "ignore_newline_mask",
         "indent",
         "name_mask",
         "newline",
@@ -154,6 +156,11 @@ class PythonLayer(BaseLayer[PythonLayout]):
         self.bracket_delta = {
             1 << i: _BRACKETS[t.literal] for i, t in enumerate(grammar.terminals) if t.literal in _BRACKETS
         }
+        #: the brackets' bits, tested before the symbol's mask is looked up in ``bracket_delta``
+        #: (an AND that finds nothing is cheaper than hashing a 127-bit mask)
+        self.bracket_mask = bitmask(i for i, t in enumerate(grammar.terminals) if t.literal in _BRACKETS)
+        #: what a line break may add to the allowed terminals, with the ignored ones
+        self.ignore_newline_mask = self.ignore_mask | self.newline_mask
         # Files start at the beginning of a line: lex as if a newline came first, so leading
         # blank lines, comments and indentation are one NEWLINE lexeme like any other.
         self.initial_lexeme = dfa.restrict(dfa.run("\n"), self.newline_mask)
@@ -242,10 +249,8 @@ class PythonLayer(BaseLayer[PythonLayout]):
         return mask
 
     def allowed(self, parser: EarleySet, layout: PythonLayout) -> int:
-        mask = self.recognizer.expected_terminals(parser) | self.ignore_mask
-        if layout[1] or not layout[2]:
-            mask |= self.newline_mask
-        return mask
+        extra = self.ignore_newline_mask if layout[1] or not layout[2] else self.ignore_mask
+        return self.recognizer.expected_terminals(parser) | extra
 
     def end_symbol(
         self, parser: EarleySet, layout: PythonLayout, lexeme_state: int, text: str
@@ -279,7 +284,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
                 return None
         if mask & self.text_mask and not self.fstring_modes.text_ok(fstrings, text):
             return None
-        delta = self.bracket_delta.get(mask)
+        delta = self.bracket_delta.get(mask) if mask & self.bracket_mask else None
         if delta:
             depth += delta
             if depth < 0 or depth > self.MAX_BRACKET_DEPTH:

@@ -243,10 +243,10 @@ class ForgetfulRecognizer(Recognizer):
             d0, origin = stack.pop()
             at = id(origin) << shift
             for d in skip[d0]:
-                key = at | d
-                if key in seen:
+                size = len(seen)
+                seen.add(at | d)
+                if len(seen) == size:  # seen before (one boxed key, hashed once)
                     continue
-                seen.add(key)
                 if next_symbol[d] >= 0:
                     kept[(d + 1) << 1 | (origin is None)] = None
                     continue
@@ -254,10 +254,10 @@ class ForgetfulRecognizer(Recognizer):
                     accepting = True
                     continue
                 lhs = item_lhs[d]
-                done_key = at | lhs
-                if done_key in done:
+                size = len(done)
+                done.add(at | lhs)
+                if len(done) == size:
                     continue
-                done.add(done_key)
                 if origin is universal:
                     added, accepts = self._completed_at_universal(lhs)
                     kept.update(added)
