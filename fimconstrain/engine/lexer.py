@@ -41,8 +41,8 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     character-by-character sweep gives: the branch that goes on before the one that ends."""
     dfa = layer.dfa
     trans, accept, live = dfa.trans, dfa.accept, dfa.live
-    step = dfa.step
-    allowed, end_symbol, lex_start = layer.allowed, layer.end_symbol, layer.lex_start
+    # (methods called where they are used: a bound method made per call of ``advance`` costs
+    # more than it saves when a piece of text ends a symbol or two)
     n = len(text)
     survivors: list[Branch[LayoutT]] = []
     # branches still to read, each with the offset in ``text`` of its next character and the
@@ -52,7 +52,7 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
         (parser, layout, state, lexeme, guards), i, allowed_here = pending.pop()
         begin = i  # the lexeme read so far is ``lexeme + text[begin:i]``
         if allowed_here < 0:
-            allowed_here = allowed(parser, layout)
+            allowed_here = layer.allowed(parser, layout)
         tested = -1  # the last state found live under ``allowed_here`` (none yet)
         alive = True
         while i < n:
@@ -62,7 +62,7 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
                 for g in guards:
                     g2 = trans[g].get(ch)
                     if g2 is None:
-                        g2 = step(g, ch)
+                        g2 = dfa.step(g, ch)
                     if g2 == DEAD:
                         continue
                     if accept[g2]:  # a guard saw a longer match: this branch is wrong
@@ -74,18 +74,18 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
                 guards = tuple(kept)
             nxt = trans[state].get(ch)
             if nxt is None:
-                nxt = step(state, ch)
+                nxt = dfa.step(state, ch)
             # the symbol in progress ended before ch, and ch starts a new one (unless lexeme
             # + ch is itself a lexeme: longest match says keep going)
             if accept[state] and not accept[nxt]:
-                ended = end_symbol(parser, layout, state, lexeme + text[begin:i])
+                ended = layer.end_symbol(parser, layout, state, lexeme + text[begin:i])
                 if ended is not None:
                     parser2, layout2 = ended
-                    start = lex_start(layout2)
+                    start = layer.lex_start(layout2)
                     fresh = trans[start].get(ch)
                     if fresh is None:
-                        fresh = step(start, ch)
-                    allowed_after = allowed(parser2, layout2) if fresh != DEAD else 0
+                        fresh = dfa.step(start, ch)
+                    allowed_after = layer.allowed(parser2, layout2) if fresh != DEAD else 0
                     if live[fresh] & allowed_after:
                         guards2 = guards + (nxt,) if nxt != DEAD else guards
                         pending.append(((parser2, layout2, fresh, ch, guards2), i + 1, allowed_after))
