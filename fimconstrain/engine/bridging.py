@@ -375,7 +375,7 @@ def _wrapped_openers(
     (openers that would need a wrapper the language has not are left out)."""
     layer = planner.layer
     wrappers = layer.finish_vocabulary.bracket_wrappers
-    scan, ids = layer.recognizer.scan, layer.terminal_ids
+    recognizer = layer.recognizer
     for opener in openers:
         own = _open_brackets(planner, opener)
         if own is None or len(own) > len(closers) or any(_CLOSES[c] != o for c, o in zip(closers, own)):
@@ -387,7 +387,7 @@ def _wrapped_openers(
         for mask in _before_unopened_closer(layer, terminals, len(own)):
             if state is None:
                 break
-            state = scan(state, ids(mask))
+            state = recognizer.scan(state, layer.terminal_ids(mask))
         if state is not None:
             yield "".join(wrappers[c] for c in reversed(rest)), opener, len(own)
 

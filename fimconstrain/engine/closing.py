@@ -102,7 +102,7 @@ class ClosingPlanner:
                     frontier, (c + rest[d_next], count, parent_origin, item_lhs[d_next], _Path(d_next, path))
                 )
                 count += 1
-            for d_next in origin.prediction.advance.get(lhs, ()):
+            for d_next in origin.prediction.advanced(lhs):
                 heapq.heappush(
                     frontier, (c + rest[d_next], count, origin, item_lhs[d_next], _Path(d_next, path))
                 )

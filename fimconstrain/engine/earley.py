@@ -45,37 +45,47 @@ class Chain:
 
 
 class Prediction:
-    """The predicted items shared by every set that predicts the same nonterminals."""
+    """The predicted items shared by every set that predicts the same nonterminals.
 
-    __slots__ = ("advance", "chains", "terminals")
+    Building one walks the predicted nonterminals only (``Grammar.predicts``); the items that
+    advance over a symbol are gathered when that symbol is first asked for (:meth:`advanced`),
+    in the order a walk over the items would have met them: most symbols never are."""
+
+    __slots__ = ("_advance", "_rank", "_rule_starts", "chains", "terminals")
 
     def __init__(self, grammar: Grammar, roots: frozenset[int]) -> None:
-        next_symbol, skip, first_item = grammar.next_symbol, grammar.skip, grammar.rule_first_item
-        seen: set[int] = set()
+        predicts, first_terminals = grammar.predicts, grammar.first_terminals
+        rank: dict[int, int] = {}  # predicted nonterminal -> when the walk met it
         stack = list(roots)
-        advance: dict[int, list[int]] = {}
         terminals = 0
         while stack:
             lhs = stack.pop()
-            if lhs in seen:
+            if lhs in rank:
                 continue
-            seen.add(lhs)
-            for rule in grammar.rules_of.get(lhs, _EMPTY):
-                for d in skip[first_item[rule]]:
-                    sym = next_symbol[d]
-                    if sym < 0:
-                        continue
-                    advance.setdefault(sym, []).append(d + 1)
-                    if sym < grammar.n_terminals:
-                        terminals |= 1 << sym
-                    elif sym not in seen:
-                        stack.append(sym)
-        #: symbol -> items (dot moved past the symbol) whose origin is the predicting set
-        self.advance = {sym: tuple(items) for sym, items in advance.items()}
+            rank[lhs] = len(rank)
+            terminals |= first_terminals.get(lhs, 0)
+            for sym in predicts.get(lhs, _EMPTY):
+                if sym not in rank:
+                    stack.append(sym)
+        self._rank = rank
+        self._rule_starts = grammar.rule_starts
+        #: symbol -> the items (dot moved past it) whose origin is the predicting set
+        self._advance: dict[int, tuple[int, ...]] = {}
         #: bitmask of terminals some predicted item can scan next
         self.terminals = terminals
         #: symbol -> its :class:`Chain` (filled in as symbols are met, :meth:`Recognizer.chain`)
         self.chains: dict[int, Chain] = {}
+
+    def advanced(self, symbol: int) -> tuple[int, ...]:
+        """The predicted items that read ``symbol`` first, the dot moved past it (origin: the
+        predicting set); empty if none. Ordered by when the walk met their nonterminal."""
+        found = self._advance.get(symbol)
+        if found is None:
+            rank = self._rank
+            met = [(rank[lhs], d) for lhs, d in self._rule_starts.get(symbol, ()) if lhs in rank]
+            met.sort()
+            found = self._advance[symbol] = tuple([d for _, d in met])
+        return found
 
 
 class EarleySet:
@@ -150,11 +160,11 @@ class Recognizer:
         if found is not None:
             return found
         g = self.grammar
-        next_symbol, skip, item_lhs, advance = g.next_symbol, g.skip, g.item_lhs, prediction.advance
+        next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         items: list[int] = []
         completed: list[int] = []
         seen: set[int] = set()
-        stack = list(advance.get(symbol, _EMPTY))
+        stack = list(prediction.advanced(symbol))
         while stack:
             for d in skip[stack.pop()]:
                 if d in seen:
@@ -166,18 +176,18 @@ class Recognizer:
                 lhs = item_lhs[d]
                 if lhs not in completed:
                     completed.append(lhs)
-                    stack.extend(advance.get(lhs, _EMPTY))
+                    stack.extend(prediction.advanced(lhs))
         found = prediction.chains[symbol] = Chain(tuple(items), tuple(completed))
         return found
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         """The state after reading one of ``terminals`` (terminal ids), or None."""
         seeds: list[Item] = []
-        waiting, advance = state.waiting, state.prediction.advance
+        waiting, prediction = state.waiting, state.prediction
         predicted: list[int] = []
         for t in terminals:
             seeds.extend(waiting.get(t, _EMPTY))
-            if t in advance:
+            if prediction.advanced(t):
                 predicted.append(t)
         if not seeds and not predicted:
             return None
@@ -255,6 +265,6 @@ class Recognizer:
                 if len(done) == size:
                     continue
                 stack.extend(origin.waiting.get(lhs, _EMPTY))
-                if lhs in origin.prediction.advance:
+                if origin.prediction.advanced(lhs):
                     chains.append((origin, self.chain(origin.prediction, lhs)))
         return EarleySet(waiting, self.prediction(frozenset(roots)), accepting)

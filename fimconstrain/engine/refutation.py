@@ -49,20 +49,25 @@ def lex(layer: LexicalLayer, text: str, start: int = 0) -> Iterator[tuple[int, i
     match, ignored ones included, in the lexing mode of what came before (f-strings read as
     PEP 701 tokenizes them); ends with ``(at, at, 0)`` where nothing lexes."""
     dfa = layer.dfa
+    trans, accept = dfa.trans, dfa.accept
     deltas = layer.bracket_delta
     at, depth = start, 0
     modes: Modes = ()
     while at < len(text):
-        state, end, mask = layer.mode_start(modes, depth), at, 0
+        state = layer.mode_start(modes, depth)
+        end, accepted = at, DEAD  # the longest lexeme so far ends at ``end`` in ``accepted``
         for i in range(at, len(text)):
-            state = dfa.run(text[i], state)
+            ch = text[i]
+            nxt = trans[state].get(ch)
+            state = dfa.step(state, ch) if nxt is None else nxt
             if state == DEAD:
                 break
-            if dfa.accept[state]:
-                end, mask = i + 1, layer.token_mask(state)
+            if accept[state]:
+                end, accepted = i + 1, state
         if end == at:
             yield at, at, 0
             return
+        mask = layer.token_mask(accepted)
         yield at, end, mask
         depth += deltas.get(mask, 0)
         after = layer.next_modes(modes, mask, text[at:end], depth)
@@ -101,7 +106,7 @@ class InfixRecognizer(Generic[LayoutT]):
         """Where reading ``text[start:end]`` from the universal set first fails (the offset of
         the symbol it cannot take, or of text that does not lex), or None if it never does.
         With ``must_end`` (``end`` is the end of the file) the text must also end a program."""
-        state, scan, ids = self.universal, self.recognizer.scan, self.layer.terminal_ids
+        state, recognizer, layer = self.universal, self.recognizer, self.layer
         for begin, stop, mask in lex(self.layer, text, start):
             if stop > end or (not mask and begin >= end):
                 return None  # past the window: no verdict
@@ -109,7 +114,7 @@ class InfixRecognizer(Generic[LayoutT]):
                 return begin
             if mask & self.skipped:
                 continue
-            after = scan(state, ids(mask))
+            after = recognizer.scan(state, layer.terminal_ids(mask))
             if after is None:
                 return begin
             state = after
@@ -215,10 +220,10 @@ class ForgetfulRecognizer(Recognizer):
         except KeyError:
             pass
         seeds: list[Item] = []
-        waiting, advance = state.waiting, state.prediction.advance
+        waiting, prediction = state.waiting, state.prediction
         for t in terminals:
             seeds.extend(waiting.get(t, ()))
-            for d in advance.get(t, ()):
+            for d in prediction.advanced(t):
                 seeds.append((d, state))
         after = self._close_forgetting(seeds) if seeds else None
         if len(self._scanned) > MEMO_LIMIT:
@@ -264,7 +269,7 @@ class ForgetfulRecognizer(Recognizer):
                     accepting = accepting or accepts
                     continue
                 stack.extend(origin.waiting.get(lhs, ()))
-                for d2 in origin.prediction.advance.get(lhs, ()):
+                for d2 in origin.prediction.advanced(lhs):
                     stack.append((d2, origin))
         signature = (accepting, frozenset(kept))
         interned = self._interned.get(signature)
