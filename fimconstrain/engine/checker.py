@@ -122,9 +122,9 @@ def _invalid_character_at(text: str) -> int | None:
     """The offset of the first character no source file may contain, or None: NUL and lone
     surrogates, which CPython rejects before tokenizing (every other character is the
     grammar's business: U+0001 is fine in a string and an error in code)."""
+    if "\0" not in text and text.isascii():  # (the common case: no search, no encoding)
+        return None
     nul = text.find("\0")
-    if text.isascii():  # (no surrogates: spares the encoding)
-        return None if nul < 0 else nul
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

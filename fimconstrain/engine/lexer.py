@@ -40,7 +40,7 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     later. Popping that stack (last in, first out) returns the survivors in the order a
     character-by-character sweep gives: the branch that goes on before the one that ends."""
     dfa = layer.dfa
-    trans, accept, live = dfa.trans, dfa.accept, dfa.live
+    trans, ascii_trans, final, live = dfa.trans, dfa.ascii_trans, dfa.final, dfa.live
     # (methods called where they are used: a bound method made per call of ``advance`` costs
     # more than it saves when a piece of text ends a symbol or two)
     n = len(text)
@@ -57,33 +57,34 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
         alive = True
         while i < n:
             ch = text[i]
+            code = ord(ch)
             if guards:
                 kept = []
                 for g in guards:
-                    g2 = trans[g].get(ch)
-                    if g2 is None:
+                    g2 = ascii_trans[g][code] if code < 128 else trans[g].get(ch, -1)
+                    if g2 < 0:
                         g2 = dfa.step(g, ch)
                     if g2 == DEAD:
                         continue
-                    if accept[g2]:  # a guard saw a longer match: this branch is wrong
+                    if final[g2]:  # a guard saw a longer match: this branch is wrong
                         alive = False
                         break
                     kept.append(g2)
                 if not alive:
                     break
                 guards = tuple(kept)
-            nxt = trans[state].get(ch)
-            if nxt is None:
+            nxt = ascii_trans[state][code] if code < 128 else trans[state].get(ch, -1)
+            if nxt < 0:
                 nxt = dfa.step(state, ch)
             # the symbol in progress ended before ch, and ch starts a new one (unless lexeme
             # + ch is itself a lexeme: longest match says keep going)
-            if accept[state] and not accept[nxt]:
+            if final[state] and not final[nxt]:
                 ended = layer.end_symbol(parser, layout, state, lexeme + text[begin:i])
                 if ended is not None:
                     parser2, layout2 = ended
                     start = layer.lex_start(layout2)
-                    fresh = trans[start].get(ch)
-                    if fresh is None:
+                    fresh = ascii_trans[start][code] if code < 128 else trans[start].get(ch, -1)
+                    if fresh < 0:
                         fresh = dfa.step(start, ch)
                     allowed_after = layer.allowed(parser2, layout2) if fresh != DEAD else 0
                     if live[fresh] & allowed_after:

@@ -49,7 +49,7 @@ def lex(layer: LexicalLayer, text: str, start: int = 0) -> Iterator[tuple[int, i
     match, ignored ones included, in the lexing mode of what came before (f-strings read as
     PEP 701 tokenizes them); ends with ``(at, at, 0)`` where nothing lexes."""
     dfa = layer.dfa
-    trans, accept = dfa.trans, dfa.accept
+    trans, final = dfa.trans, dfa.final
     deltas = layer.bracket_delta
     at, depth = start, 0
     modes: Modes = ()
@@ -62,7 +62,7 @@ def lex(layer: LexicalLayer, text: str, start: int = 0) -> Iterator[tuple[int, i
             state = dfa.step(state, ch) if nxt is None else nxt
             if state == DEAD:
                 break
-            if accept[state]:
+            if final[state]:
                 end, accepted = i + 1, state
         if end == at:
             yield at, at, 0

@@ -306,7 +306,13 @@ class LexerDFA:
         automaton = _compile(tuple(self.patterns), tuple(flag_strings))
         self._bit, self._out = automaton.bit, automaton.out
         self.trans: list[dict[str, int]] = []
+        #: per state, the next state of each ASCII character by code (-1: not stepped yet);
+        #: the lexer's per-character lookup (an index, where ``trans`` hashes a string)
+        self.ascii_trans: list[list[int]] = []
         self.accept: list[int] = []
+        #: whether a state accepts some pattern (``accept[state] != 0``: a flag reads faster
+        #: than a mask of more than 62 bits, which compiled code holds as an object)
+        self.final: list[bool] = []
         self.live: list[int] = []
         self._sets: list[frozenset[int]] = []
         self._edges: list[tuple[dict[str, frozenset[int]], tuple[tuple[CharTest, frozenset[int]], ...]]] = []
@@ -343,7 +349,9 @@ class LexerDFA:
         self._sets.append(nfa_set)
         self._edges.append((lits, tuple(preds.items())))
         self.trans.append({})
+        self.ascii_trans.append([-1] * 128)
         self.accept.append(accept)
+        self.final.append(accept != 0)
         self.live.append(live)
         return sid
 
@@ -362,6 +370,8 @@ class LexerDFA:
         else:
             nxt = self._intern(parts[0] if len(parts) == 1 else frozenset().union(*parts))
         row = self.trans[state]
+        if ch < "\x80":
+            self.ascii_trans[state][ord(ch)] = nxt
         if ch < "\x80" or len(row) < self.transitions_limit:
             row[ch] = nxt
         return nxt

@@ -187,6 +187,22 @@ def test_states_are_interned_and_cached():
     assert dfa.run("b", dfa.run("a")) == s1
 
 
+def test_the_lexers_tables_agree_with_the_transitions():
+    """``final`` and ``ascii_trans`` (what the lexer reads per character) say what
+    ``accept`` and ``trans`` say, for every state and every character stepped so far."""
+    dfa = LexerDFA(PATTERNS, FLAGS)
+    for text in ("x = f(a, 'b') + 3.5e-2  # é\n", "déjà vu != 0x1F", "\t\tif y:\r\n"):
+        state = dfa.start
+        for ch in text:
+            state = dfa.step(state, ch) if state != DEAD else DEAD
+    assert len(dfa.final) == len(dfa.accept) == len(dfa.ascii_trans) == len(dfa.trans)
+    assert dfa.final == [mask != 0 for mask in dfa.accept]
+    for state, row in enumerate(dfa.trans):
+        expected = [row.get(chr(code), -1) for code in range(128)]
+        assert dfa.ascii_trans[state] == expected
+    assert any(code >= 0 for row in dfa.ascii_trans for code in row)
+
+
 def test_dead_state():
     dfa = LexerDFA(["abc"])
     assert DEAD == 0
