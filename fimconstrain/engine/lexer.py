@@ -34,11 +34,12 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     """Read ``text`` character by character; return the surviving branches (maybe none).
 
     Branches never interact, so each is read on its own, depth first: while its symbol goes
-    on, a character costs one automaton step and a bitmask test (the parser and layout, and so
-    the terminals allowed, stay fixed, and the lexeme is sliced out of ``text`` only when it
-    ends); where the symbol may end, the branch that ends it is put on a stack and read
-    later. Popping that stack (last in, first out) returns the survivors in the order a
-    character-by-character sweep gives: the branch that goes on before the one that ends."""
+    on, a character costs one automaton step, and a bitmask test when the state changes (the
+    parser and layout, and so the terminals allowed, stay fixed, and the lexeme is sliced out
+    of ``text`` only when it ends); where the symbol may end, the branch that ends it is put
+    on a stack and read later. Popping that stack (last in, first out) returns the survivors
+    in the order a character-by-character sweep gives: the branch that goes on before the one
+    that ends."""
     dfa = layer.dfa
     trans, ascii_trans, final, live = dfa.trans, dfa.ascii_trans, dfa.final, dfa.live
     # (methods called where they are used: a bound method made per call of ``advance`` costs
