@@ -83,7 +83,11 @@ class Grammar:
         self.nullable = self._nullable_symbols()
         self.skip = self._nullable_skips()
         self.start_item = self.rule_first_item[0]
-        self._prediction_tables()
+        #: nonterminal -> the nonterminals its rules may start with (nullable symbols stepped
+        #: over), each time one is met, in item order; nonterminal -> bitmask of the terminals
+        #: its rules may start with; symbol -> ``(nonterminal, item past the symbol)`` for each
+        #: rule start that reads the symbol first, in item order
+        self.predicts, self.first_terminals, self.rule_starts = self._prediction_tables()
 
     def is_terminal(self, symbol: int) -> bool:
         return 0 <= symbol < self.n_terminals
@@ -114,17 +118,14 @@ class Grammar:
             skips.append(tuple(chain))
         return skips
 
-    def _prediction_tables(self) -> None:
+    def _prediction_tables(
+        self,
+    ) -> tuple[dict[int, tuple[int, ...]], dict[int, int], dict[int, list[tuple[int, int]]]]:
         """What predicting a nonterminal brings, per nonterminal and per symbol, so that a
         prediction (``earley.Prediction``) walks nonterminals, not items."""
-        #: nonterminal -> the nonterminals its rules may start with (nullable symbols stepped
-        #: over), each time one is met, in item order
-        self.predicts: dict[int, tuple[int, ...]] = {}
-        #: nonterminal -> bitmask of the terminals its rules may start with
-        self.first_terminals: dict[int, int] = {}
-        #: symbol -> ``(nonterminal, item past the symbol)`` for each rule start (nullable
-        #: symbols stepped over) that reads the symbol first, in item order
-        self.rule_starts: dict[int, list[tuple[int, int]]] = {}
+        predicts: dict[int, tuple[int, ...]] = {}
+        first_terminals: dict[int, int] = {}
+        rule_starts: dict[int, list[tuple[int, int]]] = {}
         for lhs, rules in self.rules_of.items():
             predicted: list[int] = []
             terminals = 0
@@ -133,13 +134,14 @@ class Grammar:
                     sym = self.next_symbol[d]
                     if sym < 0:
                         continue
-                    self.rule_starts.setdefault(sym, []).append((lhs, d + 1))
+                    rule_starts.setdefault(sym, []).append((lhs, d + 1))
                     if sym < self.n_terminals:
                         terminals |= 1 << sym
                     else:
                         predicted.append(sym)
-            self.predicts[lhs] = tuple(predicted)
-            self.first_terminals[lhs] = terminals
+            predicts[lhs] = tuple(predicted)
+            first_terminals[lhs] = terminals
+        return predicts, first_terminals, rule_starts
 
     def terminal_id(self, name: str) -> int:
         sym = self.symbol_id.get(name)

@@ -371,8 +371,8 @@ class LexerDFA:
             nxt = self._intern(parts[0] if len(parts) == 1 else frozenset().union(*parts))
         row = self.trans[state]
         if ch < "\x80":
-            self.ascii_trans[state][ord(ch)] = nxt
-        if ch < "\x80" or len(row) < self.transitions_limit:
+            row[ch] = self.ascii_trans[state][ord(ch)] = nxt
+        elif len(row) < self.transitions_limit:
             row[ch] = nxt
         return nxt
 
