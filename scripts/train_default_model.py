@@ -1,7 +1,9 @@
 """Train fimconstrain's shipped default model: a tiny GPTBigCode (SantaCoder architecture) FIM model.
 
 Data: the Python files of the running interpreter's standard library (its tests
-included, site-packages left out), a deterministic 5% of files held out for evaluation.
+included, site-packages left out), a deterministic 5% of files held out for evaluation; or,
+with ``--code``, permissively licensed code of installed distributions
+(``permissive_code.py``; the standard library's held-out files still give the card's losses).
 Tokenizer: byte-level BPE trained here with SantaCoder's special tokens.  Examples:
 about half FIM with a random middle span (half of those in PSM order, half in SPM),
 half plain left-to-right windows.  Training runs for a fixed time budget (``--minutes``)
@@ -40,6 +42,9 @@ from fimconstrain.decoding.fim_formats import split_budget
 from fimconstrain.decoding.oracle import ast_parses
 from fimconstrain.decoding.vocab import train_byte_level_bpe
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from permissive_code import CodeFile, collect, write_manifest
+
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
 SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]
 EXCLUDED_DIRS = {"site-packages", "__pycache__"}
@@ -47,6 +52,7 @@ HOLDOUT_MODULUS = 20  # 1 file in 20 (5%) is held out
 MAX_MIDDLE_TOKENS = 160
 TEXT_WINDOW_CHARS = 4000  # characters of prefix / suffix around a cut that are tokenized
 MAX_GENERATION_ROOM = 256  # a FIM prompt leaves 0..255 tokens of room beyond its middle, as decoders do
+CODE_HELDOUT_FILES = 300  # held-out --code files read for its held-out loss
 
 
 @dataclass
@@ -78,6 +84,27 @@ def load_corpus(root: Path) -> Corpus:
             continue
         (heldout if is_heldout(rel) else train)[rel] = text
     return Corpus(root, train, heldout)
+
+
+def select_code(
+    files: list[CodeFile], total_chars: float, per_distribution_chars: float
+) -> tuple[list[CodeFile], list[CodeFile]]:
+    """(training files, held-out files) of ``files``: a deterministic 5% held out by content
+    hash; of the rest, files in hash order until ``total_chars``, at most
+    ``per_distribution_chars`` from one distribution (so that no generated SDK dominates)."""
+    heldout = sorted((f for f in files if int(f.sha256, 16) % HOLDOUT_MODULUS == 0), key=lambda f: f.sha256)
+    taken: dict[str, int] = {}
+    train: list[CodeFile] = []
+    chars = 0
+    for f in sorted(files, key=lambda f: f.sha256):
+        if int(f.sha256, 16) % HOLDOUT_MODULUS == 0 or chars >= total_chars:
+            continue
+        if taken.get(f.distribution, 0) + len(f.text) > per_distribution_chars:
+            continue
+        taken[f.distribution] = taken.get(f.distribution, 0) + len(f.text)
+        train.append(f)
+        chars += len(f.text)
+    return train, heldout
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -269,20 +296,32 @@ def run_summary(run: dict) -> str:
     """One model-card bullet for a training run."""
     curve = run["curve"][:: max(1, len(run["curve"]) // 8)]
     losses = ", ".join(f"{p['minutes']:.0f} min: {p['loss']:.2f}" for p in curve)
-    hardware = run.get("device") or f"{run['threads']} CPU thread(s)"
+    hardware = run.get("device") or f"{run['threads']} CPU thread(s)" + (
+        ", bfloat16 autocast" if run.get("cpu_bf16") else ""
+    )
     kept = (
-        f"  Weights kept from minute {run['best_minutes']:.0f} (lowest held-out FIM loss, "
+        f"  Weights kept from minute {run['best_minutes']:.0f} (lowest held-out FIM loss"
+        f"{' on the installed code' if run.get('code') else ''}, "
         f"{run['best_heldout_loss']:.3f}).\n"
         if "best_minutes" in run
         else ""
     )
     command = f"  Command: `{run['command']}`\n" if "command" in run else ""
+    code = run.get("code")
+    data = (
+        f"  Data: {code['files']} files ({code['chars'] / 1e6:.1f} M characters) of {code['distributions']} "
+        f"permissively licensed distributions installed here (`scripts/permissive_code.py`; manifest "
+        f"`{code['manifest']}`); held-out FIM loss on {code['heldout_files']} of their held-out files "
+        f"{code['heldout']['fim_loss']:.3f}.\n"
+        if code
+        else ""
+    )
     return (
         f"- {run['steps']} steps, {run['tokens'] / 1e6:.1f} M tokens in {run['minutes']:.1f} minutes on "
         f"{hardware} ({run['tokens_per_s']:.0f} tokens/s); AdamW, peak lr {run['lr']}, "
         f"betas 0.9/0.95, weight decay 0.1, warm-up then cosine to 10%, batch {run['batch_size']} sequences, "
         f"seed {run['seed']}.\n  Examples: {run['examples']}\n"
-        f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{kept}{command}"
+        f"  Training loss (smoothed): {losses}; final {run['final_train_loss']:.3f}.\n{data}{kept}{command}"
     ).rstrip()
 
 
@@ -292,6 +331,11 @@ def write_card(out: Path, facts: dict) -> None:
     ev, cfg, runs = facts["heldout"], facts["config"], facts["runs"]
     total_minutes = sum(r["minutes"] for r in runs)
     total_tokens = sum(r["tokens"] for r in runs)
+    code_note = (
+        " and outside the later runs' installed code (their manifests below)"
+        if any(r.get("code") for r in runs)
+        else ""
+    )
     orders = (
         "PSM and SPM order: `--order spm` works too" if any(r.get("spm_rate") for r in runs) else "PSM order"
     )
@@ -315,7 +359,7 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
   `site-packages` left out, and files that are not UTF-8 or that `ast.parse` rejects.
   A deterministic 5% of the files ({facts["heldout_files"]}: those whose path relative to the
   standard library has a sha256 that is 0 mod 20) is held out; `training.json` lists them.
-  Evaluation sets must come from those files or from code outside the standard library.
+  Evaluation sets must come from those files or from code outside the standard library{code_note}.
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all,
   each run continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
@@ -403,6 +447,30 @@ def main(argv: list[str] | None = None) -> None:
         help="continue training this saved model (and keep its tokenizer) instead of starting afresh",
     )
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0, help="save this often while training")
+    ap.add_argument(
+        "--code",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="train on the permissively licensed code installed in these site-packages directories "
+        "instead of the standard library (see permissive_code.py)",
+    )
+    ap.add_argument("--code-chars", type=float, default=60e6, help="characters of --code to train on")
+    ap.add_argument(
+        "--code-per-distribution",
+        type=float,
+        default=3e6,
+        help="most characters of one distribution",
+    )
+    ap.add_argument("--manifest", type=Path, default=None, help="write the --code files' manifest here")
+    ap.add_argument(
+        "--cpu-bf16",
+        action="store_true",
+        help="bfloat16 autocast on the CPU (2x faster where supported)",
+    )
+    ap.add_argument(
+        "--heldout-only", action="store_true", help="print the --init model's held-out losses and exit"
+    )
     args = ap.parse_args(argv)
     device = training_device(args.device)
     workers = args.workers if args.workers is not None else (12 if device.type == "cuda" else 0)
@@ -413,6 +481,35 @@ def main(argv: list[str] | None = None) -> None:
     corpus = load_corpus(args.stdlib)
     train_texts = list(corpus.train.values())
     print(f"{len(corpus.train)} training files, {len(corpus.heldout)} held out", flush=True)
+    code: dict | None = None
+    code_heldout: list[str] = []
+    if args.code:
+        stdlib = {
+            hashlib.sha256(t.encode()).hexdigest() for t in (*corpus.train.values(), *corpus.heldout.values())
+        }
+        found = list(
+            tqdm(
+                collect(args.code, skip_hashes=stdlib), desc="collecting code", unit=" files", mininterval=10
+            )
+        )
+        code_files, heldout_files = select_code(found, args.code_chars, args.code_per_distribution)
+        train_texts = [f.text for f in code_files]
+        code_heldout = [f.text for f in heldout_files[:CODE_HELDOUT_FILES]]
+        if args.manifest:
+            write_manifest(code_files, args.manifest)
+        code = {
+            "site_packages": [str(p) for p in args.code],
+            "distributions": len({f.distribution for f in code_files}),
+            "files": len(code_files),
+            "chars": sum(map(len, train_texts)),
+            "heldout_files": len(code_heldout),
+            "manifest": str(args.manifest) if args.manifest else None,
+        }
+        print(
+            f"code: {code['files']} training files of {code['distributions']} distributions "
+            f"({code['chars'] / 1e6:.1f} M characters), {len(heldout_files)} held out",
+            flush=True,
+        )
     previous = json.loads((args.init / "training.json").read_text()) if args.init else None
     if args.init:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(args.init)
@@ -423,6 +520,17 @@ def main(argv: list[str] | None = None) -> None:
         model = new_model(args, tokenizer)
     sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed, args.spm_rate)
     heldout = ExampleSampler(list(corpus.heldout.values()), tokenizer, args.context, 1.0, args.seed)
+    heldout_code = (
+        ExampleSampler(code_heldout, tokenizer, args.context, 1.0, args.seed) if code_heldout else None
+    )
+    if args.heldout_only:
+        if not args.init:
+            ap.error("--heldout-only needs --init MODEL")
+        print("held out (standard library):", json.dumps(evaluate(model, heldout, 8, args.batch_size)))
+        if heldout_code is not None:
+            print("held out (code):", json.dumps(evaluate(model, heldout_code, 8, args.batch_size)))
+        return
+    selection = heldout_code or heldout  # the held-out files the kept weights are chosen on
     print(f"vocabulary {len(tokenizer)}, {len(sampler.stream)} training tokens", flush=True)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the example workers fork after the tokenizer ran
     model.to(device)
@@ -449,7 +557,9 @@ def main(argv: list[str] | None = None) -> None:
         for group in opt.param_groups:
             group["lr"] = lr_at(elapsed / budget, args.lr)
         ids, mask, labels = (t.to(device, non_blocking=True) for t in next(stream))
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.autocast(
+            device.type, dtype=torch.bfloat16, enabled=device.type == "cuda" or args.cpu_bf16
+        ):
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -464,7 +574,7 @@ def main(argv: list[str] | None = None) -> None:
         bar.update(int(time.monotonic() - start) - bar.n)
         bar.set_postfix(step=steps, loss=f"{ema:.3f}", tok_s=f"{tokens / max(elapsed, 1e-9):.0f}")
         if time.monotonic() - last_eval > args.eval_minutes * 60:
-            fim_loss = evaluate(model, heldout, batches=4, batch_size=args.batch_size)["fim_loss"]
+            fim_loss = evaluate(model, selection, batches=4, batch_size=args.batch_size)["fim_loss"]
             heldout_curve.append({"step": steps, "minutes": elapsed / 60, "fim_loss": round(fim_loss, 4)})
             tqdm.write(f"minute {elapsed / 60:.1f}: held-out FIM loss {fim_loss:.3f}")
             if best is None or fim_loss < best[0]:
@@ -479,7 +589,7 @@ def main(argv: list[str] | None = None) -> None:
     bar.close()
     minutes = (time.monotonic() - start) / 60
 
-    fim_loss = evaluate(model, heldout, batches=4, batch_size=args.batch_size)["fim_loss"]
+    fim_loss = evaluate(model, selection, batches=4, batch_size=args.batch_size)["fim_loss"]
     heldout_curve.append({"step": steps, "minutes": minutes, "fim_loss": round(fim_loss, 4)})
     if best is not None and best[0] < fim_loss:
         model.load_state_dict(best[2])
@@ -487,6 +597,9 @@ def main(argv: list[str] | None = None) -> None:
         best = (fim_loss, minutes, None)
     ev = evaluate(model, heldout, batches=8, batch_size=args.batch_size)
     print("held out:", json.dumps(ev), flush=True)
+    if heldout_code is not None and code is not None:
+        code["heldout"] = evaluate(model, heldout_code, batches=8, batch_size=args.batch_size)
+        print("held out (code):", json.dumps(code["heldout"]), flush=True)
     if args.out.exists():
         shutil.rmtree(args.out)
     save(model, tokenizer, args.out)
@@ -513,6 +626,8 @@ def main(argv: list[str] | None = None) -> None:
         "fim_rate": args.fim_rate,
         "spm_rate": args.spm_rate,
         "heldout_curve": heldout_curve,
+        "code": code,
+        "cpu_bf16": args.cpu_bf16,
         "best_minutes": best[1],
         "best_heldout_loss": best[0],
     }

@@ -1,6 +1,7 @@
 """The default model's training examples: FIM in PSM and SPM order, cut from real files,
 fitted to the context."""
 
+import hashlib
 import importlib.util
 import sys
 import sysconfig
@@ -76,3 +77,22 @@ def test_batches_mix_fim_and_left_to_right(train, tokenizer, texts):
     fim_rows = int((ids[:, 0] == pre).sum())
     assert 0 < fim_rows < 32
     assert bool(((labels == -100) == (mask == 0)).all())  # padding never counts in the loss
+
+
+def test_code_selection_holds_out_by_hash_and_caps_each_distribution(train):
+    files = [
+        train.CodeFile(
+            f"dist{i % 3}", "1.0", "MIT", f"m{i}.py", hashlib.sha256(str(i).encode()).hexdigest(), "x" * 100
+        )
+        for i in range(300)
+    ]
+    chosen, heldout = train.select_code(files, total_chars=20_000, per_distribution_chars=5_000)
+    assert heldout and all(int(f.sha256, 16) % train.HOLDOUT_MODULUS == 0 for f in heldout)
+    assert not {f.sha256 for f in chosen} & {f.sha256 for f in heldout}
+    per_distribution = {
+        name: sum(len(f.text) for f in chosen if f.distribution == name)
+        for name in ("dist0", "dist1", "dist2")
+    }
+    assert per_distribution == {"dist0": 5_000, "dist1": 5_000, "dist2": 5_000}  # capped, not the total
+    chosen, _ = train.select_code(files, total_chars=1_000, per_distribution_chars=5_000)
+    assert sum(len(f.text) for f in chosen) == 1_000
