@@ -8,12 +8,13 @@ the engine fails the test instead of stalling the run: 600 s by default, or
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import sys
 import sysconfig
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -211,3 +212,19 @@ def engine():
         feed_random_chunks=feed_random_chunks,
         Uncompletable=uncompletable(),
     )
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Import a file of ``scripts/`` (not a package) by its name, once."""
+
+    def load(name: str) -> ModuleType:
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+        return module
+
+    return load

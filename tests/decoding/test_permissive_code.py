@@ -3,23 +3,15 @@ licensed distributions, never those reserved for evaluation, their own parseable
 
 import gzip
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "permissive_code.py"
-
 
 @pytest.fixture(scope="module")
-def code():
-    spec = importlib.util.spec_from_file_location("permissive_code", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def code(load_script):
+    return load_script("permissive_code")
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 fitted to the context."""
 
 import hashlib
-import importlib.util
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -12,18 +10,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_default_model.py"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["textwrap.py", "string.py", "json/decoder.py", "shlex.py"]
 
 
 @pytest.fixture(scope="module")
-def train():
-    spec = importlib.util.spec_from_file_location("train_default_model", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def train(load_script):
+    return load_script("train_default_model")
 
 
 @pytest.fixture(scope="module")
