@@ -53,6 +53,7 @@ MAX_MIDDLE_TOKENS = 160
 TEXT_WINDOW_CHARS = 4000  # characters of prefix / suffix around a cut that are tokenized
 MAX_GENERATION_ROOM = 256  # a FIM prompt leaves 0..255 tokens of room beyond its middle, as decoders do
 CODE_HELDOUT_FILES = 300  # held-out --code files read for its held-out loss
+HELDOUT_BATCHES = 8  # batches of held-out examples behind the card's losses
 
 
 @dataclass
@@ -329,6 +330,7 @@ def write_card(out: Path, facts: dict) -> None:
     """The model card (README.md) and the facts behind it (training.json) next to the weights."""
     (out / "training.json").write_text(json.dumps(facts, indent=1) + "\n")
     ev, cfg, runs = facts["heldout"], facts["config"], facts["runs"]
+    n = facts["heldout_examples"]
     total_minutes = sum(r["minutes"] for r in runs)
     total_tokens = sum(r["tokens"] for r in runs)
     code_note = (
@@ -363,7 +365,7 @@ the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all,
   each run continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
-- Held-out loss (64 FIM examples in PSM order and 64 left-to-right examples of the held-out files):
+- Held-out loss ({n} FIM examples in PSM order and {n} left-to-right examples of the held-out files):
   FIM {ev["fim_loss"]:.3f} (perplexity {ev["fim_perplexity"]:.1f}),
   left-to-right {ev["plain_loss"]:.3f} (perplexity {ev["plain_perplexity"]:.1f}).
 
@@ -526,9 +528,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.heldout_only:
         if not args.init:
             ap.error("--heldout-only needs --init MODEL")
-        print("held out (standard library):", json.dumps(evaluate(model, heldout, 8, args.batch_size)))
+        print(
+            "held out (standard library):",
+            json.dumps(evaluate(model, heldout, HELDOUT_BATCHES, args.batch_size)),
+        )
         if heldout_code is not None:
-            print("held out (code):", json.dumps(evaluate(model, heldout_code, 8, args.batch_size)))
+            print(
+                "held out (code):",
+                json.dumps(evaluate(model, heldout_code, HELDOUT_BATCHES, args.batch_size)),
+            )
         return
     selection = heldout_code or heldout  # the held-out files the kept weights are chosen on
     print(f"vocabulary {len(tokenizer)}, {len(sampler.stream)} training tokens", flush=True)
@@ -595,10 +603,10 @@ def main(argv: list[str] | None = None) -> None:
         model.load_state_dict(best[2])
     else:
         best = (fim_loss, minutes, None)
-    ev = evaluate(model, heldout, batches=8, batch_size=args.batch_size)
+    ev = evaluate(model, heldout, batches=HELDOUT_BATCHES, batch_size=args.batch_size)
     print("held out:", json.dumps(ev), flush=True)
     if heldout_code is not None and code is not None:
-        code["heldout"] = evaluate(model, heldout_code, batches=8, batch_size=args.batch_size)
+        code["heldout"] = evaluate(model, heldout_code, batches=HELDOUT_BATCHES, batch_size=args.batch_size)
         print("held out (code):", json.dumps(code["heldout"]), flush=True)
     if args.out.exists():
         shutil.rmtree(args.out)
@@ -645,6 +653,7 @@ def main(argv: list[str] | None = None) -> None:
             "parameters": n_params,
             "size_mb": size_mb,
             "heldout": ev,
+            "heldout_examples": HELDOUT_BATCHES * args.batch_size,
             "runs": (previous or {}).get("runs", []) + [run],
         },
     )
