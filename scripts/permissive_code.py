@@ -113,7 +113,7 @@ def spdx_allowed(expression: str) -> bool:
     """Whether an SPDX license expression can be met with allowed licenses only: ``OR`` needs
     one side allowed, ``AND`` both, a license ``WITH`` an exception is read as the license;
     anything that does not parse is not allowed."""
-    tokens = re.findall(r"\(|\)|[^\s()]+", expression)
+    tokens: list[str] = re.findall(r"\(|\)|[^\s()]+", expression)
     at = 0
 
     def peek() -> str | None:
@@ -161,9 +161,15 @@ def spdx_allowed(expression: str) -> bool:
     return allowed and at == len(tokens)
 
 
+def _field(meta: metadata.PackageMetadata, name: str) -> str | None:
+    """A metadata field's first value, None when absent."""
+    values = meta.get_all(name)
+    return values[0] if values else None
+
+
 def permissive_license(meta: metadata.PackageMetadata) -> str | None:
     """The license a distribution's metadata gives, if it is one of the allowed ones, else None."""
-    expression = meta.get("License-Expression")
+    expression = _field(meta, "License-Expression")
     if expression:
         return expression if spdx_allowed(expression) else None
     classifiers = [
@@ -172,7 +178,7 @@ def permissive_license(meta: metadata.PackageMetadata) -> str | None:
     classifiers = [c for c in classifiers if c != "OSI Approved"]
     if classifiers:
         return " AND ".join(sorted(set(classifiers))) if set(classifiers) <= ALLOWED_CLASSIFIERS else None
-    field = (meta.get("License") or "").strip()
+    field = (_field(meta, "License") or "").strip()
     if not field or "\n" in field or len(field) > 60:
         return None
     alias = LICENSE_ALIASES.get(" ".join(field.lower().split()))
