@@ -280,15 +280,20 @@ def shared() -> JediAttributes | None:
 
 def _serve(jobs: BinaryIO, answers: BinaryIO) -> None:
     """The worker process's loop: ``(text, suffix)`` in, ``(names or None, confident)`` out
-    (plain values: the parent builds the :class:`NameSet`), until the pipe closes."""
+    (plain values: the parent builds the :class:`NameSet`), until either pipe closes."""
     while True:
         try:
             text, suffix = pickle.load(jobs)
         except EOFError:
             return
         answer = _safe(text, suffix)
-        pickle.dump((answer.names, answer.confident), answers)
-        answers.flush()
+        try:
+            pickle.dump((answer.names, answer.confident), answers)
+            answers.flush()
+        except BrokenPipeError:  # the parent exited while jedi worked: end without a traceback,
+            # and let the flush at exit write to nothing (the pipe is gone)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), answers.fileno())
+            return
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ where the engine is confident and the position a plain read, demoted elsewhere, 
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
 from concurrent.futures import Future
 from dataclasses import replace
 from types import SimpleNamespace
@@ -158,6 +161,22 @@ def test_the_worker_process_answers_and_a_closed_one_is_unknown():
     shared.close()
     late = shared.query((1, 2, "sys", False), "import sys\nsys.", "\n")
     assert late.result(timeout=10) is UNKNOWN
+
+
+def test_a_worker_whose_parent_left_ends_quietly():
+    """The worker answers a job after its parent exited (``fimconstrain complete`` ends while
+    jedi still works on a query asked ahead): it ends with status 0 and writes no traceback."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", jedi_attributes.__name__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    worker.stdout.close()  # the parent is gone before the answer is written
+    pickle.dump(("import os\nos.", "\n"), worker.stdin)
+    worker.stdin.close()
+    assert worker.wait(timeout=60) == 0
+    assert worker.stderr.read() == b""
 
 
 NEAR_PREFIX = "import os\nclass Box:\n    def grow(self):\n        path = os.sep\n        x = "
