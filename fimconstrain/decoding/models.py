@@ -86,6 +86,19 @@ def _progress_bars(shown: bool):
         (transformers_logging.enable_progress_bar if before else transformers_logging.disable_progress_bar)()
 
 
+def gguf_file(name: str | Path | None) -> Path | None:
+    """The GGUF file ``name`` names: itself when it ends in ``.gguf``, the ``model.gguf`` copy a
+    checkpoint directory holds (training writes one beside the weights), the shipped one for
+    None; else None."""
+    if name is None:
+        return DEFAULT_GGUF
+    path = Path(name).expanduser()
+    if path.name.lower().endswith(".gguf"):
+        return path
+    copy = path / DEFAULT_GGUF.name
+    return copy if copy.is_file() else None
+
+
 def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
     """``"llama"`` or ``"transformers"``: which runtime loads ``name`` (None: the shipped model)
     when ``runtime`` (one of :data:`RUNTIMES`) is asked for."""
@@ -96,10 +109,11 @@ def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
         raise FimConstrainError(
             f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers"
         )
-    if runtime == "llama" and name is not None and not gguf:
+    if runtime == "llama" and gguf_file(name) is None:
         raise FimConstrainError(
-            f"{name}: llama.cpp runs .gguf files; convert a GPTBigCode checkpoint with "
-            f"`fimconstrain export-gguf`, others with llama.cpp's convert_hf_to_gguf.py"
+            f"{name}: llama.cpp runs .gguf files or a directory holding {DEFAULT_GGUF.name}; convert a "
+            f"GPTBigCode checkpoint with `fimconstrain export-gguf`, others with llama.cpp's "
+            f"convert_hf_to_gguf.py"
         )
     if gguf or runtime == "llama":
         return "llama"
@@ -135,7 +149,8 @@ def load_model(
     if runtime_for(name, runtime) == "llama":
         from .llama_backend import LlamaCppBackend
 
-        path = DEFAULT_GGUF if name is None else Path(name).expanduser()
+        path = gguf_file(name)
+        assert path is not None  # (runtime_for said llama)
         return LlamaCppBackend(path, fim_format=fim_format, threads=threads, context=context, name=str(path))
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -166,6 +166,18 @@ def test_runtimes_are_picked_by_file_and_setting():
         runtime_for(None, "onnx")
 
 
+def test_a_checkpoint_directory_with_its_gguf_copy_runs_on_llama_cpp(llama, tmp_path):
+    """``--runtime llama`` with a directory that training or ``export-gguf`` wrote a
+    ``model.gguf`` into runs that file; ``auto`` keeps such a directory on transformers."""
+    checkpoint = tmp_path / "model"
+    checkpoint.mkdir()
+    (checkpoint / "model.gguf").symlink_to(DEFAULT_GGUF)
+    assert runtime_for(checkpoint, "llama") == "llama"
+    assert runtime_for(checkpoint, "auto") == "transformers"
+    backend = load_model(checkpoint, runtime="llama")
+    assert type(backend).__name__ == "LlamaCppBackend" and backend.name == str(checkpoint / "model.gguf")
+
+
 def test_auto_runs_the_shipped_model_on_llama_cpp_when_installed(llama):
     assert runtime_for(None, "auto") == "llama"
     backend = load_model(runtime="auto")
