@@ -474,6 +474,8 @@ def main(argv: list[str] | None = None) -> None:
         "--heldout-only", action="store_true", help="print the --init model's held-out losses and exit"
     )
     args = ap.parse_args(argv)
+    if args.heldout_only and not args.init:
+        ap.error("--heldout-only needs --init MODEL")
     device = training_device(args.device)
     workers = args.workers if args.workers is not None else (12 if device.type == "cuda" else 0)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -520,14 +522,11 @@ def main(argv: list[str] | None = None) -> None:
     else:
         tokenizer = train_tokenizer(train_texts, args.vocab_size)
         model = new_model(args, tokenizer)
-    sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed, args.spm_rate)
     heldout = ExampleSampler(list(corpus.heldout.values()), tokenizer, args.context, 1.0, args.seed)
     heldout_code = (
         ExampleSampler(code_heldout, tokenizer, args.context, 1.0, args.seed) if code_heldout else None
     )
     if args.heldout_only:
-        if not args.init:
-            ap.error("--heldout-only needs --init MODEL")
         print(
             "held out (standard library):",
             json.dumps(evaluate(model, heldout, HELDOUT_BATCHES, args.batch_size)),
@@ -539,6 +538,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         return
     selection = heldout_code or heldout  # the held-out files the kept weights are chosen on
+    sampler = ExampleSampler(train_texts, tokenizer, args.context, args.fim_rate, args.seed, args.spm_rate)
     print(f"vocabulary {len(tokenizer)}, {len(sampler.stream)} training tokens", flush=True)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the example workers fork after the tokenizer ran
     model.to(device)
