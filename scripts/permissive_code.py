@@ -13,16 +13,16 @@ de-duplicated by content hash. Distributions that benchmarks evaluate on are lef
 from __future__ import annotations
 
 import argparse
-import ast
 import gzip
 import hashlib
 import importlib.metadata as metadata
 import json
 import re
-import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from fimconstrain.decoding.oracle import ast_parses
 
 #: SPDX identifiers of the licenses taken (variants of MIT and BSD included)
 ALLOWED_SPDX = frozenset(
@@ -191,16 +191,6 @@ def is_vendored(relpath: str) -> bool:
     return bool(VENDORED_DIRS.intersection(relpath.split("/")[:-1]))
 
 
-def parses(text: str) -> bool:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences and the like
-            ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
-
-
 def collect(
     site_packages: Iterable[Path], skip_hashes: Iterable[str] = (), reserved: frozenset[str] = RESERVED
 ) -> Iterator[CodeFile]:
@@ -225,14 +215,16 @@ def collect(
                     data = path.read_bytes()
                 except OSError:
                     continue
+                if len(data) > MAX_FILE_BYTES:
+                    continue
                 digest = hashlib.sha256(data).hexdigest()
-                if len(data) > MAX_FILE_BYTES or digest in seen:
+                if digest in seen:
                     continue
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError:
                     continue
-                if not parses(text):
+                if not ast_parses(text):
                     continue
                 seen.add(digest)
                 yield CodeFile(dist.name, dist.version, license_, relpath, digest, text)
