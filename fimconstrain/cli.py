@@ -327,6 +327,11 @@ DELEGATED = {
         "main_merge",
         "join the results of eval --shard runs in single-run order",
     ),
+    "model": (
+        "fimconstrain.decoding.model_fetch",
+        "main_model",
+        "fetch a known model by name (e.g. qwen2.5-coder-0.5b) into the cache, or list them",
+    ),
 }
 
 

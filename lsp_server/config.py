@@ -25,7 +25,9 @@ MULTILINE = ("auto", "always", "never")
 class Settings:
     """Everything a user can configure; the field docs are the reference (see docs/lsp.md)."""
 
-    model: str | None = None  # model directory, cached Hugging Face id or .gguf file; None: the shipped model
+    # model directory, cached Hugging Face id, .gguf file, or a known model's name once fetched
+    # (`fimconstrain model get qwen2.5-coder-0.5b`); None: the shipped model
+    model: str | None = None
     # what runs the model: auto (llama.cpp for a .gguf file, and for the shipped model when
     # llama-cpp-python is installed; transformers otherwise), transformers, or llama
     runtime: str = "auto"

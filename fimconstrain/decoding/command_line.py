@@ -90,12 +90,14 @@ def add_server_options(ap: argparse.ArgumentParser) -> None:
 def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", threads: int | None = None) -> None:
     """The options that choose the model, its runtime and how its prompt is built (``complete``
     and ``eval`` take the same ones; ``runtime`` and ``threads`` are the command's defaults)."""
+    from .known_models import KNOWN_MODELS
     from .models import RUNTIMES
 
     ap.add_argument(
         "--model",
         default=None,
-        help="model directory, cached Hugging Face id, or .gguf file (run by llama.cpp) "
+        help="model directory, cached Hugging Face id, .gguf file (run by llama.cpp), or a known model's "
+        f"name ({', '.join(KNOWN_MODELS)}; fetch it first with `fimconstrain model get NAME`) "
         "(default: the shipped model)",
     )
     ap.add_argument(

@@ -4,7 +4,8 @@ A valid middle can still be junk. The mean log-probability the model gave the mi
 (:attr:`.generate.FimResult.mean_logprob`) separates the two well enough to gate an editor's
 items: below a threshold fitted on held-out cuts (``scripts/fit_confidence.py``, never the
 editor-quality benchmark's own files) the server shows nothing. The threshold belongs to a
-model, so it is stored beside it (``confidence.json`` in the model's directory).
+model, so it is stored beside it (``confidence.json`` in the model's directory) or, for a known
+model fetched by name, in its registry entry (:attr:`.known_models.KnownModel.min_mean_logprob`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .known_models import find_known
 
 FILE_NAME = "confidence.json"
 
@@ -32,14 +35,16 @@ class ConfidenceGate:
     @classmethod
     def for_model(cls, model_dir: str | Path | None) -> ConfidenceGate:
         """The gate fitted for the model in ``model_dir`` (its ``confidence.json``; for a model
-        file such as a GGUF, the one beside it), or one that shows everything when it has none."""
+        file such as a GGUF, the one beside it); else, for a known model's name or cached file,
+        its registry threshold; else one that shows everything."""
         folder = Path(model_dir) if model_dir is not None else None
         if folder is not None and folder.is_file():
             folder = folder.parent
         path = folder / FILE_NAME if folder is not None else None
-        if path is None or not path.is_file():
-            return cls()
-        return cls(json.loads(path.read_text("utf-8"))["min_mean_logprob"])
+        if path is not None and path.is_file():
+            return cls(json.loads(path.read_text("utf-8"))["min_mean_logprob"])
+        known = find_known(model_dir)
+        return cls(known.min_mean_logprob if known is not None else None)
 
 
 def fit_threshold(scored: Iterable[tuple[float, bool]], junk_cost: float = 1.0) -> float:

