@@ -32,6 +32,25 @@ def single_line_end(text: str) -> int | None:
     return m.start() if m else None
 
 
+def keeps_line_break(prefix: str, suffix: str) -> bool:
+    """Whether a one-line middle at this cursor is a whole line with its line break: nothing
+    before the cursor on its line and code after it (a line inserted above that code, as the
+    single-line benchmarks cut it); anywhere else a one-line middle ends before its first break."""
+    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]
+    rest = NEWLINE.split(suffix, maxsplit=1)[0]
+    return not line and bool(rest.strip())
+
+
+def line_end_in(middle: str, start: int, keeps_break: bool) -> str | None:
+    """``middle`` cut at its one-line end when a line breaks in it at or after ``start`` (where
+    the last token's text began): before the break, or just after it with ``keeps_break``
+    (:func:`keeps_line_break`); None when no line breaks there."""
+    m = NEWLINE.search(middle, start)
+    if m is None:
+        return None
+    return middle[: m.end() if keeps_break else m.start()]
+
+
 def _accepted(checker, text: str) -> tuple[str, object]:
     """The longest prefix of ``text`` the checker accepts, and the checker after it."""
     after = checker.feed(text)

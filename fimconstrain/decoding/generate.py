@@ -19,7 +19,6 @@ from ..engine.checker import check_characters
 from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 from .backend import ModelBackend
 from .constraint import healed_tail
-from .end_of_middle import single_line_end
 from .fim_formats import FimFormat, TextCodec, build_prompt
 from .mask_store import MaskStore
 from .options import Controls, DecodeOptions
@@ -173,7 +172,7 @@ class FimDecoder:
             if controls.on_token is not None:
                 controls.on_token(token)
             bar.update(1)
-            if options.single_line and single_line_end(vocabulary.codec.decode(run.ids[-48:])) is not None:
+            if run.line_ended():
                 run.result.stopped = StopReason.LINE
                 break
             if step + 1 < budget:

@@ -16,7 +16,7 @@ import numpy as np
 from ..engine.checker import fim_checker
 from ..engine.versions import PythonVersion
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
-from .end_of_middle import finish_middle
+from .end_of_middle import drop_repetition, finish_middle, keeps_line_break, line_end_in, single_line_end
 from .mask_store import MaskStore
 from .options import DecodeOptions
 from .ranking import ranked_tokens
@@ -24,6 +24,11 @@ from .result import FimResult, StopReason
 from .semantic import SemanticGuide, SemanticOptions
 from .validity import longest_valid_prefix, middle_of, parses
 from .vocabulary import Vocabulary
+
+#: steps on which the model's favourite valid token would end a one-line middle where the file
+#: does not parse, before the middle may span lines (no one line completes the file, or the
+#: model knows none): until then such tokens give way to the next candidate
+LINE_PATIENCE = 3
 
 
 class Run:
@@ -59,6 +64,12 @@ class Run:
         #: the token-mask store of the run's version (got when the constraint starts): the
         #: pre-filter of every check past a step's first candidate, and of every scan
         self.masks = masks
+        #: constrained one-line middles: where the line ends (:func:`.end_of_middle.keeps_line_break`),
+        #: the middle at the valid end of its line once a token reaches it, and the steps on which
+        #: the favourite token was refused for breaking the line where the file does not parse
+        self.keeps_break = options.single_line and keeps_line_break(prefix, suffix)
+        self.line_end: str | None = None
+        self.line_refusals = 0
 
     def start_semantic(self, options: bool | SemanticOptions) -> None:
         """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
@@ -136,12 +147,17 @@ class Run:
         fed = state.fed
         narrow = self._narrowing(state) if state.store is not None else None
         ranked = self._counted(ranked_tokens(keys, options.top_k, options.vocabulary_fallback, narrow))
-        for token, nxt in (
+        line_ends: dict[int, str] = {}
+        if options.single_line and self.mode == "constrained":
+            ranked = self._within_line(ranked, line_ends)
+        candidates = (
             passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
             if self.semantic is None
             else self.semantic.choose(self.state, ranked, keys)
-        ):
+        )
+        for token, nxt in candidates:
             choice = token
+            self.line_end = line_ends.get(token)
             if token not in vocabulary.stop_ids:
                 self.ids.append(token)
                 self.state = nxt
@@ -152,6 +168,53 @@ class Run:
         if choice is None:
             self.result.stopped = StopReason.STUCK
         return choice
+
+    def _within_line(self, ranked: Iterator[int], line_ends: dict[int, str]) -> Iterator[int]:
+        """``ranked`` for a one-line middle: a token that breaks the line comes through only where
+        the middle, ended there (:func:`.end_of_middle.line_end_in`), completes the file (that end
+        goes into ``line_ends``), so the line runs on to its nearest valid end. A refusal of the
+        step's favourite valid token counts; after :data:`LINE_PATIENCE` of them a token that
+        breaks the line where the file does not parse comes through too: the middle spans lines."""
+        state = self.state
+        assert state is not None  # called only under a constraint
+        stops = self.vocabulary.stop_ids
+        before: str | None = None
+        seen: list[int] = []
+        for token in ranked:
+            added = "" if token in stops else self.state_text(token)
+            if ("\n" in added or "\r" in added) and state.passes(token):
+                before = self.middle_text(self.ids) if before is None else before
+                end = line_end_in(self.middle_text([*self.ids, token]), len(before), self.keeps_break)
+                if end is not None and self._completes(end):
+                    line_ends[token] = end
+                elif end is not None and self.line_refusals < LINE_PATIENCE:
+                    if not any(state.can_end() if t in stops else state.passes(t) for t in seen):
+                        self.line_refusals += 1
+                    continue
+            seen.append(token)
+            yield token
+
+    def state_text(self, token: int) -> str:
+        """The text ``token`` adds after the current state (the whole middle's decoding where
+        the tokenizer rewrites earlier text)."""
+        assert self.state is not None  # called only under a constraint
+        added = self.state.added_text(token)
+        return added if added is not None else self.middle_text([*self.ids, token])
+
+    def line_ended(self) -> bool:
+        """Whether a one-line middle has reached the end of its line: constrained, a valid end
+        (:meth:`_within_line`); otherwise its first line break."""
+        if not self.options.single_line:
+            return False
+        if self.state is not None and self.mode == "constrained":
+            return self.line_end is not None
+        return single_line_end(self.vocabulary.codec.decode(self.ids[-48:])) is not None
+
+    def _completes(self, middle: str) -> bool:
+        """Whether the file is complete with ``middle``, its last name not fused with the suffix's first."""
+        state = self.states[0]
+        fused = state.word_suffix and bool(middle) and is_word_char(middle[-1])
+        return not fused and self.valid(middle)
 
     def _narrowing(self, state: ConstraintState) -> Callable[[np.ndarray], np.ndarray]:
         """What narrows a scan of the whole vocabulary to the tokens the token-mask store allows
@@ -205,15 +268,23 @@ class Run:
         start = time.perf_counter()
         options = self.options
         middle = self.middle_text(self.ids) + self.extra
-        ended = finish_middle(
-            self.states[0].checker,
-            middle,
-            options.single_line,
-            self.suffix if self.mode == "constrained" else "",
-            seconds=options.finish_seconds,
-            drop_repeats=options.drop_repeats,
-            finish=options.finish_search,
-        )
+        checker = self.states[0].checker
+        if self.line_end is not None:  # (a valid end already: only a repeated tail may go)
+            ended: str | None = (
+                drop_repetition(checker, self.line_end, self.suffix)
+                if options.drop_repeats
+                else self.line_end
+            )
+        else:
+            ended = finish_middle(
+                checker,
+                middle,
+                options.single_line and self.line_refusals < LINE_PATIENCE,
+                self.suffix if self.mode == "constrained" else "",
+                seconds=options.finish_seconds,
+                drop_repeats=options.drop_repeats,
+                finish=options.finish_search,
+            )
         if ended is None:
             self.cut_to_valid = True
         elif ended != middle:
@@ -235,7 +306,8 @@ class Run:
         res.healed = self.healing
         res.logprobs = self.logprobs[: len(self.ids)]
         res.token_ids = list(self.ids)
-        res.middle = self.middle_text(self.ids) + self.extra if self.ended_as is None else self.ended_as
+        ended = self.ended_as if self.ended_as is not None else self.line_end
+        res.middle = self.middle_text(self.ids) + self.extra if ended is None else ended
         constrained = self.mode == "constrained"
         if self.mode == "checked" or self.cut_to_valid:
             start = time.perf_counter()

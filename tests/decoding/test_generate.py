@@ -400,6 +400,89 @@ def test_single_line_stops_at_the_end_of_the_line(tiny):
     assert len(result.token_ids) <= len(codec.encode("y = 2\n"))
 
 
+class _Preferring(_Steered):
+    """At step ``i`` the model prefers the tokens of ``steps[i]`` in that order (the first most),
+    and never a stop token."""
+
+    def __init__(self, model, steps: list[list[int]], eos: int):
+        super().__init__(model)
+        self.steps, self.eos = steps, eos
+
+    def steer(self, logits, step):
+        top = logits.max() + 100.0
+        logits[..., self.eos] = logits.min() - 100.0
+        for rank, token in enumerate(self.steps[step] if step < len(self.steps) else []):
+            logits[..., token] = top - rank
+
+
+def _preferring(tiny, *steps: str | tuple[str, ...]) -> FimDecoder:
+    """A decoder whose model writes ``steps``: a text is written token by token, a tuple's texts
+    (one token each) are that step's preferences, best first."""
+    codec = TextCodec(tiny.tokenizer)
+    script: list[list[int]] = []
+    for step in steps:
+        if isinstance(step, str):
+            script.extend([token] for token in codec.encode(step))
+        else:
+            script.append([_one_token(codec, text) for text in step])
+    model = _Preferring(tiny.model, script, tiny.tokenizer.eos_token_id)
+    return FimDecoder.from_model(model, tiny.tokenizer, tiny.fim_format)
+
+
+def _one_token(codec: TextCodec, text: str) -> int:
+    (token,) = codec.encode(text)
+    return token
+
+
+def test_a_line_break_where_the_file_does_not_parse_gives_way(tiny):
+    """Mid-line, the model's line break after ``b +`` would leave ``f(a, b +)``: it gives way to
+    the next candidate, and the line runs on to its nearest valid end."""
+    decoder = _preferring(tiny, "b", " +", ("\n", " c"), ("\n",))
+    result = decoder.generate(
+        "x = f(a, ", ")\n", mode="constrained", max_new_tokens=8, single_line=True, heal=False
+    )
+    assert (result.middle, result.stopped, result.valid) == ("b + c", "line", True)
+
+
+def test_a_whole_line_cursor_keeps_its_line_break(tiny):
+    """At the start of a line that holds code, a one-line middle is a line of its own, break included."""
+    decoder = _preferring(tiny, "    y = x", ("\n",))
+    result = decoder.generate(
+        "def f(x):\n", "    return x\n", mode="constrained", max_new_tokens=12, single_line=True, heal=False
+    )
+    assert (result.middle, result.stopped, result.valid) == ("    y = x\n", "line", True)
+
+
+def test_a_middle_no_line_completes_spans_lines(tiny):
+    """``match x`` needs its cases on lines of their own: after the patience runs out the line
+    breaks anyway, and the middle ends at the first line break where the file is complete."""
+    decoder = _preferring(
+        tiny,
+        (":",),
+        ("\n", " "),
+        ("\n", " "),
+        ("\n", " "),
+        ("\n",),
+        "    case",
+        " 1",
+        ":",
+        ("\n",),
+        "        pass",
+        ("\n",),
+    )
+    result = decoder.generate(
+        "match x",
+        "\ny = 1\n",
+        mode="constrained",
+        max_new_tokens=24,
+        single_line=True,
+        heal=False,
+        python_version="3.12",
+    )
+    assert result.valid and result.stopped == "line"
+    assert result.middle.startswith(":") and result.middle.endswith("pass") and "case 1:" in result.middle
+
+
 def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
