@@ -114,12 +114,13 @@ class DecodeOptions:
         return replace(preset, **{key: value for key, value in changes.items() if key not in fixed})
 
 
-#: the evaluation's modes and what each decodes with (checked is derived from the unconstrained
-#: run's tokens). The baselines take the prefix as written (no token healing), as the paper's do;
+#: the evaluation's modes and what each decodes with (checked and truncated are derived from the
+#: unconstrained run). The baselines take the prefix as written (no token healing), as the paper's do;
 #: "paper" is paper 004 §VII-B's decoder: the top 50 only, no split ending, no healing, no finish.
 EVALUATION_PRESETS: dict[str, DecodeOptions] = {
     "unconstrained": DecodeOptions(mode="unconstrained", heal=False),
     "checked": DecodeOptions(mode="unconstrained", heal=False),
+    "truncated": DecodeOptions(mode="unconstrained", heal=False),
     "constrained": DecodeOptions(mode="constrained", finish_in_budget=True),
     "constrained-nofinish": DecodeOptions(mode="constrained", finish_in_budget=False),
     "paper": DecodeOptions(

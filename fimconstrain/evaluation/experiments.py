@@ -11,11 +11,12 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ..decoding.editor import wants_multiline
 from ..decoding.options import DecodeOptions
 from .examples import Example
 from .modes import CONSTRAINED, MODES
 from .provenance import Provenance, Settings, model_folder, record_key, weights_sha256
-from .records import base_record, checked_fields, result_fields, sample_id
+from .records import base_record, checked_fields, result_fields, sample_id, truncated_fields
 
 
 def open_decoder(args: argparse.Namespace):
@@ -44,6 +45,7 @@ def open_decoder(args: argparse.Namespace):
         format_version(args.python_version),
         args.device,
         str(getattr(getattr(loaded, "model", None), "dtype", "")) or loaded.runtime,
+        args.shape,
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
     decoder = FimDecoder(loaded, order=args.order, python_version=args.python_version)
@@ -101,7 +103,7 @@ def run_example(
         seed=s.seed + sample,
     )
     base = lambda mode: base_record(dataset, example, mode, provenance, with_context, sample)
-    if "unconstrained" in modes or "checked" in modes:
+    if {"unconstrained", "checked", "truncated"} & set(modes):
         start = time.perf_counter()
         options = DecodeOptions.evaluation("unconstrained", **common)
         result = decoder.generate(example.prefix, example.suffix, options)
@@ -110,11 +112,22 @@ def run_example(
             yield {**base("unconstrained"), **result_fields(result, example), "wall_seconds": wall}
         if "checked" in modes:
             yield {**base("checked"), **checked_fields(decoder, result, example), "wall_seconds": wall}
+        if "truncated" in modes:
+            yield {**base("truncated"), **truncated_fields(result, example), "wall_seconds": wall}
     for mode in (m for m in modes if m in CONSTRAINED or m == "prefix"):
         clear_caches()  # a cold build each time, so that the one-time cost is measured honestly
         start = time.perf_counter()
-        result = decoder.generate(example.prefix, example.suffix, DecodeOptions.evaluation(mode, **common))
+        options = DecodeOptions.evaluation(mode, **common, **_shape(mode, s.shape, example))
+        result = decoder.generate(example.prefix, example.suffix, options)
         yield {**base(mode), **result_fields(result, example), "wall_seconds": time.perf_counter() - start}
+
+
+def _shape(mode: str, shape: str, example: Example) -> dict:
+    """The project's constrained mode under ``--shape cursor``: one line or a block as the cursor
+    asks (:func:`~fimconstrain.decoding.editor.wants_multiline`, the editor's rule); else nothing."""
+    if mode != "constrained" or shape != "cursor":
+        return {}
+    return {"single_line": not wants_multiline(example.prefix, example.suffix)}
 
 
 def write_records(path: Path, batches: Iterable[list[dict]], total: int, threads: int) -> None:

@@ -71,6 +71,9 @@ class Settings:
     python_version: str = "3.11"
     device: str = "cpu"
     dtype: str = "torch.float32"
+    #: constrained middles: "cursor", one line or a block as the cursor asks (the editor's
+    #: :func:`~fimconstrain.decoding.editor.wants_multiline`); "free", the paper's (no line policy)
+    shape: str = "cursor"
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,16 @@ def online_parse_seconds(decoder, result, example: Example) -> list[float]:
     return times
 
 
+def truncated_fields(result, example: Example) -> dict:
+    """The unconstrained run's middle as the benchmark's harness post-processes it
+    (:func:`.truncation.field_truncation`): the field's own baseline."""
+    from .truncation import field_truncation
+
+    fields = result_fields(result, example, field_truncation(example, result.middle))
+    fields.update(raw_middle=result.middle, derived_from="unconstrained")
+    return fields
+
+
 def checked_fields(decoder, result, example: Example) -> dict:
     """Checked-unconstrained from an unconstrained run: its tokens cut to the longest prefix that
     parses (§VII-B; greedy decoding would repeat the same tokens), timed as checking online."""

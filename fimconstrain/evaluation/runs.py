@@ -94,6 +94,13 @@ def eval_parser() -> argparse.ArgumentParser:
         help="samples per example and mode, for pass@k (needs --temperature > 0 when N > 1); raising N "
         "later resumes, running only the new samples",
     )
+    ap.add_argument(
+        "--shape",
+        choices=("cursor", "free"),
+        default="cursor",
+        help="constrained: cursor, one line or a block as the cursor asks (the editor's rule: code after "
+        "the cursor on its line asks for one line); free, no line policy (paper 004 §VII-B)",
+    )
     ap.add_argument("--with-context", action="store_true", help="store prefix and suffix in every record")
     add_distribution_options(ap)
     add_python_version_option(
