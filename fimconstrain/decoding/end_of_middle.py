@@ -16,8 +16,10 @@ an item that only the finish search made valid is not shown.
 
 from __future__ import annotations
 
+import io
 import re
 import time
+import tokenize
 
 from .positions import NEWLINE
 
@@ -49,6 +51,25 @@ def line_end_in(middle: str, start: int, keeps_break: bool) -> str | None:
     if m is None:
         return None
     return middle[: m.end() if keeps_break else m.start()]
+
+
+def hides_rest_of_line(prefix: str, middle: str, suffix: str) -> bool:
+    """Whether ``middle`` ends inside a comment that swallows code after the cursor on its line
+    (``def f(x):  # note`` before ``add(self):``): valid, and what nobody would accept."""
+    rest = NEWLINE.split(suffix, maxsplit=1)[0]
+    if not rest.strip():
+        return False
+    text = prefix + middle
+    line = text[max(text.rfind("\n"), text.rfind("\r")) + 1 :]
+    if "#" not in line:
+        return False
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line + rest).readline):
+            if token.type == tokenize.COMMENT:
+                return token.start[1] < len(line) + len(rest) - len(rest.lstrip())
+    except (tokenize.TokenError, SyntaxError):  # a line that opens a bracket or string: no comment seen
+        pass
+    return False
 
 
 def _accepted(checker, text: str) -> tuple[str, object]:

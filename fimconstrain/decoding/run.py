@@ -16,7 +16,14 @@ import numpy as np
 from ..engine.checker import fim_checker
 from ..engine.versions import PythonVersion
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
-from .end_of_middle import drop_repetition, finish_middle, keeps_line_break, line_end_in, single_line_end
+from .end_of_middle import (
+    drop_repetition,
+    finish_middle,
+    hides_rest_of_line,
+    keeps_line_break,
+    line_end_in,
+    single_line_end,
+)
 from .mask_store import MaskStore
 from .options import DecodeOptions
 from .ranking import ranked_tokens
@@ -181,6 +188,8 @@ class Run:
         before: str | None = None
         seen: list[int] = []
         for token in ranked:
+            if token in stops and self.hides_rest(self.middle_text(self.ids)):
+                continue
             added = "" if token in stops else self.state_text(token)
             if ("\n" in added or "\r" in added) and state.passes(token):
                 before = self.middle_text(self.ids) if before is None else before
@@ -211,10 +220,16 @@ class Run:
         return single_line_end(self.vocabulary.codec.decode(self.ids[-48:])) is not None
 
     def _completes(self, middle: str) -> bool:
-        """Whether the file is complete with ``middle``, its last name not fused with the suffix's first."""
+        """Whether the file is complete with ``middle``, its last name not fused with the suffix's
+        first and the code after the cursor not swallowed by its comment."""
         state = self.states[0]
         fused = state.word_suffix and bool(middle) and is_word_char(middle[-1])
-        return not fused and self.valid(middle)
+        return not fused and not self.hides_rest(middle) and self.valid(middle)
+
+    def hides_rest(self, middle: str) -> bool:
+        """Whether ``middle`` comments out the code after the cursor on its line
+        (:func:`.end_of_middle.hides_rest_of_line`)."""
+        return hides_rest_of_line(self.prefix, middle, self.suffix)
 
     def _narrowing(self, state: ConstraintState) -> Callable[[np.ndarray], np.ndarray]:
         """What narrows a scan of the whole vocabulary to the tokens the token-mask store allows

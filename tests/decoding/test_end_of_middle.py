@@ -8,7 +8,13 @@ import ast
 import pytest
 
 import fimconstrain
-from fimconstrain.decoding.end_of_middle import drop_repetition, finish_middle, invents, single_line_end
+from fimconstrain.decoding.end_of_middle import (
+    drop_repetition,
+    finish_middle,
+    hides_rest_of_line,
+    invents,
+    single_line_end,
+)
 
 PREFIX, SUFFIX = "def f(x):\n    y = x + 1\n", "\n    return y\n"
 
@@ -86,3 +92,17 @@ def test_a_one_line_middle_never_adds_a_line():
     checker = fimconstrain.fim_checker(prefix, "")
     assert not finish_middle(checker, "\n    return width", single_line=True, suffix="")
     assert finish_middle(checker, "width * height\nprint(1)", single_line=True, suffix="") == "width * height"
+
+
+@pytest.mark.parametrize(
+    "prefix,middle,suffix,hides",
+    [
+        ("    def ", "get(self):  # note", "add(self):\n", True),  # the comment swallows `add(self):`
+        ("    def ", "f(self", ", a):  # x\n", False),  # the comment is the suffix's own
+        ('x = "#', '" + y', " + z\n", False),  # a # inside a string
+        ("x = ", "a  # c", "\n", False),  # nothing after the cursor to hide
+        ("x = (", "1,\n  2)  # c", "  + 3\n", True),  # the middle's last line counts
+    ],
+)
+def test_a_middle_may_not_comment_out_the_rest_of_the_line(prefix, middle, suffix, hides):
+    assert hides_rest_of_line(prefix, middle, suffix) is hides
