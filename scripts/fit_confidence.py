@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Fit the shipped model's confidence threshold on held-out cuts (the editor's items below it
-are not shown).
+"""Fit a model's confidence threshold on held-out cuts (the editor's items below it are not shown).
 
 The cuts are the editor-quality benchmark's kinds (mid-line, new line, block body) taken from
-the model's own held-out standard-library files (``training.json``'s ``heldout_paths``), never
-from the benchmark's files. Each request goes through the editor's policy (what the server
+the shipped model's own held-out standard-library files (``training.json``'s ``heldout_paths``),
+never from the benchmark's files (installed packages). ``--model NAME`` fits a known model
+(:mod:`fimconstrain.decoding.known_models`) on the same files: its threshold goes into its
+registry entry (printed; ``--write`` is for the shipped model's ``confidence.json``).
+Each request goes through the editor's policy (what the server
 runs: :func:`fimconstrain.decoding.editor.complete_at_cursor`) with a gate that
 shows everything; an item is good when its edit similarity to the true middle is at least 0.7.
 The threshold maximises good items shown minus junk items shown
@@ -12,6 +14,7 @@ The threshold maximises good items shown minus junk items shown
 ``confidence.json``.
 
     python scripts/fit_confidence.py --limit 40 --per-file 3 --write
+    python scripts/fit_confidence.py --limit 40 --per-file 3 --model qwen2.5-coder-0.5b
 """
 
 from __future__ import annotations
@@ -41,14 +44,17 @@ def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=40, workers=False)
     p.add_argument("--per-file", type=int, default=3, help="requests per file")
     p.add_argument("--write", action="store_true", help=f"store the threshold in the model's {FILE_NAME}")
+    p.add_argument("--model", default=None, help="a known model's name (default: the shipped model)")
     args = p.parse_args(argv)
+    if args.write and args.model:
+        p.error("--write stores the shipped model's threshold; a known model's goes into its registry entry")
     rng = random.Random(args.seed)
     requests = []
     for path in heldout_files(DEFAULT_MODEL_DIR, args.limit, args.seed):
         text = path.read_text("utf-8", errors="replace")
         if 1_000 <= len(text) <= 30_000 and EQ.parses(text):
             requests += EQ.cursors(text, rng, args.per_file)
-    completer = EQ.Completer(None, deadline_ms=3000, max_tokens=64)
+    completer = EQ.Completer(args.model, deadline_ms=3000, max_tokens=64)
     completer.gate = ConfidenceGate()  # see every item
     scored: list[tuple[float, bool]] = []
     for _kind, prefix, suffix, truth in C.progress(

@@ -53,6 +53,31 @@ def line_end_in(middle: str, start: int, keeps_break: bool) -> str | None:
     return middle[: m.end() if keeps_break else m.start()]
 
 
+def block_ends_in(prefix: str, middle: str, start: int) -> list[str]:
+    """Where a block ends: when a line of ``middle`` whose first non-blank character is at or
+    after ``start`` is indented less than the block's first line (the first non-blank line after
+    the cursor, or the cursor's own when only blanks precede it), the middle before that line,
+    with its last line break and without, in that order; [] when no line ends the block there.
+    The editor's end of a block on a new line, and SAFIM's block truncation."""
+    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]
+    text, offset = line + middle, len(line)
+    block: int | None = None
+    for m in re.finditer(r"[^\r\n]*(?:\r\n|\r|\n|$)", text):
+        code = m.group().rstrip("\r\n")
+        if not code.strip() or (m.start() == 0 and line.strip()):
+            continue  # blank, or the header the cursor follows on its line
+        width = len(code) - len(code.lstrip(" \t"))
+        if block is None:
+            block = width
+        elif width < block and m.start() + width >= offset + start:
+            kept = text[offset : m.start()].rstrip(" \t\r\n")
+            brk = NEWLINE.match(text, offset + len(kept))
+            return [kept + brk.group(), kept] if brk else [kept]
+        if m.end() == len(text):
+            break
+    return []
+
+
 def hides_rest_of_line(prefix: str, middle: str, suffix: str) -> bool:
     """Whether ``middle`` ends inside a comment that swallows code after the cursor on its line
     (``def f(x):  # note`` before ``add(self):``): valid, and what nobody would accept."""

@@ -54,6 +54,9 @@ class DecodeOptions:
     prefilter: bool = False
     #: stop once a line of code has ended, and end the middle there
     single_line: bool = False
+    #: constrained: stop once a line leaves the block the middle began (indented less than its
+    #: first line) where the file is complete, and end the middle before that line
+    end_of_block: bool = False
     #: the end-of-middle policy drops a tail that repeats the suffix
     drop_repeats: bool = False
     finish_seconds: float = FINISH_SECONDS
@@ -86,13 +89,14 @@ class DecodeOptions:
         python_version: VersionLike | None = None,
     ) -> DecodeOptions:
         """What an editor shows: constrained, stopped at the end of the line a one-line cursor
-        asks for, no tail that repeats the suffix, a short finish search (off by default: an item
-        only the search made valid is not shown)."""
+        asks for or of the block another asks for, no tail that repeats the suffix, a short
+        finish search (off by default: an item only the search made valid is not shown)."""
         return cls(
             mode="constrained",
             max_new_tokens=max_new_tokens,
             top_k=top_k,
             single_line=single_line,
+            end_of_block=not single_line,
             drop_repeats=True,
             finish_seconds=EDITOR_FINISH_SECONDS,
             finish_search=finish_search,

@@ -15,6 +15,8 @@ class StopReason(str, Enum):
     SPLIT = "split"
     #: one line was asked for, and it ended
     LINE = "line"
+    #: a block was asked for, and a line left it
+    BLOCK = "block"
     #: the token budget ran out
     BUDGET = "budget"
     #: budget hit: cut at the likeliest valid stop (paper 004 §VII-B)
@@ -38,7 +40,13 @@ class StopReason(str, Enum):
     def cut_short(self) -> bool:
         """Whether the middle ended before the model chose to end it (the end-of-middle policy
         then gets to end it)."""
-        return self in (StopReason.BUDGET, StopReason.STUCK, StopReason.CANCELLED, StopReason.LINE)
+        return self in (
+            StopReason.BUDGET,
+            StopReason.STUCK,
+            StopReason.CANCELLED,
+            StopReason.LINE,
+            StopReason.BLOCK,
+        )
 
 
 _EXPLANATIONS = {
@@ -46,6 +54,8 @@ _EXPLANATIONS = {
     StopReason.SPLIT: "the model's last token ran on into the text after the cursor; the middle ends "
     "inside it",
     StopReason.LINE: "one line was asked for, and it ended",
+    StopReason.BLOCK: "a block was asked for, and the model's next line left it (indented less than its "
+    "first line); the middle ends before that line",
     StopReason.BUDGET: "--max-new-tokens ran out; the middle is as generated, or cut back to its longest "
     "valid prefix when nothing ended it validly: try a larger --max-new-tokens",
     StopReason.BEST_STOP: "--max-new-tokens ran out; the middle is cut where the file was last valid and "

@@ -17,6 +17,7 @@ from ..engine.checker import fim_checker
 from ..engine.versions import PythonVersion
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
 from .end_of_middle import (
+    block_ends_in,
     drop_repetition,
     finish_middle,
     hides_rest_of_line,
@@ -157,6 +158,8 @@ class Run:
         line_ends: dict[int, str] = {}
         if options.single_line and self.mode == "constrained":
             ranked = self._within_line(ranked, line_ends)
+        elif options.end_of_block and self.mode == "constrained":
+            ranked = self._within_block(ranked, line_ends)
         candidates = (
             passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
             if self.semantic is None
@@ -203,6 +206,24 @@ class Run:
             seen.append(token)
             yield token
 
+    def _within_block(self, ranked: Iterator[int], block_ends: dict[int, str]) -> Iterator[int]:
+        """``ranked`` for a block middle, unchanged; a token that starts a line indented less than
+        the block's first line (:func:`.end_of_middle.block_ends_in`) where the file is complete
+        without that line ends the middle there (that end goes into ``block_ends``)."""
+        stops = self.vocabulary.stop_ids
+        before = self.middle_text(self.ids)
+        written = self.prefix[max(self.prefix.rfind("\n"), self.prefix.rfind("\r")) + 1 :] + before
+        at_line_start = not written[max(written.rfind("\n"), written.rfind("\r")) + 1 :].strip()
+        for token in ranked:
+            added = "" if token in stops else self.state_text(token)
+            if added.strip() and (at_line_start or "\n" in added or "\r" in added):
+                middle = self.middle_text([*self.ids, token])
+                for end in block_ends_in(self.prefix, middle, len(before)):
+                    if self._completes(end):
+                        block_ends[token] = end
+                        break
+            yield token
+
     def state_text(self, token: int) -> str:
         """The text ``token`` adds after the current state (the whole middle's decoding where
         the tokenizer rewrites earlier text)."""
@@ -213,10 +234,15 @@ class Run:
     def line_ended(self) -> bool:
         """Whether a one-line middle has reached the end of its line: constrained, a valid end
         (:meth:`_within_line`); otherwise its first line break."""
-        if not self.options.single_line:
-            return False
-        if self.state is not None and self.mode == "constrained":
+        options = self.options
+        if (
+            self.state is not None
+            and self.mode == "constrained"
+            and (options.single_line or options.end_of_block)
+        ):
             return self.line_end is not None
+        if not options.single_line:
+            return False
         return single_line_end(self.vocabulary.codec.decode(self.ids[-48:])) is not None
 
     def _completes(self, middle: str) -> bool:
@@ -304,7 +330,7 @@ class Run:
             self.cut_to_valid = True
         elif ended != middle:
             self.ended_as = ended
-            if self.result.stopped not in (StopReason.LINE, StopReason.CANCELLED):
+            if self.result.stopped not in (StopReason.LINE, StopReason.BLOCK, StopReason.CANCELLED):
                 self.result.stopped = StopReason.FINISHED
         self._ending(start)
 

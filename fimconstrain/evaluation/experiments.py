@@ -127,7 +127,8 @@ def _shape(mode: str, shape: str, example: Example) -> dict:
     asks (:func:`~fimconstrain.decoding.editor.wants_multiline`, the editor's rule); else nothing."""
     if mode != "constrained" or shape != "cursor":
         return {}
-    return {"single_line": not wants_multiline(example.prefix, example.suffix)}
+    single_line = not wants_multiline(example.prefix, example.suffix)
+    return {"single_line": single_line, "end_of_block": not single_line}
 
 
 def write_records(path: Path, batches: Iterable[list[dict]], total: int, threads: int) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 import fimconstrain
 from fimconstrain.decoding.end_of_middle import (
+    block_ends_in,
     drop_repetition,
     finish_middle,
     hides_rest_of_line,
@@ -106,3 +107,17 @@ def test_a_one_line_middle_never_adds_a_line():
 )
 def test_a_middle_may_not_comment_out_the_rest_of_the_line(prefix, middle, suffix, hides):
     assert hides_rest_of_line(prefix, middle, suffix) is hides
+
+
+@pytest.mark.parametrize(
+    "prefix,middle,start,ends",
+    [
+        ("def f():\n", "    return 1\n\nif x:\n", 0, ["    return 1\n", "    return 1"]),
+        ("def f():\n    ", "x = 1\n    y = 2\nz", 0, ["x = 1\n    y = 2\n", "x = 1\n    y = 2"]),
+        ("def f():", "\n    x = 1\n  y", 0, ["\n    x = 1\n", "\n    x = 1"]),  # after the header
+        ("def f():\n    ", "x = 1\n    y = 2\n", 0, []),  # still in the block
+        ("def f():\n    ", "x = 1\nz", 8, []),  # the dedent was written before ``start``
+    ],
+)
+def test_a_block_ends_at_a_line_indented_less_than_its_first(prefix, middle, start, ends):
+    assert block_ends_in(prefix, middle, start) == ends

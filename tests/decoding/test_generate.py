@@ -483,6 +483,16 @@ def test_a_middle_no_line_completes_spans_lines(tiny):
     assert result.middle.startswith(":") and result.middle.endswith("pass") and "case 1:" in result.middle
 
 
+def test_a_block_ends_before_a_line_that_leaves_it(tiny):
+    """A block middle ends where the model's next line is indented less than the block's first
+    line (and the file is complete without it): not the ``if __name__`` the model runs on into."""
+    decoder = _preferring(tiny, "    y = x", ("\n",), "    return y", ("\n",), ("\n",), "if", " x", ":")
+    result = decoder.generate(
+        "def f(x):\n", "\n", mode="constrained", max_new_tokens=20, end_of_block=True, heal=False
+    )
+    assert (result.middle, result.stopped, result.valid) == ("    y = x\n    return y\n", "block", True)
+
+
 def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
