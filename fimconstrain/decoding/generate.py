@@ -173,7 +173,7 @@ class FimDecoder:
                 controls.on_token(token)
             bar.update(1)
             if run.line_ended():
-                run.result.stopped = StopReason.LINE
+                run.result.stopped = StopReason.LINE if options.single_line else StopReason.BLOCK
                 break
             if step + 1 < budget:
                 logits = session.step(token)
