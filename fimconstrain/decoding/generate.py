@@ -10,6 +10,8 @@ a bigram model or a model server run the same loop.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import replace
 
@@ -20,12 +22,14 @@ from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 from .backend import ModelBackend
 from .constraint import healed_tail
 from .fim_formats import FimFormat, TextCodec, build_prompt
-from .mask_store import MaskStore
+from .mask_store import MaskStore, SavedStore
 from .options import Controls, DecodeOptions
 from .ranking import log_normaliser, ranking_keys
 from .result import FimResult, StopReason
 from .run import Run
 from .vocabulary import Vocabulary
+
+log = logging.getLogger(__name__)
 
 
 class FimDecoder:
@@ -34,6 +38,8 @@ class FimDecoder:
     ``order``: the prompt's order, ``"psm"`` or ``"spm"``; ``window``: tokens of prompt and
     middle together (default: the model's); ``python_version`` (``"3.12"`` or ``(3, 12)``;
     default: the newest): the syntax the constraint accepts unless a call's options say.
+    With ``prepare`` (default), a background thread loads (or builds) the vocabulary's tables
+    from the moment the decoder exists, so that a first request finds them ready.
     """
 
     def __init__(
@@ -42,6 +48,7 @@ class FimDecoder:
         order: str = "psm",
         window: int | None = None,
         python_version: VersionLike | None = None,
+        prepare: bool = True,
     ):
         self.backend = backend
         self.order = order
@@ -49,6 +56,19 @@ class FimDecoder:
         self.python_version: PythonVersion = parse_python_version(python_version)
         self.vocabulary = Vocabulary(backend)
         self._mask_stores: dict[PythonVersion, MaskStore] = {}
+        self._store_lock = threading.Lock()
+        self._saved_stores: dict[PythonVersion, SavedStore] = {}
+        #: set when the background has read the mask store it reads (see :meth:`_prepare`)
+        self._stores_read = threading.Event()
+        #: the thread that prepares the vocabulary's tables at load (:meth:`_prepare`), or None
+        self.preparing: threading.Thread | None = None
+        if prepare:
+            self.preparing = threading.Thread(
+                target=self._prepare, name="fimconstrain-vocabulary", daemon=True
+            )
+            self.preparing.start()
+        else:
+            self._stores_read.set()
 
     @classmethod
     def from_model(cls, model, tokenizer, fim_format: FimFormat | None = None, **options) -> FimDecoder:
@@ -75,10 +95,40 @@ class FimDecoder:
         version = self.version_for(python_version)
         store = self._mask_stores.get(version)
         if store is None:
-            store = self._mask_stores[version] = MaskStore.load_or_build(
-                self.tokenizer, progress=False, vocab_size=self.backend.vocab_size, python_version=version
-            )
+            with self._store_lock:
+                store = self._mask_stores.get(version)
+                if store is None:
+                    self._stores_read.wait()  # (the background reads one store file: milliseconds)
+                    saved = self._saved_stores.pop(version, None)
+                    try:
+                        store = MaskStore.attach(saved) if saved is not None else None
+                    except ValueError as error:  # (made for another grammar: built again)
+                        log.info("%s", error)
+                    if store is None:
+                        store = MaskStore.load_or_build(
+                            self.vocabulary.token_bytes(), progress=False, python_version=version
+                        )
+                    self._mask_stores[version] = store
         return store
+
+    def _prepare(self) -> None:
+        """At load, in the background, what a first request needs: the arrays of the mask store
+        of the Python version last used with this vocabulary (read from the cache; a store not
+        on disk is built when a request needs it: its version is not known before, and it is
+        seconds of the same cores), then the healing index and the codec's tables (loaded, or
+        built and cached). A failure here is left for the request to meet."""
+        try:
+            saved = MaskStore.last_used(self.vocabulary.token_bytes())
+            if saved is not None:
+                self._saved_stores[parse_python_version(saved.meta["python_version"])] = saved
+        except Exception as error:
+            log.debug("no mask store read at load: %s", error)
+        finally:
+            self._stores_read.set()
+        try:
+            self.vocabulary.prepare()
+        except Exception as error:
+            log.debug("vocabulary tables not prepared at load: %s", error)
 
     def version_for(self, python_version: VersionLike | None = None) -> PythonVersion:
         """``python_version`` checked, or the decoder's own when None."""

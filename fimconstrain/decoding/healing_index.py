@@ -19,6 +19,7 @@ so on a healing step it may judge more valid candidates than before.)
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -27,20 +28,72 @@ from .constraint import REPLACEMENT
 from .fim_formats import TextCodec
 
 
+@dataclass(frozen=True)
+class HealingTable:
+    """What a :class:`HealingIndex` is made of, for the ``known`` ids the tokenizer has: the
+    judgeable token texts sorted (``texts``, with their ids ``ids``) and the tokens always kept
+    (``always``). Built from a codec, or read back from a vocabulary's cache on disk."""
+
+    known: int
+    texts: list[str]
+    ids: list[int]
+    always: list[int]
+
+    @classmethod
+    def build(cls, codec: TextCodec) -> HealingTable:
+        """Every token's text as the tokenizer decodes it alone, sorted (0.5 s at 152k tokens)."""
+        known = len(codec.tokenizer)
+        texts = [codec.decode([token]) for token in range(known)]
+        always = [t for t, text in enumerate(texts) if not text or REPLACEMENT in text]
+        ranked = sorted((text, t) for t, text in enumerate(texts) if text and REPLACEMENT not in text)
+        return cls(known, [text for text, _ in ranked], [t for _, t in ranked], always)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The table as numpy arrays (the texts as their UTF-8 bytes end to end, and where each ends)."""
+        encoded = [text.encode("utf-8", "surrogatepass") for text in self.texts]
+        return {
+            "heal_ids": np.array(self.ids, dtype=np.int32),
+            "heal_ends": np.cumsum([len(b) for b in encoded], dtype=np.int64),
+            "heal_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "heal_always": np.array(self.always, dtype=np.int32),
+        }
+
+    @classmethod
+    def from_arrays(cls, known: int, arrays) -> HealingTable:
+        """The table :meth:`arrays` wrote; ValueError when they do not make one for ``known`` ids."""
+        ids, ends, always = arrays["heal_ids"], arrays["heal_ends"], arrays["heal_always"]
+        data = arrays["heal_bytes"].tobytes()
+        if (
+            len(ids) != len(ends)
+            or len(ids) + len(always) != known
+            or (len(ends) and (int(ends[-1]) != len(data) or (np.diff(ends) < 0).any() or ends[0] < 0))
+            or (len(ids) and (ids.min() < 0 or ids.max() >= known))
+            or (len(always) and (always.min() < 0 or always.max() >= known))
+        ):
+            raise ValueError("a healing table that does not fit the vocabulary")
+        bounds = ends.tolist()
+        texts = [data[start:end].decode("utf-8", "surrogatepass") for start, end in zip([0, *bounds], bounds)]
+        return cls(known, texts, ids.tolist(), always.tolist())
+
+
 class HealingIndex:
     """The vocabulary's token texts, sorted, for the tokens that may write a healed text."""
 
-    def __init__(self, codec: TextCodec, vocab_size: int):
+    def __init__(self, codec: TextCodec, vocab_size: int, table: HealingTable | None = None):
+        """Over ``vocab_size`` logits; ``table``: the codec's :class:`HealingTable` when it is
+        at hand (read from the cache), else built here."""
+        table = table or HealingTable.build(codec)
         self.vocab_size = vocab_size
-        known = min(vocab_size, len(codec.tokenizer))
-        texts = [codec.decode([token]) for token in range(known)]
+        known = min(vocab_size, table.known)
         #: tokens whose text cannot be judged alone (not whole UTF-8), that write nothing, or
         #: that the tokenizer does not know
-        self.always = [t for t, text in enumerate(texts) if not text or REPLACEMENT in text]
+        self.always = [t for t in table.always if t < known]
         self.always += range(known, vocab_size)
-        ranked = sorted((text, t) for t, text in enumerate(texts) if text and REPLACEMENT not in text)
-        self.texts = [text for text, _ in ranked]
-        self.ids = [t for _, t in ranked]
+        if known < table.known:  # (logits narrower than the tokenizer: its last ids never come)
+            kept = [(text, t) for text, t in zip(table.texts, table.ids) if t < known]
+            self.texts, self.ids = [text for text, _ in kept], [t for _, t in kept]
+        else:
+            self.texts, self.ids = table.texts, table.ids
         self.mask = lru_cache(maxsize=256)(self._mask)
 
     def tokens(self, healing: str) -> list[int]:

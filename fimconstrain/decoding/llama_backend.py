@@ -16,8 +16,10 @@ refuses to step.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,8 +76,23 @@ def _import_llama():
 
 def gguf_tokenizer(path: str | Path) -> Any:
     """The Hugging Face tokenizer a GGUF file's metadata describes (vocabulary, merges, special
-    and control tokens), built by transformers' GGUF tokenizer builders."""
+    and control tokens), built by transformers' GGUF tokenizer builders (2-3 s at 152k tokens,
+    with the imports) and cached on disk: ``<cache root>/tokenizers/gguf-<key>.json`` (the
+    rebuilt ``tokenizer.json``) and ``.settings.json`` beside it (its special tokens), keyed by
+    the file's identity (:func:`gguf_identity`); read back in about 0.6 s. A cache file that
+    cannot be read is built again."""
     from transformers import PreTrainedTokenizerFast
+
+    from .vocab import cache_root
+
+    key = gguf_identity(path)
+    stem = cache_root() / "tokenizers" / f"gguf-{key}" if key is not None else None
+    if stem is not None and stem.with_suffix(".settings.json").exists():
+        try:
+            settings = json.loads(stem.with_suffix(".settings.json").read_text("utf-8"))
+            return PreTrainedTokenizerFast(tokenizer_file=str(stem.with_suffix(".json")), **settings)
+        except Exception as error:  # (a cut or damaged file: the tokenizers library says what)
+            log.info("cached tokenizer %s not used (%s): rebuilding it", stem, error)
     from transformers.integrations.gguf.gguf_tokenizer_mapping import (
         convert_gguf_tokenizer,
         get_gguf_tokenizer,
@@ -88,9 +105,102 @@ def gguf_tokenizer(path: str | Path) -> Any:
         raise FimConstrainError(
             f"{path}: its tokenizer cannot be rebuilt from the GGUF metadata ({error})"
         ) from error
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, **{k: v for k, v in config.items() if v is not None}
-    )
+    settings = {k: v for k, v in config.items() if v is not None}
+    if stem is not None:
+        _cache_tokenizer(stem, backend, settings)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **settings)
+
+
+def _cache_tokenizer(stem: Path, backend: Any, settings: dict[str, Any]) -> None:
+    """Write the rebuilt tokenizer at ``stem``: its JSON, then its settings (each atomically;
+    the settings file last, so that it stands for a whole pair). Failures are logged."""
+    try:
+        text = json.dumps(settings)
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        for suffix, write in (
+            (".json", lambda tmp: backend.save(str(tmp), pretty=False)),
+            (".settings.json", lambda tmp: tmp.write_text(text, "utf-8")),
+        ):
+            tmp = stem.with_name(f"{stem.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            write(tmp)
+            os.replace(tmp, stem.with_suffix(suffix))
+    except (OSError, TypeError, ValueError) as error:
+        log.warning("rebuilt tokenizer not cached at %s (%s)", stem, error)
+
+
+#: GGUF metadata value types (gguf's GGUFValueType) and the bytes of each scalar type
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+#: what a cached tokenizer's key covers besides the file (a change rebuilds every cached one)
+_TOKENIZER_CACHE_FORMAT = 1
+
+
+def gguf_identity(path: str | Path) -> str | None:
+    """A key for a GGUF file's tokenizer: a hash of its size, modification time and metadata
+    (the header and every key and value, tokens and merges included: a few MB read, never the
+    tensors), with the versions of the libraries that rebuild it. None when the file is not a
+    GGUF this can read (then nothing is cached)."""
+    import hashlib
+    import mmap
+    import struct
+    from importlib.metadata import version
+
+    try:
+        stat = Path(path).stat()
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] < 2:
+                return None
+            count = struct.unpack_from("<Q", data, 16)[0]
+            u64, u32 = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from
+            at = 24
+            for _ in range(count):  # key, type, value
+                at += 8 + u64(data, at)[0]
+                kind = u32(data, at)[0]
+                at += 4
+                if kind == _GGUF_STRING:
+                    at += 8 + u64(data, at)[0]
+                elif kind == _GGUF_ARRAY:
+                    item, n = u32(data, at)[0], u64(data, at + 4)[0]
+                    at += 12
+                    if item == _GGUF_STRING:
+                        for _ in range(n):
+                            at += 8 + u64(data, at)[0]
+                    else:
+                        at += _GGUF_SCALAR_BYTES[item] * n
+                else:
+                    at += _GGUF_SCALAR_BYTES[kind]
+                if at > len(data):
+                    return None
+            digest = hashlib.sha256(data[:at])
+        libraries = [version(name) for name in ("transformers", "tokenizers")]
+    except (OSError, ValueError, KeyError, struct.error):
+        return None
+    digest.update(json.dumps([_TOKENIZER_CACHE_FORMAT, stat.st_size, stat.st_mtime_ns, libraries]).encode())
+    return digest.hexdigest()[:24]
+
+
+def _in_background(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Start ``function(*args)`` in a thread; the returned callable waits for its result (or
+    raises its exception)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as error:  # (handed to the caller)
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=run, name="fimconstrain-tokenizer", daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    return result
 
 
 def gguf_fim_format(tokenizer: Any, metadata: dict[str, str], name: str | None = None) -> FimFormat:
@@ -136,12 +246,14 @@ class LlamaCppBackend:
         if not path.is_file():
             raise FimConstrainError(f"GGUF model file {str(path)!r} does not exist")
         self.name = name or str(path)
-        self.tokenizer = tokenizer if tokenizer is not None else gguf_tokenizer(path)
+        # the tokenizer is read (or rebuilt) while llama.cpp loads the weights, which frees the GIL
+        pending = _in_background(gguf_tokenizer, path) if tokenizer is None else None
         self.threads = threads or os.cpu_count() or 1
         self.llama = self._open(llama_cpp, path, context or 0)  # 0: the training window
         if not context and self.llama.n_ctx() > DEFAULT_CONTEXT_CAP:
             self.llama.close()
             self.llama = self._open(llama_cpp, path, DEFAULT_CONTEXT_CAP)
+        self.tokenizer = pending() if pending is not None else tokenizer
         self._logits_of = llama_cpp.llama_get_logits_ith
         self.fim_format = gguf_fim_format(self.tokenizer, self.llama.metadata, fim_format)
         self.vocab_size = int(self.llama.n_vocab())

@@ -19,6 +19,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from ..engine.prefix_cache import LRU
 from ..engine.python_layer import line_indentation
 from ..engine.regex_dfa import DEAD, LexerDFA
 from ..engine.versions import VersionLike, format_version, parse_python_version
-from .vocab import Vocabulary, split_utf8, vocabulary
+from .vocab import Vocabulary, cache_root, split_utf8, vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -492,9 +493,18 @@ def _store_layer(language: str, tag: str | None) -> Layer[Any]:
 
 
 def default_cache_dir() -> Path:
-    """``$FIMCONSTRAIN_CACHE`` or ``~/.cache/fimconstrain``, plus ``masks/``."""
-    root = os.environ.get("FIMCONSTRAIN_CACHE") or Path.home() / ".cache" / "fimconstrain"
-    return Path(root) / "masks"
+    """``$FIMCONSTRAIN_CACHE`` or ``~/.cache/fimconstrain`` (:func:`.vocab.cache_root`), plus ``masks/``."""
+    return cache_root() / "masks"
+
+
+@dataclass(frozen=True)
+class SavedStore:
+    """A store's arrays and header as read from its file (:meth:`MaskStore.last_used`), not yet
+    bound to the layer the checkers share (:meth:`MaskStore.attach`)."""
+
+    path: Path
+    data: dict
+    meta: dict
 
 
 # ---------------------------------------------------------------- the store at run time
@@ -588,6 +598,43 @@ class MaskStore:
         return cls(layer, vocab.size, data, meta)
 
     @classmethod
+    def attach(cls, saved: SavedStore) -> MaskStore:
+        """The store of ``saved``, bound to the shared layer of its language and version (the
+        one checkers use); ValueError if that layer's grammar is not the one it was built for."""
+        meta = saved.meta
+        layer = _store_layer(meta["language"], meta.get("python_version"))
+        if meta.get("grammar") != grammar_key(layer):
+            raise ValueError(f"{saved.path}: mask store for another grammar or store version")
+        return cls(layer, meta["vocab_size"], saved.data, meta)
+
+    @staticmethod
+    def last_used(
+        vocab: Vocabulary, language: str = "python", cache_dir: Path | str | None = None
+    ) -> SavedStore | None:
+        """The arrays of the store of ``vocab`` read or written last in the cache (its Python
+        version is the one a project completes as: each read touches the file), checked as
+        :meth:`load` checks them but for the grammar, which :meth:`attach` checks; None when
+        there is none or it is not usable. Reads no layer, so a thread beside the checkers may
+        call it (a layer's lexer automaton grows as checkers lex: no other thread may step it)."""
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        found: list[tuple[float, Path]] = []
+        for path in folder.glob(f"{language}-*-{vocab.fingerprint()}.npz"):
+            try:
+                found.append((path.stat().st_mtime, path))
+            except OSError:
+                continue
+        if not found:
+            return None
+        path = max(found)[1]
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                tag = json.loads(str(f["meta"])).get("python_version")
+            return _read_store(path, language, store_version_tag(language, tag), None, vocab)
+        except Exception as error:  # (a damaged zip, a missing array, another store...)
+            log.info("mask store %s not used (%s)", path, error)
+            return None
+
+    @classmethod
     def load_or_build(
         cls,
         tokenizer,
@@ -604,8 +651,8 @@ class MaskStore:
         if path.exists():
             try:
                 return cls.load(path, language, vocab, tag)
-            except (OSError, ValueError, KeyError):
-                pass  # a stale or broken file: build again
+            except Exception as error:  # a stale or damaged file (a cut zip, another store...)
+                log.info("mask store %s not used (%s): building it again", path, error)
         store = cls.build(vocab, language, progress, python_version=tag)
         store.save(path)
         return store
@@ -619,11 +666,8 @@ class MaskStore:
     ) -> Path:
         """``<cache>/<language>-<version>-<grammar hash>-<vocabulary fingerprint>.npz`` (no
         version part for a language without versions)."""
-        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         tag = store_version_tag(language, python_version)
-        key = grammar_key(_store_layer(language, tag))
-        name = f"{language}-{tag}-{key}" if tag is not None else f"{language}-{key}"
-        return folder / f"{name}-{vocab.fingerprint()}.npz"
+        return _store_file(cache_dir, language, tag, grammar_key(_store_layer(language, tag)), vocab)
 
     def save(self, path: Path | str) -> Path:
         """Write the store as one uncompressed ``.npz`` (atomically)."""
@@ -645,22 +689,14 @@ class MaskStore:
         """Read a saved store; ValueError if it was built for another grammar, store format,
         Python version (when ``python_version`` is given; else the one it was built for is
         used) or (when ``vocab`` is given) vocabulary."""
-        with np.load(path, allow_pickle=False) as f:
-            meta = json.loads(str(f["meta"]))
-            data = {k: f[k] for k in _FILE_KEYS}
-        language = language or meta["language"]
-        if meta.get("language") != language:
-            raise ValueError(f"{path}: mask store for {meta.get('language')!r}, not {language!r}")
-        stored = meta.get("python_version")
-        tag = store_version_tag(language, stored if python_version is None else python_version)
-        if stored != tag:  # a store from before stores were per version has none: built again
-            raise ValueError(f"{path}: mask store for Python {stored}, not {tag}")
-        layer = _store_layer(language, tag)
-        if meta.get("version") != STORE_VERSION or meta.get("grammar") != grammar_key(layer):
-            raise ValueError(f"{path}: mask store for another grammar or store version")
-        if vocab is not None and meta.get("vocab") != vocab.fingerprint():
-            raise ValueError(f"{path}: mask store for another vocabulary")
-        return cls(layer, meta["vocab_size"], data, meta)
+        if language is None or (python_version is None and store_version_tag(language) is not None):
+            with np.load(path, allow_pickle=False) as f:  # (what the file says it is for)
+                meta = json.loads(str(f["meta"]))
+            language = language or meta["language"]
+            python_version = meta.get("python_version") if python_version is None else python_version
+        tag = store_version_tag(language, python_version)
+        key = grammar_key(_store_layer(language, tag))
+        return cls.attach(_read_store(Path(path), language, tag, key, vocab))
 
     def _index(self, data: dict, nl_keys: list[str]) -> list[_Entry]:
         """Per local state, its stored rows as Python lists (what the hot path reads)."""
@@ -958,6 +994,44 @@ def pack(bits: np.ndarray) -> np.ndarray:
     padded = np.zeros(-(-len(bits) // 64) * 64, dtype=bool)
     padded[: len(bits)] = bits
     return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
+
+
+def _store_file(
+    cache_dir: Path | str | None, language: str, tag: str | None, key: str, vocab: Vocabulary
+) -> Path:
+    """``<cache>/<language>-<version>-<grammar key>-<vocabulary fingerprint>.npz``."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    name = f"{language}-{tag}-{key}" if tag is not None else f"{language}-{key}"
+    return folder / f"{name}-{vocab.fingerprint()}.npz"
+
+
+def _read_store(
+    path: Path, language: str, tag: str | None, key: str | None, vocab: Vocabulary | None
+) -> SavedStore:
+    """The arrays and header of a saved store, checked: ValueError if it was built for another
+    language, Python version, store format, grammar (``key``, when given) or vocabulary
+    (``vocab``, when given), or its arrays do not fit its header. Reading it touches the file
+    (:meth:`MaskStore.last_used`)."""
+    with np.load(path, allow_pickle=False) as f:
+        meta = json.loads(str(f["meta"]))
+        data = {k: f[k] for k in _FILE_KEYS}
+    if meta.get("language") != language:
+        raise ValueError(f"{path}: mask store for {meta.get('language')!r}, not {language!r}")
+    stored = meta.get("python_version")
+    if stored != tag:  # a store from before stores were per version has none: built again
+        raise ValueError(f"{path}: mask store for Python {stored}, not {tag}")
+    if meta.get("version") != STORE_VERSION or (key is not None and meta.get("grammar") != key):
+        raise ValueError(f"{path}: mask store for another grammar or store version")
+    if vocab is not None and meta.get("vocab") != vocab.fingerprint():
+        raise ValueError(f"{path}: mask store for another vocabulary")
+    rows = data["rows"]
+    if rows.ndim != 2 or rows.shape[1] != (int(meta["vocab_size"]) + 63) // 64:
+        raise ValueError(f"{path}: mask store rows that do not fit its vocabulary")
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return SavedStore(path, data, meta)
 
 
 # ---------------------------------------------------------------- decoding helpers

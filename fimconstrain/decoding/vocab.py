@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fim_formats import _UNICODE_TO_BYTE, _byte_scheme
+from .fim_formats import _byte_scheme, byte_level_all
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -30,11 +30,15 @@ class Vocabulary:
         return len(self.pieces)
 
     def fingerprint(self) -> str:
-        """A hash of every token's bytes (and which are special): the store's cache key part."""
-        h = hashlib.sha256()
-        for piece in self.pieces:
-            h.update(b"\xff" if piece is None else len(piece).to_bytes(4, "little") + piece)
-        return h.hexdigest()[:24]
+        """A hash of every token's bytes (and which are special): the key of the caches of this
+        vocabulary (the mask stores', the decoder's tables); computed once."""
+        found = self.__dict__.get("_fingerprint")
+        if found is None:
+            h = hashlib.sha256()
+            for piece in self.pieces:
+                h.update(b"\xff" if piece is None else len(piece).to_bytes(4, "little") + piece)
+            found = self.__dict__["_fingerprint"] = h.hexdigest()[:24]
+        return found
 
 
 def split_utf8(data: bytes) -> tuple[str, bytes]:
@@ -67,13 +71,18 @@ def vocabulary(tokenizer, size: int | None = None) -> Vocabulary:
     scheme = _byte_scheme(backend)
     n = backend.get_vocab_size(with_added_tokens=True)
     special = set(backend.get_added_tokens_decoder())
-    pieces: list[bytes | None] = []
+    strings = [backend.id_to_token(token) for token in range(n)]
+    if scheme == "byte-level":  # (every token at once: 0.2 s at 152k tokens instead of 1.1 s)
+        data = byte_level_all([piece or "" for piece in strings])
+        pieces: list[bytes | None] = [
+            None if piece is None or token in special else data[token] for token, piece in enumerate(strings)
+        ]
+        return Vocabulary(tuple(pieces + [None] * max(0, (size or 0) - n)))
+    pieces = []
     for token in range(max(n, size or 0)):
-        piece = backend.id_to_token(token) if token < n else None
+        piece = strings[token] if token < n else None
         if piece is None or token in special:
             pieces.append(None)
-        elif scheme == "byte-level":
-            pieces.append(bytes(_UNICODE_TO_BYTE.get(ch, 0) for ch in piece))
         elif scheme == "byte-fallback" and _BYTE_PIECE.fullmatch(piece):
             pieces.append(bytes([int(piece[3:5], 16)]))
         elif scheme == "byte-fallback":
