@@ -295,8 +295,13 @@ def main_complete(argv: list[str] | None = None) -> int:
         )
         print(json.dumps({**result.to_dict(), **extra, "timings": timings}))
     else:
-        sys.stdout.write(result.middle if result.middle.endswith("\n") else result.middle + "\n")
-        shown = "" if done.shown else "; the editor would show nothing (blank, invalid or unlikely)"
+        if result.valid:  # a middle that leaves the file invalid is never printed as the answer
+            sys.stdout.write(result.middle if result.middle.endswith("\n") else result.middle + "\n")
+        shown = (
+            ""
+            if done.shown
+            else "; the editor would show nothing (blank, invalid, unlikely or not the model's)"
+        )
         print(
             f"# {'valid' if result.valid else 'INVALID'} Python {version} ({done.version_source}); "
             f"{result.mode}, {result.tokens} tokens{shown}\n"

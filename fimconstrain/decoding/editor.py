@@ -132,9 +132,12 @@ class Completion:
 
 
 def shows(result: FimResult, gate: ConfidenceGate) -> bool:
-    """Whether an editor shows ``result``'s middle: valid, not blank, and confident enough."""
+    """Whether an editor shows ``result``'s middle: valid, not blank, the model's own text (not
+    the finish search's), and confident enough."""
     score = result.mean_logprob
-    return result.valid and bool(result.middle.strip()) and score is not None and gate.shows(score)
+    if not result.valid or not result.middle.strip() or result.search_finished:
+        return False
+    return score is not None and gate.shows(score)
 
 
 def complete_at_cursor(

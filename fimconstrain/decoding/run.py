@@ -326,6 +326,18 @@ class Run:
                 drop_repeats=options.drop_repeats,
                 finish=options.finish_search,
             )
+            if ended is None and not options.finish_search and self.mode == "constrained":
+                # a stop that leaves the file invalid is never the answer: the finish search as the
+                # last resort, its middle marked as the search's (an editor does not show it)
+                ended = finish_middle(
+                    checker,
+                    middle,
+                    options.single_line and self.line_refusals < LINE_PATIENCE,
+                    self.suffix,
+                    seconds=options.finish_seconds,
+                    drop_repeats=options.drop_repeats,
+                )
+                self.result.search_finished = ended is not None
         if ended is None:
             self.cut_to_valid = True
         elif ended != middle:

@@ -493,6 +493,20 @@ def test_a_block_ends_before_a_line_that_leaves_it(tiny):
     assert (result.middle, result.stopped, result.valid) == ("    y = x\n    return y\n", "block", True)
 
 
+def test_a_middle_no_cut_completes_is_finished_by_the_search_and_not_shown(tiny):
+    """The editor asks for no finish search, but a stop that leaves the file invalid is never the
+    answer: the search ends it as the last resort, and an editor does not show that middle."""
+    from fimconstrain.decoding.confidence import ConfidenceGate
+    from fimconstrain.decoding.editor import shows
+    from fimconstrain.decoding.options import DecodeOptions
+
+    decoder = _preferring(tiny, ("(",), ("(",), ("(",), ("(",))
+    options = DecodeOptions.editor(single_line=True, max_new_tokens=4, semantic=False)
+    result = decoder.generate("x = f(", "\n", options, heal=False)
+    assert result.valid and result.search_finished and result.middle.startswith("((((")
+    assert not shows(result, ConfidenceGate())
+
+
 def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
