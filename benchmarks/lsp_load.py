@@ -6,7 +6,9 @@ Prints, each beside the baseline measured in the same run:
 * time to the first non-empty answer from process start (the request is sent right after
   ``initialized``, while the model loads);
 * p50/p95 latency and items answered / requests with 1, 4 and 20 requests in flight at once
-  (one small document each);
+  (``--levels``; one small document each, each document its own, so that no two prompts are
+  the same), how many of them the server logged as ``completion failed``, and how many items
+  were due: the requests that got one when each document was asked alone, one after the other;
 * small-document latency while a large document (``--big-mb``, default 5 MB; ``maxFileChars``
   raised for it) is edited and completed, against the same requests idle (goal: p95 within
   1.2x);
@@ -18,6 +20,7 @@ figures, and a small model's items are otherwise rarely whole.
 
     python benchmarks/lsp_load.py                 # the shipped model
     python benchmarks/lsp_load.py --model DIR     # another one (the tiny test model works)
+    python benchmarks/lsp_load.py --model ~/qwen.gguf --levels 20 --only-concurrency
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ import _common as C
 REPO = Path(__file__).resolve().parent.parent
 SMALL = "def area(width, height):\n    return \n\n\nprint(area(2, 3))\n"
 SMALL_CURSOR = (1, 11)
+#: the concurrent documents: each its own names (and so its own prompt), the cursor where SMALL's is
+NAMES = ("area", "perimeter", "volume", "ratio", "scale", "total", "mean", "spread", "offset", "blend")
+
+
+def small_document(i: int) -> str:
+    name = f"{NAMES[i % len(NAMES)]}{'' if i < len(NAMES) else i // len(NAMES)}"
+    return SMALL.replace("area", name)
 
 
 def _rss_mib(pid: int) -> float:
@@ -74,10 +84,15 @@ class Editor:
         from pygls.lsp.client import LanguageClient
 
         self.client = LanguageClient("fimconstrain-lsp-load", "0")
-        self.client.feature("window/logMessage")(lambda params: None)
+        self.failures: list[str] = []  # the server's "completion failed" log lines
+        self.client.feature("window/logMessage")(lambda params: self._log(params))
         self.client.feature("fimconstrain/status")(lambda params: None)
         self.model, self.options = model, options
         self.versions: dict[str, int] = {}
+
+    def _log(self, params) -> None:
+        if "completion failed" in params.message:
+            self.failures.append(params.message)
 
     async def start(self) -> None:
         from lsprotocol import types
@@ -151,16 +166,27 @@ def _p(values: list[float], q: float) -> float:
 async def concurrent(editor: Editor, n: int, rounds: int) -> dict:
     """``n`` small documents, a request each at once, ``rounds`` times."""
     uris = [f"file:///load/{n}-{i}.py" for i in range(n)]
-    for uri in uris:
-        editor.open(uri, SMALL)
+    for i, uri in enumerate(uris):
+        editor.open(uri, small_document(i))
+    # what each gets asked alone, one after the other: the items due at once
+    alone = [(await editor.complete(uri, *SMALL_CURSOR))[1] for uri in uris] if n > 1 else []
     results = []
+    failed_before = len(editor.failures)
     for _ in range(rounds):
         results += await asyncio.gather(*(editor.complete(uri, *SMALL_CURSOR) for uri in uris))
+    await editor.complete("file:///load/none.py", 0, 0)  # a round trip: the log lines are in
     for uri in uris:
         editor.close(uri)
     seconds = [s for s, _ in results]
     answered = sum(1 for _, items in results if items)
-    return {"p50": _p(seconds, 0.5), "p95": _p(seconds, 0.95), "answered": answered, "requests": len(results)}
+    return {
+        "p50": _p(seconds, 0.5),
+        "p95": _p(seconds, 0.95),
+        "answered": answered,
+        "due": sum(1 for items in alone if items) * rounds if n > 1 else answered,
+        "requests": len(results),
+        "failed": len(editor.failures) - failed_before,
+    }
 
 
 async def small_requests(editor: Editor, count: int) -> list[float]:
@@ -192,6 +218,7 @@ async def run(args) -> dict:
         "maxFileChars": len(big) * 2,
         "deadlineMs": args.deadline_ms,
         "finishSearch": args.finish_search,
+        **({"runtime": args.runtime} if args.runtime else {}),
     }
     editor = Editor(args.model, options)
     started = time.perf_counter()
@@ -206,7 +233,10 @@ async def run(args) -> dict:
             break
     editor.close("file:///load/first.py")
     out: dict = {"first_answer_s": first}
-    out["concurrency"] = {n: await concurrent(editor, n, args.rounds) for n in (1, 4, 20)}
+    out["concurrency"] = {n: await concurrent(editor, n, args.rounds) for n in args.levels}
+    if args.only_concurrency:
+        await editor.stop()
+        return out
     out["idle_small"] = await small_requests(editor, args.samples)
     pid = _server_pid()
     out["rss_before_mib"] = _rss_mib(pid)  # before the large document was ever opened
@@ -223,7 +253,21 @@ async def run(args) -> dict:
 
 def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=None, workers=False)
-    p.add_argument("--model", help="model directory (default: the shipped model)")
+    p.add_argument("--model", help="model directory or .gguf file (default: the shipped model)")
+    p.add_argument(
+        "--runtime", choices=("auto", "transformers", "llama"), help="the server's runtime setting"
+    )
+    p.add_argument(
+        "--levels",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 4, 20],
+        help="requests in flight at once, comma-separated (default 1,4,20)",
+    )
+    p.add_argument(
+        "--only-concurrency",
+        action="store_true",
+        help="only the requests in flight at once (not the large document, nor the memory)",
+    )
     p.add_argument("--big-mb", type=float, default=5.0, help="size of the large document in MB")
     p.add_argument("--rounds", type=int, default=3, help="rounds of concurrent requests per level")
     p.add_argument("--samples", type=int, default=20, help="small-document requests, idle and busy")
@@ -239,12 +283,36 @@ def main(argv=None) -> int:
     out = asyncio.run(run(args))
     first = out["first_answer_s"]
     print(f"first non-empty answer after process start: {'none' if first is None else f'{first:.2f} s'}")
-    one = out["concurrency"][1]["p95"]
+    one = out["concurrency"][min(out["concurrency"])]["p95"]
     rows = [
-        [f"{n} at once", c["p50"] * 1000, c["p95"] * 1000, f"{c['answered']}/{c['requests']}", c["p95"] / one]
+        [
+            f"{n} at once",
+            c["p50"] * 1000,
+            c["p95"] * 1000,
+            f"{c['answered']}/{c['requests']}",
+            c["due"],
+            c["failed"],
+            c["p95"] / one,
+        ]
         for n, c in out["concurrency"].items()
     ]
-    print(C.table(rows, ["requests", "p50 ms", "p95 ms", "answered", "p95 x 1-at-once"]))
+    print(
+        C.table(
+            rows,
+            [
+                "requests",
+                "p50 ms",
+                "p95 ms",
+                "with item",
+                "due (alone)",
+                "failed",
+                f"p95 x {min(out['concurrency'])}-at-once",
+            ],
+        )
+    )
+    if args.only_concurrency:
+        print(f"wrote {C.write_results('lsp_load', args, out)}")
+        return 0
     idle, busy = _p(out["idle_small"], 0.95), _p(out["busy_small"], 0.95)
     print(
         f"small document p95: idle {idle * 1000:.0f} ms, while the {args.big_mb:g} MB one is edited "

@@ -6,7 +6,9 @@ the event loop only waits on them. What a completion is (the cursor's context, t
 version, the end of the middle, the confidence gate) is the library's
 (:mod:`fimconstrain.decoding.editor`); a :class:`Job` is this server's side of one request:
 ``$/cancelRequest``, a newer request for the same document and the deadline stop it within one
-decode step (``job.should_stop`` is polled once per step).
+decode step (``job.should_stop`` is polled once per step). The server gives a job its deadline
+when its work begins (:meth:`Job.begin`: when it first holds the turn), not when it arrives:
+requests queued behind others are each given the whole deadline once their turn comes.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class Job:
         verify_text: str | None = None,
     ):
         self.uri = uri
-        self.deadline = deadline  # time.monotonic() value
+        self.deadline = deadline  # time.monotonic() value (until begin() sets it)
+        self.started: float | None = None  # when its work began (see begin)
         self.single_line = single_line
         # the Python version asked for (None: the newest) and, when the document has not been
         # checked at it since it was opened or changed a lot, its whole text to check first
@@ -70,8 +73,16 @@ class Job:
         #: set by the server: at each safe point the job may hand the worker to a more urgent
         #: request and wait for it back (see :mod:`lsp_server.turns`)
         self.checkpoint: Callable[[], None] = lambda: None
+        self.paused = 0  # times it handed the worker to another request and waited for it back
         #: the modes the middles were made in ("checked": a model server without the plugin)
         self.modes: set[str] = set()
+
+    def begin(self, seconds: float) -> None:
+        """Its work begins now (it holds the turn for the first time): the deadline is
+        ``seconds`` from now. Later calls change nothing."""
+        if self.started is None:
+            self.started = time.monotonic()
+            self.deadline = self.started + seconds
 
     def cancel(self, reason: str = "cancelled") -> None:
         if self.reason is None:

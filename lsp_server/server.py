@@ -2,10 +2,14 @@
 
 Threads: the asyncio event loop (pygls) reads messages and answers every request;
 worker threads load the model and generate (:class:`~lsp_server.engine.Engine`), one at a
-time: whichever holds the turn (:mod:`lsp_server.turns`), so that a request on a large
-document hands the worker to a small one at its next decode step or piece of text read.
-The loop never waits on a worker except through ``asyncio.wait`` with a
-timeout, so a slow model, a huge file or a model that fails to load can delay or
+time: whichever holds the turn (:mod:`lsp_server.turns`), first come first served, except that
+a request on a large document hands the worker to a small one at its next decode step or piece
+of text read. A request's deadline (``deadlineMs``) counts from when its work begins, not from
+when it arrives: requests that arrive together are answered one after the other, each with
+what the whole deadline gives it; a newer request for the same document supersedes a queued
+one, which is answered (empty) at once. The loop never waits on a worker except through
+``asyncio.wait`` with a timeout (the deadline once the work began, :data:`QUEUE_WAIT_SECONDS`
+for it to begin), so a slow model, a huge file or a model that fails to load can delay or
 empty a completion but never stall other requests.
 
 Custom notification ``fimconstrain/status`` (server -> client), params
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -54,7 +59,10 @@ GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worke
 #: how long a request that arrives while the model loads waits for it (its own deadline then
 #: starts when the model is ready)
 LOAD_WAIT_SECONDS = 120.0
-POLL_SECONDS = 0.05  # how often a request waiting for the model looks whether it was superseded
+POLL_SECONDS = 0.05  # how often a request waiting for the model or its turn looks whether it was superseded
+#: how long a request waits for its work to begin (the requests ahead of it to end) before it
+#: is answered with nothing
+QUEUE_WAIT_SECONDS = 300.0
 #: requests on a document this large are background work: any other request goes first
 BACKGROUND_DOCUMENT_CHARS = 200_000
 #: closing a document this large frees the engine's caches at once (see did_close)
@@ -499,13 +507,18 @@ class FimServer(LanguageServer):
         version = self.document_version(uri)
         job = Job(
             uri,
-            time.monotonic() + settings.deadline_ms / 1000,
+            math.inf,  # set when its work begins (_run)
             single,
             python_version=version.version,
             verify_text=None if version.verified else text,
         )
         ticket = Ticket(background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent)
-        job.checkpoint = lambda: self.turns.checkpoint(ticket)
+
+        def checkpoint() -> None:
+            if self.turns.checkpoint(ticket):
+                job.paused += 1
+
+        job.checkpoint = checkpoint
         previous = self.jobs.get(uri)
         if previous is not None:
             previous.cancel("superseded")
@@ -547,22 +560,16 @@ class FimServer(LanguageServer):
     async def _run(
         self, job: Job, ticket: Ticket, prefix: str, suffix: str, settings: Settings, items: int
     ) -> list[str]:
-        if self.engine.loaded is None:
-            if not await self._wait_for_model(job):
-                return []
-            job.deadline = time.monotonic() + settings.deadline_ms / 1000  # from when the model is ready
+        if self.engine.loaded is None and not await self._wait_for_model(job):
+            return []
         if job.cancelled:
             return []
-        started = time.perf_counter()
-        future = self.on_worker(self.engine.complete, job, prefix, suffix, settings, items, ticket=ticket)
-        future.add_done_callback(lambda done: _summary(job, done, time.perf_counter() - started))
-        done, _ = await asyncio.wait(
-            {asyncio.wrap_future(future)}, timeout=max(0.0, job.deadline - time.monotonic()) + GRACE_SECONDS
-        )
-        if not done:
-            job.cancel("deadline")
+        queued = time.monotonic()
+        future = self.on_worker(self._complete, job, prefix, suffix, settings, items, ticket=ticket)
+        future.add_done_callback(lambda done: _summary(job, done, queued))
+        if not await self._wait_for_work(job, asyncio.wrap_future(future)):
+            job.cancel("deadline")  # (a job cancelled before it began keeps its reason)
             future.add_done_callback(_consume)
-            log.info("deadline passed with the worker still busy; no completion")
             return []
         try:
             middles = future.result()
@@ -575,6 +582,37 @@ class FimServer(LanguageServer):
             return []
         return middles
 
+    def _complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
+        """On the worker, holding the turn: the job's deadline starts now."""
+        job.begin(settings.deadline_ms / 1000)
+        if job.cancelled:  # superseded or cancelled while it waited: nothing to do
+            return []
+        return self.engine.complete(job, prefix, suffix, settings, items)
+
+    async def _wait_for_work(self, job: Job, work: asyncio.Future) -> bool:
+        """Wait for the job's work: for it to begin (up to :data:`QUEUE_WAIT_SECONDS`), then up
+        to its deadline and :data:`GRACE_SECONDS`; True when it ended, False when the wait gave
+        up or the job was cancelled before it began (answered at once: the queued work then
+        does nothing)."""
+        give_up = time.monotonic() + QUEUE_WAIT_SECONDS
+        while True:
+            now = time.monotonic()
+            if job.started is None:
+                if job.cancelled:
+                    return False
+                if now >= give_up:
+                    log.info("no turn for %s after %.0f s; no completion", _name(job.uri), QUEUE_WAIT_SECONDS)
+                    return False
+                timeout = POLL_SECONDS
+            else:
+                timeout = job.deadline + GRACE_SECONDS - now
+                if timeout <= 0:
+                    log.info("deadline passed with the worker still busy; no completion")
+                    return False
+            done, _ = await asyncio.wait({work}, timeout=timeout)
+            if done:
+                return True
+
     def on_worker(self, work: Callable[..., T], *args, ticket: Ticket | None = None) -> Future[T]:
         """Run ``work(*args)`` on a worker thread once it has the turn (an ordinary ticket
         unless one is given)."""
@@ -585,10 +623,13 @@ class FimServer(LanguageServer):
             job.cancel(reason)
 
 
-def _summary(job: Job, done, seconds: float) -> None:
-    """Log what a completion did (from the worker thread, when it ends)."""
+def _summary(job: Job, done, queued: float) -> None:
+    """Log what a completion did (from the worker thread, when it ends), and how long it waited
+    for its turn when that was long enough to matter."""
     if done.cancelled():
         return
+    begun = job.started if job.started is not None else queued
+    seconds = time.monotonic() - begun
     error = done.exception()
     if isinstance(error, Interrupted):
         count = "stopped while reading the document"
@@ -597,6 +638,10 @@ def _summary(job: Job, done, seconds: float) -> None:
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
     if "checked" in job.modes:
         stop += ", checked (the model server does not constrain: its middle was cut to a valid prefix)"
+    if begun - queued >= 0.1:
+        stop += f", after {begun - queued:.2f} s waiting for its turn"
+    if job.paused:
+        stop += f", paused {job.paused} time(s) for other requests"
     per_token = 1000 / max(1, job.generated)
     log.info(
         "completion %s: %s, %d tokens, %.2f s (model %.1f ms/token, constraint %.1f ms/token)%s",

@@ -8,19 +8,29 @@ a probe text. The FIM markers come from the file's ``tokenizer.ggml.fim_*_token_
 matched against the project's format table (:mod:`.fim_formats`); a file without them has
 its format detected from the vocabulary.
 
-One llama.cpp context serves the backend's sessions one at a time: a session's prefill keeps the
-key/value cache of the longest prompt prefix it shares with the previous one (an editor's
-successive requests share most of their prompt), and a session that another one has replaced
-refuses to step.
+One llama.cpp context serves the backend's sessions, one llama.cpp call at a time (a lock): a
+session's prefill keeps the key/value cache of the longest prompt prefix it shares with the
+tokens the context holds (an editor's successive requests share most of their prompt). Sessions
+may overlap (a server pauses one request for another at a decode step): when a session takes the
+context while the one whose tokens it holds may still step, that one's key/value cache is copied
+out (``llama_state_seq_get_data``) and copied back at its next call, so it goes on with the logits
+it would have had, to the last digit; past :data:`SAVED_STATE_BYTES` of such copies, it reads its
+tokens again instead (a prefill, past the prefix it shares with the context). Qwen2.5-Coder-0.5B
+here: 3.5 MiB for 300 tokens, copied out in 12 ms and back in 2 ms (2,000 tokens: 24 MiB, 53 and
+18 ms), against seconds to read them again (a 300-token prefill took 5 to 17 s on these 2
+shared, busy cores). A session whose tokens the context holds is its *owner*; a session that is gone
+(garbage) needs nothing kept.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +46,8 @@ log = logging.getLogger(__name__)
 PREFILL_CHUNK = 128
 #: the largest window opened by default (a long-context model's full window costs memory for nothing)
 DEFAULT_CONTEXT_CAP = 8192
+#: key/value cache copied out for displaced sessions, in all (Qwen2.5-Coder-0.5B: 12 KiB a token)
+SAVED_STATE_BYTES = 256 * 2**20
 #: what the tokenizer rebuilt from the file must tokenize as llama.cpp does
 TOKENIZER_PROBE = (
     "def mean(values: list[float]) -> float:\n"
@@ -259,8 +271,13 @@ class LlamaCppBackend:
         self.vocab_size = int(self.llama.n_vocab())
         self.context_window = int(self.llama.n_ctx())
         self.special_ids = frozenset(special_token_ids(self.tokenizer))
-        #: the session whose tokens the context holds
-        self.owner: LlamaCppSession | None = None
+        #: one llama.cpp call at a time (a context is not thread-safe)
+        self.lock = threading.RLock()
+        self._owner: weakref.ref[LlamaCppSession] | None = None
+        #: the key/value cache of displaced sessions that may still step, until their next call
+        self._saved: weakref.WeakKeyDictionary[LlamaCppSession, ctypes.Array[ctypes.c_uint8]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._check_tokenizer()
 
     def _open(self, llama_cpp, path: Path, window: int):
@@ -275,6 +292,54 @@ class LlamaCppBackend:
 
     def start(self) -> LlamaCppSession:
         return LlamaCppSession(self)
+
+    @property
+    def owner(self) -> LlamaCppSession | None:
+        """The session whose tokens the context holds (None: none, or it is gone)."""
+        return self._owner() if self._owner is not None else None
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(len(state) for state in self._saved.values())
+
+    def _claim(self, session: LlamaCppSession) -> None:
+        """(Lock held.) ``session``'s tokens are about to replace the context's: keep the
+        key/value cache of the session that held them, when it may still step."""
+        previous = self.owner
+        if previous is not None and previous is not session:
+            self._save(previous)
+        self._owner = weakref.ref(session)
+
+    def _save(self, session: LlamaCppSession) -> None:
+        import llama_cpp
+
+        ctx = self.llama.ctx
+        if not session.ids or int(self.llama.n_tokens) != len(session.ids):
+            return
+        size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+        if self.saved_bytes + size > SAVED_STATE_BYTES:
+            log.debug(
+                "%s: not keeping a displaced session's cache (%d bytes): it reads again", self.name, size
+            )
+            return
+        state = (ctypes.c_uint8 * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(ctx, state, size, 0))
+        if 0 < written <= size:
+            self._saved[session] = state if written == size else (ctypes.c_uint8 * written).from_buffer(state)
+
+    def _restore(self, session: LlamaCppSession, state: ctypes.Array[ctypes.c_uint8]) -> bool:
+        """(Lock held.) Put ``session``'s kept key/value cache back; False when llama.cpp refused
+        it (the context then holds no tokens)."""
+        import llama_cpp
+
+        llama = self.llama
+        if int(llama_cpp.llama_state_seq_set_data(llama.ctx, state, len(state), 0)) == 0:
+            llama.n_tokens = 0  # whatever the cache holds now, the next call clears it
+            return False
+        count = len(session.ids)
+        llama.input_ids[:count] = session.ids
+        llama.n_tokens = count
+        return True
 
     def _check_tokenizer(self) -> None:
         """Warn when the rebuilt tokenizer splits the probe text otherwise than llama.cpp: the
@@ -297,13 +362,17 @@ class LlamaCppBackend:
 
 
 class LlamaCppSession:
-    """One generation on the backend's context; :attr:`seconds` counts llama.cpp's calls and
-    :attr:`reused` the prompt tokens whose key/value cache a previous session left."""
+    """One generation on the backend's context; :attr:`seconds` counts llama.cpp's calls,
+    :attr:`reused` the prompt tokens whose key/value cache a previous session left, and
+    :attr:`resumed` how often it got the context back after another session had used it."""
 
     def __init__(self, backend: LlamaCppBackend):
         self.backend = backend
         self.seconds = 0.0
         self.reused = 0
+        self.resumed = 0
+        #: the tokens whose key/value cache this session's next call extends
+        self.ids: list[int] = []
 
     def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
         """The prompt's next-token logits, reading only what follows the prefix it shares with
@@ -316,11 +385,15 @@ class LlamaCppSession:
             raise FimConstrainError(
                 f"prompt of {len(ids)} tokens exceeds the llama.cpp context of {self.backend.context_window}"
             )
-        llama = self.backend.llama
-        self.backend.owner = self
-        shared = int(llama.longest_token_prefix(llama.input_ids[: llama.n_tokens].tolist(), ids[:-1]))
-        llama.n_tokens = shared
-        self.reused = shared
+        backend = self.backend
+        with backend.lock:
+            backend._saved.pop(self, None)
+            backend._claim(self)
+            llama = backend.llama
+            shared = int(llama.longest_token_prefix(llama.input_ids[: llama.n_tokens].tolist(), ids[:-1]))
+            llama.n_tokens = shared
+            self.ids = list(ids[:shared])
+            self.reused = shared
         rest = ids[shared:]
         chunk = PREFILL_CHUNK if should_stop is not None else len(rest)
         logits = None
@@ -331,15 +404,34 @@ class LlamaCppSession:
         return logits
 
     def step(self, token: int) -> np.ndarray:
-        if self.backend.owner is not self:
-            raise RuntimeError("another session has used this llama.cpp context since this one's prefill")
-        if self.backend.llama.n_tokens >= self.backend.context_window:
+        if len(self.ids) >= self.backend.context_window:
             raise FimConstrainError(f"the llama.cpp context of {self.backend.context_window} tokens is full")
         return self._feed([token])
 
     def _feed(self, ids: list[int]) -> np.ndarray:
-        start = time.perf_counter()
-        self.backend.llama.eval(ids)
-        logits = self.backend.next_logits()
-        self.seconds += time.perf_counter() - start
+        backend = self.backend
+        with backend.lock:
+            start = time.perf_counter()
+            again = self._resume()
+            backend.llama.eval(again + ids)
+            self.ids.extend(ids)
+            logits = backend.next_logits()
+            self.seconds += time.perf_counter() - start
         return logits
+
+    def _resume(self) -> list[int]:
+        """(Lock held.) Make the context hold this session's tokens again after another session
+        used it: its kept cache back, or the tokens to read again past the prefix the context
+        shares with them (returned)."""
+        backend = self.backend
+        if backend.owner is self:
+            return []
+        self.resumed += 1
+        state = backend._saved.pop(self, None)
+        backend._claim(self)
+        if state is not None and backend._restore(self, state):
+            return []
+        llama = backend.llama
+        shared = int(llama.longest_token_prefix(llama.input_ids[: llama.n_tokens].tolist(), self.ids))
+        llama.n_tokens = shared
+        return self.ids[shared:]

@@ -118,17 +118,32 @@ def test_urgent_work_goes_first_and_is_not_preempted():
     assert recorder.log == ["a0", "c0", "c1", "c2", "a1", "a2", "b0"]
 
 
-def test_a_long_ordinary_request_becomes_background(monkeypatch):
-    monkeypatch.setattr(turns_module, "LONG_SECONDS", 0.0)
+def test_a_long_ordinary_request_is_not_preempted_by_a_newer_one():
+    """However long it holds the worker: the newer one waits for it to end (its deadline counts
+    from its own start, and the one before it must not be left half done)."""
     ticket = Ticket()
-    assert ticket.level(time.monotonic()) == BACKGROUND
-    monkeypatch.setattr(turns_module, "LONG_SECONDS", 1e9)
+    ticket.first_turn = ticket.arrival - 3600  # it has worked for an hour
     assert ticket.level(time.monotonic()) == ORDINARY
     assert Ticket(urgent=lambda: True).level(time.monotonic()) == URGENT
+    assert Ticket(background=True).level(time.monotonic()) == BACKGROUND
 
 
-def test_background_work_takes_turns(monkeypatch):
-    monkeypatch.setattr(turns_module, "TURN_SECONDS", 0.0)
+def test_a_background_request_that_waited_long_for_its_first_turn_ranks_as_ordinary(monkeypatch):
+    monkeypatch.setattr(turns_module, "AGING_SECONDS", 0.0)
+    waited = Ticket(background=True)
+    assert waited.level(time.monotonic()) == ORDINARY
+    monkeypatch.setattr(turns_module, "AGING_SECONDS", 1e9)
+    assert waited.level(time.monotonic()) == BACKGROUND
+    started = Ticket(background=True)
+    started.first_turn = started.arrival  # it got its first turn at once: background for good
+    monkeypatch.setattr(turns_module, "AGING_SECONDS", 0.5)
+    assert started.level(started.arrival + 3600) == BACKGROUND
+    late = Ticket(background=True)
+    late.first_turn = late.arrival + 1.0  # it waited past AGING_SECONDS: ordinary for good
+    assert late.level(late.arrival + 3600) == ORDINARY
+
+
+def test_background_requests_are_first_come_first_served():
     turns = Turns()
     recorder = Recorder(turns)
     go_on = threading.Event()
@@ -138,9 +153,22 @@ def test_background_work_takes_turns(monkeypatch):
     _until(lambda: turns.waiting == 1)
     go_on.set()
     recorder.join()
-    # "a" gives way at its first checkpoint; then the one that has had least of the worker goes
-    # next, which stays "b" (it hands the turn over at each checkpoint and gets it back)
-    assert recorder.log == ["a0", "b0", "b1", "b2", "a1", "a2", "a3"]
+    assert recorder.log == ["a0", "a1", "a2", "a3", "b0", "b1", "b2"]
+
+
+def test_preempted_background_work_goes_on_before_later_background_work():
+    turns = Turns()
+    recorder = Recorder(turns)
+    go_on = threading.Event()
+    recorder.start(Ticket(background=True), "a", steps=3, between=lambda: go_on.wait(10))
+    _until(lambda: len(recorder.log) >= 1)
+    recorder.start(Ticket(), "o", steps=2)
+    _until(lambda: turns.waiting == 1)
+    recorder.start(Ticket(background=True), "b", steps=2)
+    _until(lambda: turns.waiting == 2)
+    go_on.set()
+    recorder.join()
+    assert recorder.log == ["a0", "o0", "o1", "a1", "a2", "b0", "b1"]
 
 
 def test_work_that_raises_gives_the_turn_back():
