@@ -78,6 +78,12 @@ def block_ends_in(prefix: str, middle: str, start: int) -> list[str]:
     return []
 
 
+def says_nothing(middle: str) -> bool:
+    """Whether ``middle`` is only blanks and a comment: as a line of its own it adds no code."""
+    code = middle.strip()
+    return not code or (code.startswith("#") and "\n" not in code and "\r" not in code)
+
+
 def hides_rest_of_line(prefix: str, middle: str, suffix: str) -> bool:
     """Whether ``middle`` ends inside a comment that swallows code after the cursor on its line
     (``def f(x):  # note`` before ``add(self):``): valid, and what nobody would accept."""

@@ -23,10 +23,12 @@ from .end_of_middle import (
     hides_rest_of_line,
     keeps_line_break,
     line_end_in,
+    says_nothing,
     single_line_end,
 )
 from .mask_store import MaskStore
 from .options import DecodeOptions
+from .positions import NEWLINE
 from .ranking import ranked_tokens
 from .result import FimResult, StopReason
 from .semantic import SemanticGuide, SemanticOptions
@@ -34,9 +36,12 @@ from .validity import longest_valid_prefix, middle_of, parses
 from .vocabulary import Vocabulary
 
 #: steps on which the model's favourite valid token would end a one-line middle where the file
-#: does not parse, before the middle may span lines (no one line completes the file, or the
-#: model knows none): until then such tokens give way to the next candidate
+#: does not parse (or with a line that says nothing), before the middle may span lines: until
+#: then such tokens give way to the next candidate, and an invalid end keeps giving way while
+#: the finish search still reaches a valid end within the line
 LINE_PATIENCE = 3
+#: seconds the finish search may take to tell whether a valid end is still within the line
+LINE_FINISH_SECONDS = 0.05
 
 
 class Run:
@@ -78,6 +83,8 @@ class Run:
         self.keeps_break = options.single_line and keeps_line_break(prefix, suffix)
         self.line_end: str | None = None
         self.line_refusals = 0
+        #: the middle may span lines (decided once the patience has run out)
+        self.spans_lines: bool | None = None
 
     def start_semantic(self, options: bool | SemanticOptions) -> None:
         """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
@@ -113,13 +120,14 @@ class Run:
             self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
 
     def cut_at_best_stop(self, seconds: float = 1.0) -> bool:
-        """Cut the middle at the best-scored stop point where the file is complete (§VII-B)."""
+        """Cut the middle at the best-scored stop point where the file is complete (§VII-B) and
+        the code after the cursor is not commented out (:meth:`hides_rest`)."""
         start = time.perf_counter()
         found = False
         for _, n, state in sorted(self.stop_points, key=lambda point: -point[0]):
             if time.perf_counter() - start > seconds:
                 break
-            if state.can_end():
+            if state.can_end() and not self.hides_rest(self.middle_text(self.ids[:n])):
                 del self.ids[n:], self.logprobs[n:]
                 self.state, self.result.stopped, found = state, StopReason.BEST_STOP, True
                 break
@@ -183,8 +191,9 @@ class Run:
         """``ranked`` for a one-line middle: a token that breaks the line comes through only where
         the middle, ended there (:func:`.end_of_middle.line_end_in`), completes the file (that end
         goes into ``line_ends``), so the line runs on to its nearest valid end. A refusal of the
-        step's favourite valid token counts; after :data:`LINE_PATIENCE` of them a token that
-        breaks the line where the file does not parse comes through too: the middle spans lines."""
+        step's favourite valid token counts (a whole line that says nothing, blank or only a
+        comment, is refused as well); after :data:`LINE_PATIENCE` of them the middle may span
+        lines (:meth:`_may_span_lines`)."""
         state = self.state
         assert state is not None  # called only under a constraint
         stops = self.vocabulary.stop_ids
@@ -197,9 +206,10 @@ class Run:
             if ("\n" in added or "\r" in added) and state.passes(token):
                 before = self.middle_text(self.ids) if before is None else before
                 end = line_end_in(self.middle_text([*self.ids, token]), len(before), self.keeps_break)
-                if end is not None and self._completes(end):
+                empty = self.keeps_break and says_nothing(end or "")
+                if end is not None and not empty and self._completes(end):
                     line_ends[token] = end
-                elif end is not None and self.line_refusals < LINE_PATIENCE:
+                elif end is not None and not self._may_span_lines(end, empty):
                     if not any(state.can_end() if t in stops else state.passes(t) for t in seen):
                         self.line_refusals += 1
                     continue
@@ -223,6 +233,25 @@ class Run:
                         block_ends[token] = end
                         break
             yield token
+
+    def _may_span_lines(self, end: str, says_nothing: bool) -> bool:
+        """Whether a line break that does not end the one-line middle validly (at ``end``) may
+        pass: once the patience has run out, when the line says nothing (it stays a comment), or
+        when the finish search finds no valid end within the line from here (no one line
+        completes the file; decided once per run). Never after a backslash: a continuation line
+        only hides the break."""
+        if self.line_refusals < LINE_PATIENCE or end.rstrip(" \t").endswith("\\"):
+            return False
+        if says_nothing:
+            return True
+        if self.spans_lines is None:
+            assert self.state is not None  # called only under a constraint
+            finish = self.state.checker.shortest_finish(seconds=LINE_FINISH_SECONDS)
+            within = finish is not None and not NEWLINE.search(
+                finish.rstrip("\r\n") if self.keeps_break else finish
+            )
+            self.spans_lines = not within
+        return self.spans_lines
 
     def state_text(self, token: int) -> str:
         """The text ``token`` adds after the current state (the whole middle's decoding where
@@ -326,7 +355,10 @@ class Run:
                 drop_repeats=options.drop_repeats,
                 finish=options.finish_search,
             )
-            if ended is None and not options.finish_search and self.mode == "constrained":
+            last_resort = not options.finish_search and self.mode == "constrained"
+            if ended is not None and last_resort and self.hides_rest(ended):
+                ended = None  # (junk: the search's middle below is not shown either)
+            if ended is None and last_resort:
                 # a stop that leaves the file invalid is never the answer: the finish search as the
                 # last resort, its middle marked as the search's (an editor does not show it)
                 ended = finish_middle(

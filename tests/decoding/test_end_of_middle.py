@@ -14,6 +14,7 @@ from fimconstrain.decoding.end_of_middle import (
     finish_middle,
     hides_rest_of_line,
     invents,
+    says_nothing,
     single_line_end,
 )
 
@@ -121,3 +122,10 @@ def test_a_middle_may_not_comment_out_the_rest_of_the_line(prefix, middle, suffi
 )
 def test_a_block_ends_at_a_line_indented_less_than_its_first(prefix, middle, start, ends):
     assert block_ends_in(prefix, middle, start) == ends
+
+
+@pytest.mark.parametrize(
+    "middle,nothing", [("    # note\n", True), ("\n", True), ("    x = 1  # note\n", False)]
+)
+def test_a_line_of_only_a_comment_says_nothing(middle, nothing):
+    assert says_nothing(middle) is nothing

@@ -453,6 +453,17 @@ def test_a_whole_line_cursor_keeps_its_line_break(tiny):
     assert (result.middle, result.stopped, result.valid) == ("    y = x\n", "line", True)
 
 
+def test_a_whole_line_of_only_a_comment_gives_way(tiny):
+    """A line of its own that is only a comment adds nothing: its line break gives way (here until
+    the patience runs out, and the middle ends with the line of code after it)."""
+    refused = ("\n", " a")
+    decoder = _preferring(tiny, "    #", " b", refused, refused, refused, ("\n",), "    y = x", ("\n",))
+    result = decoder.generate(
+        "def f(x):\n", "    return x\n", mode="constrained", max_new_tokens=16, single_line=True, heal=False
+    )
+    assert (result.middle, result.stopped) == ("    # b a a a\n    y = x\n", "line")
+
+
 def test_a_middle_no_line_completes_spans_lines(tiny):
     """``match x`` needs its cases on lines of their own: after the patience runs out the line
     breaks anyway, and the middle ends at the first line break where the file is complete."""

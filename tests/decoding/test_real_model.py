@@ -1,0 +1,132 @@
+"""The real code model end to end: Qwen2.5-Coder-0.5B (``fimconstrain model get qwen2.5-coder-0.5b``)
+on llama.cpp, with its own FIM tokens, on HumanEval-infilling single-line tasks and at held-out
+editor cursors.
+
+What would break here and nowhere else: a wrong prompt format or FIM token (the model then writes
+junk and few tasks pass), a stop rule that ends a line where the file does not parse, a tokenizer
+rebuilt wrongly from the GGUF (its probe check fails at load). The model lives in the user cache,
+never in the repository; without it (or without llama-cpp-python) these tests skip, except under
+CI (the ``CI`` variable set), where ``.ci/run`` fetches it and they fail without it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
+from fimconstrain.decoding.known_models import QWEN_0_5B, cached_path, is_fetched
+from fimconstrain.decoding.options import DecodeOptions
+from fimconstrain.decoding.positions import NEWLINE
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "benchmarks"
+#: single-line tasks, spread over HumanEval's problems (every 86th of 1,033)
+TASKS = 12
+pytestmark = [pytest.mark.slow, pytest.mark.time_limit(900)]
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    """The 0.5B model on llama.cpp, two threads (what a laptop gives it)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        _missing("llama-cpp-python is not installed (bash scripts/llama_toolchain.sh installs it)")
+    if not is_fetched(QWEN_0_5B):
+        _missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
+    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.decoding.models import load_model
+
+    return FimDecoder(load_model(QWEN_0_5B.name, threads=2), python_version="3.11")
+
+
+def test_the_prompt_uses_the_models_own_fim_tokens(qwen):
+    """Qwen2.5-Coder was trained with ``<|fim_prefix|>`` (151659), ``<|fim_middle|>`` (151660) and
+    ``<|fim_suffix|>`` (151661); the prompt is built with exactly those, in PSM order."""
+    from fimconstrain.decoding.fim_formats import build_prompt
+
+    codec = qwen.codec
+    prompt = build_prompt(qwen.fim_format, codec, "def f(x):\n    return ", "\n", 256, "psm")
+    markers = [codec.decode([t]) for t in prompt if codec.decode([t]).startswith("<|fim_")]
+    assert markers == ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]
+    assert prompt[0] == 151659 and prompt[-1] == 151660
+    assert str(cached_path(QWEN_0_5B)) == qwen.backend.name
+
+
+@pytest.fixture(scope="module")
+def single_line_tasks():
+    if not (DATA / "human-eval-infilling").is_dir():
+        pytest.skip(f"HumanEval-infilling's published files are not in {DATA}")
+    from fimconstrain.evaluation.benchmarks import load
+
+    examples = load("humaneval-infilling", "single-line", DATA)
+    return examples[:: len(examples) // TASKS][:TASKS]
+
+
+def test_single_line_tasks_pass_constrained(qwen, single_line_tasks):
+    """With the editor's shape (one line where code follows the cursor on its line, else a block),
+    as ``fimconstrain eval`` decodes them, most tasks pass their tests, every middle makes the
+    file parse, and the one-line middles are whole lines, most of them one line each."""
+    from fimconstrain.evaluation.benchmarks import judge
+
+    passed, lines, one = 0, 0, 0
+    for task in single_line_tasks:
+        line = not wants_multiline(task.prefix, task.suffix)
+        options = DecodeOptions.evaluation(
+            "constrained", max_new_tokens=48, top_k=50, single_line=line, end_of_block=not line
+        )
+        result = qwen.generate(task.prefix, task.suffix, options)
+        assert result.valid, (task.id, result.middle)
+        ast.parse(task.prefix + result.middle + task.suffix)
+        if line:
+            lines += 1
+            one += result.middle.endswith("\n") and result.middle.count("\n") == 1
+        passed += judge(task, result.middle).passed
+    assert one >= lines * 3 // 4, (one, lines)
+    # measured at the time of writing: 10 of 12 (the field's first-line baseline 9 of 12)
+    assert passed >= TASKS * 2 // 3, passed
+
+
+def _heldout_cuts(count: int, seed: int = 1) -> list[tuple[str, str]]:
+    """Cuts inside lines of code of installed packages (none of them the test's own code): the
+    rest of the line removed, as an editor asks mid-line."""
+    root = Path(sysconfig.get_paths()["purelib"]) / "click"
+    files = sorted(p for p in root.rglob("*.py") if 2_000 < p.stat().st_size < 40_000)
+    rng = random.Random(seed)
+    cuts = []
+    while len(cuts) < count:
+        text = rng.choice(files).read_text("utf-8")
+        lines = text.splitlines(keepends=True)
+        i = rng.randrange(len(lines))
+        line = lines[i]
+        code = line.rstrip("\r\n")
+        if len(code.strip()) < 12 or code.lstrip().startswith(("#", '"', "'")):
+            continue
+        start = sum(map(len, lines[:i]))
+        column = len(code) - len(code.lstrip()) + rng.randrange(4, len(code.strip()) - 2)
+        cuts.append((text[: start + column], text[start + len(code) :]))
+    return cuts
+
+
+def test_editor_items_at_heldout_cursors_are_valid_single_lines(qwen):
+    """Where the rest of a line is still to be typed, the editor's policy returns a middle that
+    keeps the file valid and never adds a line (the one-line stop ends only where the file parses)."""
+    for prefix, suffix in _heldout_cuts(6):
+        options = DecodeOptions.editor(single_line=not wants_multiline(prefix, suffix), python_version="3.11")
+        done = complete_at_cursor(qwen, prefix, suffix, options, request=Deadline(120))
+        result = done.results[0]
+        assert result.valid, (prefix[-60:], result.middle, suffix[:60])
+        assert not NEWLINE.search(result.middle), result.middle
