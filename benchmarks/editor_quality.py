@@ -139,18 +139,27 @@ class Completer:
         max_tokens: int,
         runtime: str = "auto",
         server: str | None = None,
+        window: int | None = None,
+        suffix_tokens: int | None = None,
+        threads: int | None = None,
     ):
         from fimconstrain.decoding.confidence import ConfidenceGate
+        from fimconstrain.decoding.fim_formats import PromptCut
         from fimconstrain.decoding.generate import FimDecoder
         from fimconstrain.decoding.model_server import ServerDecoder
         from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
 
+        self.decoder: ServerDecoder | FimDecoder
         if runtime == "server":  # the same model behind a server: the same gate
+            if server is None:
+                raise SystemExit("--runtimes server needs --server URL")
             self.decoder = ServerDecoder(server)
             self.gate = ConfidenceGate.for_model(model or DEFAULT_MODEL_DIR)
         else:
-            backend = load_model(model, runtime=runtime, progress=False)
-            self.decoder = FimDecoder(backend)
+            backend = load_model(model, runtime=runtime, threads=threads, progress=False)
+            # the server's prompt window (lsp_server.engine.apply_window) when given
+            cut = PromptCut(suffix_tokens) if window or suffix_tokens is not None else None
+            self.decoder = FimDecoder(backend, window=window, cut=cut)
             self.gate = ConfidenceGate.for_model(backend.name)
         self.deadline_ms, self.max_tokens = deadline_ms, max_tokens
         self.complete(
@@ -171,6 +180,7 @@ class Completer:
             spent = {
                 "tokens": result.generated,
                 "model_s": result.model_seconds,
+                "prefill_s": result.prefill_seconds,
                 "constraint_s": 0.0,
                 "step_constraint_s": [],
             }
@@ -179,6 +189,7 @@ class Completer:
         spent = {
             "tokens": sum(r.generated for r in done.results),
             "model_s": sum(r.model_seconds for r in done.results),
+            "prefill_s": sum(r.prefill_seconds for r in done.results),
             "constraint_s": sum(r.checker_seconds for r in done.results),
             "step_constraint_s": [s for r in done.results for s in r.step_checker_seconds],
         }
@@ -199,6 +210,73 @@ class Completer:
             gate=self.gate,
             request=Deadline(self.deadline_ms / 1000),
         )
+
+
+def typed_chars(truth: str, rng: random.Random) -> str:
+    """The next 1-3 characters of the true middle (on its first line, leaving at least one), or
+    "" when its first line is too short."""
+    line = truth.split("\n", 1)[0]
+    if len(line) < 2:
+        return ""
+    return line[: rng.randint(1, min(3, len(line) - 1))]
+
+
+def ask(
+    completer: Completer, collector, mode: str, name: str, kind: str, prefix: str, suffix: str, truth: str
+) -> dict:
+    """One timed request and how it scored against ``truth``; with the prompt tokens the model read
+    and reused (llama.cpp's counters) when the backend keeps them."""
+    backend = getattr(completer.decoder, "backend", None)
+    read, reused = getattr(backend, "prompt_read", 0), getattr(backend, "prompt_reused", 0)
+    start = time.perf_counter()
+    item, spent = completer.complete(mode, prefix, suffix)
+    seconds = time.perf_counter() - start
+    collector.when_idle()
+    es = edit_similarity(item, truth) if item is not None else 0.0
+    return {
+        "file": name,
+        "kind": kind,
+        "truth": truth,
+        "item": item,
+        "seconds": seconds,
+        "es": es,
+        "exact": item is not None and _first_line(item) == _first_line(truth),
+        "parses": item is not None and parses(prefix + item + suffix),
+        "prompt_read": getattr(backend, "prompt_read", 0) - read,
+        "prompt_reused": getattr(backend, "prompt_reused", 0) - reused,
+        **spent,
+    }
+
+
+def prefill_times(model: str | None, lengths: list[int], threads: int | None) -> int:
+    """Print llama.cpp's prefill time per prompt length (what the prompt window is chosen from)."""
+    from fimconstrain.decoding.models import load_model
+
+    backend = load_model(model, runtime="llama", threads=threads, progress=False)
+    rng = random.Random(0)
+    print(f"{backend.name}: threads {getattr(backend, 'threads', '?')}")
+    for n in lengths:
+        ids = [rng.randrange(backend.vocab_size // 8, backend.vocab_size) for _ in range(n)]
+        backend.llama.n_tokens = 0  # type: ignore[attr-defined]  # nothing reused
+        start = time.perf_counter()
+        backend.start().prefill(ids)
+        whole = time.perf_counter() - start
+        session = backend.start()
+        start = time.perf_counter()
+        session.prefill(
+            ids[:-64] + [rng.randrange(backend.vocab_size // 8, backend.vocab_size) for _ in range(64)]
+        )
+        tail = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(8):
+            session.step(1000)
+        step = (time.perf_counter() - start) / 8
+        print(
+            f"{n:6d} tokens: prefill {whole:7.2f} s ({n / whole:5.0f} tokens/s); its last 64 changed "
+            f"{1000 * tail:6.0f} ms; a step {1000 * step:5.1f} ms",
+            flush=True,
+        )
+    return 0
 
 
 def default_runtimes() -> str:
@@ -237,6 +315,9 @@ def summarise(rows: list[dict]) -> dict:
         "steps": len(steps),
         **{f"step_constraint_{name}_ms": 1000 * _quantile(steps, q) for name, q in STEP_QUANTILES.items()},
         "step_constraint_mean_ms": 1000 * statistics.mean(steps) if steps else 0.0,
+        "prompt_read_mean": statistics.mean(r.get("prompt_read", 0) for r in rows) if rows else 0.0,
+        "prompt_reused_mean": statistics.mean(r.get("prompt_reused", 0) for r in rows) if rows else 0.0,
+        "prefill_ms_p50": 1000 * _quantile(sorted(r.get("prefill_s", 0.0) for r in rows), 0.5),
     }
 
 
@@ -288,7 +369,33 @@ def main(argv=None) -> int:
     )
     p.add_argument("--deadline-ms", type=int, default=3000, help="the server's deadline per request")
     p.add_argument("--max-tokens", type=int, default=64, help="the server's max new tokens")
+    p.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help="tokens of prompt and middle (the server's promptWindow; default: the model's context)",
+    )
+    p.add_argument(
+        "--suffix-tokens",
+        type=int,
+        default=None,
+        help="the suffix's share of the window at most (the server's suffixTokens; default: half)",
+    )
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: every core)")
+    p.add_argument(
+        "--no-edits",
+        action="store_true",
+        help="skip the request after a small edit (1-3 characters of the true middle typed at the cursor)",
+    )
+    p.add_argument(
+        "--prefill",
+        metavar="N,N,...",
+        help="only measure the model's prefill of prompts of these lengths (random token ids, the "
+        "cache emptied first), then of their last 64 tokens changed, and a decode step (llama.cpp)",
+    )
     args = p.parse_args(argv)
+    if args.prefill:
+        return prefill_times(args.model, [int(n) for n in args.prefill.split(",")], args.threads)
     modes = [m for m in args.modes.split(",") if m]
     rng = random.Random(args.seed)
     requests = []
@@ -299,6 +406,7 @@ def main(argv=None) -> int:
         requests += [(str(path), *r) for r in cursors(text, rng, args.per_file, index % len(KINDS))]
     runtimes = (args.runtimes or default_runtimes()).split(",")
     rows: dict[str, list[dict]] = {}
+    edits: dict[str, list[dict]] = {}
     # the server's garbage-collection policy: no full pass while a request works, one between
     # requests (without it a full pass lands inside some decoding step, as it never does there)
     from lsp_server.collector import Collector
@@ -306,35 +414,43 @@ def main(argv=None) -> int:
     collector = Collector()
     collector.install()
     for runtime in runtimes:
-        completer = Completer(args.model, args.deadline_ms, args.max_tokens, runtime, args.server)
+        completer = Completer(
+            args.model,
+            args.deadline_ms,
+            args.max_tokens,
+            runtime,
+            args.server,
+            window=args.window,
+            suffix_tokens=args.suffix_tokens,
+            threads=args.threads,
+        )
         for mode in modes:
             label = mode if len(runtimes) == 1 else f"{mode} {runtime}"
-            rows[label] = []
+            rows[label], edits[label] = [], []
+            typing = random.Random(args.seed)
             for name, kind, prefix, suffix, truth in C.progress(
                 requests, desc=label, disable=args.no_progress, unit="request"
             ):
-                start = time.perf_counter()
-                item, spent = completer.complete(mode, prefix, suffix)
-                seconds = time.perf_counter() - start
-                collector.when_idle()
-                es = edit_similarity(item, truth) if item is not None else 0.0
-                rows[label].append(
-                    {
-                        "file": name,
-                        "kind": kind,
-                        "truth": truth,
-                        "item": item,
-                        "seconds": seconds,
-                        "es": es,
-                        "exact": item is not None and _first_line(item) == _first_line(truth),
-                        "parses": item is not None and parses(prefix + item + suffix),
-                        **spent,
-                    }
-                )
+                rows[label].append(ask(completer, collector, mode, name, kind, prefix, suffix, truth))
+                typed = typed_chars(truth, typing)
+                if typed and not args.no_edits:  # what typing sends: the same document, a few characters on
+                    edits[label].append(
+                        ask(
+                            completer,
+                            collector,
+                            mode,
+                            name,
+                            kind,
+                            prefix + typed,
+                            suffix,
+                            truth[len(typed) :],
+                        )
+                    )
     summary = {
         mode: {"all": summarise(r), **{k: summarise([x for x in r if x["kind"] == k]) for k in KINDS}}
         for mode, r in rows.items()
     }
+    latency = {mode: {"first": summarise(rows[mode]), "edit": summarise(edits[mode])} for mode in rows}
     width = max(6, *map(len, summary))
     header = f"{'mode':{width}} {'kind':9} {'n':>4} {'shown':>6} {'exact':>6} {'ES':>5} {'ES|sh':>6} "
     print(
@@ -365,7 +481,28 @@ def main(argv=None) -> int:
                 f"{s['step_constraint_p95_ms']:6.2f} {s['step_constraint_p99_ms']:6.2f} "
                 f"{s['step_constraint_max_ms']:7.1f} {s['step_constraint_mean_ms']:6.2f}"
             )
-    out = C.write_results("editor_quality", args, {"summary": summary, "rows": rows})
+    print(
+        f"\n{'latency':{width}} {'request':8} {'n':>4} {'shown':>6} {'p50 ms':>7} {'p95 ms':>7} "
+        f"{'read':>6} {'reused':>7} {'prefill':>8}"
+    )
+    for mode, by_phase in latency.items():
+        for phase, s in by_phase.items():
+            if s["requests"]:
+                print(
+                    f"{mode:{width}} {phase:8} {s['requests']:4d} {s['shown']:6.1%} {s['p50_ms']:7.0f} "
+                    f"{s['p95_ms']:7.0f} {s['prompt_read_mean']:6.0f} {s['prompt_reused_mean']:7.0f} "
+                    f"{s['prefill_ms_p50']:8.0f}"
+                )
+    print(
+        "first: a document's first request; edit: the same document with the next 1-3 characters of the "
+        "true middle typed at the cursor; read, reused: prompt tokens evaluated and taken from the "
+        "cache (mean per request, llama.cpp); prefill: the prompt's time (p50)"
+    )
+    out = C.write_results(
+        "editor_quality",
+        args,
+        {"summary": summary, "latency": latency, "rows": rows, "edits": edits},
+    )
     plot(summary, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0

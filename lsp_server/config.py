@@ -35,6 +35,13 @@ class Settings:
     device: str = "cpu"  # torch device for a transformers model (llama.cpp runs on the CPU)
     threads: int | None = None  # the model's CPU threads; None: every core (llama.cpp), torch's default
     context: int | None = None  # llama.cpp's window in tokens; None: the model's, at most 8192
+    # tokens of prompt and middle together: a longer document is cut around the cursor (the
+    # constraint still sees all of it). On a 2-core CPU every prompt token costs ~25 ms on one
+    # thread (docs/lsp.md, "Prompt window"); None: the model's whole window
+    prompt_window: int | None = 1024
+    # the suffix keeps at most this many tokens of the window (the prefix the rest): in PSM order
+    # a keystroke at the cursor reads the suffix again; None: half the window
+    suffix_tokens: int | None = 64
     trust_remote_code: bool = False
     # an OpenAI-compatible completions server (http://host:port) runs the model instead of this
     # process: vLLM with fimconstrain installed constrains the middle itself; any other server's
@@ -180,6 +187,8 @@ _CHECKS = {
     "runtime": _choice(RUNTIMES),
     "threads": _int(1, 256, True),
     "context": _int(64, 1 << 20, True),
+    "prompt_window": _int(64, 1 << 20, True),
+    "suffix_tokens": _int(0, 1 << 20, True),
     "trust_remote_code": _bool,
     "server": _server_url,
     "server_model": _optional_str,

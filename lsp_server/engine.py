@@ -167,6 +167,7 @@ class Engine:
         else:
             backend = backend or self._load_backend(settings)
             decoder, name, fim_format = FimDecoder(backend), backend.name, backend.fim_format.name
+            apply_window(decoder, settings)
             gate = ConfidenceGate.for_model(backend.name or None)
         if settings.semantic:
             from fimconstrain.decoding import jedi_attributes
@@ -220,6 +221,7 @@ class Engine:
         if loaded is None:
             return []
         options = editor_options(settings, job.single_line, job.python_version)
+        apply_window(loaded.decoder, settings)
         try:
             done = complete_at_cursor(
                 loaded.decoder,
@@ -246,6 +248,19 @@ class Engine:
         self.server_error = None
         job.note(done)
         return [(item.middle, item.mean_logprob) for item in done.items]
+
+
+def apply_window(decoder: Decoder, settings: Settings) -> None:
+    """Give a local model's decoder the prompt window of ``settings`` (a model server cuts its
+    own prompts): ``promptWindow`` tokens of prompt and middle, the suffix at most
+    ``suffixTokens`` of them, the prefix cut in whole strides so that typing keeps the cache."""
+    from fimconstrain.decoding.fim_formats import PromptCut
+    from fimconstrain.decoding.generate import FimDecoder
+
+    if isinstance(decoder, FimDecoder):
+        whole = decoder.backend.context_window
+        decoder.window = min(settings.prompt_window or whole, whole)
+        decoder.cut = PromptCut(settings.suffix_tokens)
 
 
 def editor_options(settings: Settings, single_line: bool, python_version=None) -> DecodeOptions:

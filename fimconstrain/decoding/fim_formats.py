@@ -156,6 +156,29 @@ def token_lookup(tokenizer) -> Callable[[str], int | None]:
     return lookup if lookup is not None else tokenizer.get_vocab().get
 
 
+@dataclass(frozen=True)
+class PromptCut:
+    """How a prompt longer than its window is cut, for an editor whose requests follow typing.
+
+    ``suffix_tokens``: the suffix keeps at most this many tokens (from its start), the prefix
+    the rest of the window. In PSM order the suffix follows the cursor in the prompt, so every
+    keystroke at the cursor reads it again (the key/value cache is kept only up to the first
+    changed token): a short suffix is a cheap keystroke. None: :func:`split_budget`'s halves.
+    ``stride``: a prefix that does not fit loses whole strides of tokens from its start,
+    counted from a character offset that moves in steps of many thousand characters, so that
+    the prompt's start (and the cache of everything up to the cursor) survives a few characters
+    typed at the cursor; the prefix then keeps between ``stride`` tokens fewer than its share
+    and its share.
+    """
+
+    suffix_tokens: int | None = None
+    stride: int = 64
+
+    def __post_init__(self) -> None:
+        if self.stride < 1 or (self.suffix_tokens is not None and self.suffix_tokens < 0):
+            raise ValueError(f"bad prompt cut {self}")
+
+
 def split_budget(n_prefix: int, n_suffix: int, budget: int) -> tuple[int, int]:
     """How many prefix tokens (kept from the end) and suffix tokens (kept from the start) fit in ``budget``.
 
@@ -443,10 +466,12 @@ def build_prompt(
     suffix: str,
     max_tokens: int | None = None,
     order: str = "psm",
+    cut: PromptCut | None = None,
 ) -> list[int]:
     """Prompt ids for filling between ``prefix`` and ``suffix``; the texts are cut to fit ``max_tokens``.
 
-    The prefix loses tokens from its start and the suffix from its end (see :func:`split_budget`).
+    The prefix loses tokens from its start and the suffix from its end (see :func:`split_budget`);
+    ``cut`` caps the suffix's share and makes the prefix's cut stable under typing (:class:`PromptCut`).
     """
     if order not in fmt.layouts:
         raise FimFormatError(
@@ -458,12 +483,20 @@ def build_prompt(
     head = [tok.bos_token_id] if fmt.bos and tok.bos_token_id is not None else []
     if max_tokens is not None:  # a token is a few characters: encode no more text than can fit
         reach = 32 * max_tokens
-        prefix, suffix = prefix[-reach:], suffix[:reach]
+        if cut is not None:  # from a multiple of ``reach`` characters: typing keeps where it starts
+            prefix = prefix[max(0, (len(prefix) - reach) // reach * reach) :]
+        else:
+            prefix = prefix[-reach:]
+        suffix = suffix[:reach]
     pre = codec.encode(prefix)
     suf = codec.encode(suffix, leading_space=not fmt.suffix_without_space)
     if max_tokens is not None:
         n_markers = len(head) + sum(1 for item in layout if item in marker_ids)
-        keep_pre, keep_suf = split_budget(len(pre), len(suf), max_tokens - n_markers)
+        n_suf = len(suf) if cut is None or cut.suffix_tokens is None else min(len(suf), cut.suffix_tokens)
+        keep_pre, keep_suf = split_budget(len(pre), n_suf, max_tokens - n_markers)
+        if cut is not None and keep_pre < len(pre):  # drop whole strides from the start
+            drop = -(-(len(pre) - keep_pre) // cut.stride) * cut.stride
+            keep_pre = max(0, len(pre) - drop)
         pre, suf = pre[len(pre) - keep_pre :], suf[:keep_suf]
     texts = {"prefix": pre, "suffix": suf}
     ids = list(head)

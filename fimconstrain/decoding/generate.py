@@ -21,7 +21,7 @@ from ..engine.checker import check_characters
 from ..engine.versions import PythonVersion, VersionLike, parse_python_version
 from .backend import ModelBackend
 from .constraint import healed_tail
-from .fim_formats import FimFormat, TextCodec, build_prompt
+from .fim_formats import FimFormat, PromptCut, TextCodec, build_prompt
 from .mask_store import MaskStore, SavedStore
 from .options import Controls, DecodeOptions
 from .ranking import log_normaliser, ranking_keys
@@ -36,7 +36,9 @@ class FimDecoder:
     """Fills the middle between a prefix and a suffix with a model backend, in any mode.
 
     ``order``: the prompt's order, ``"psm"`` or ``"spm"``; ``window``: tokens of prompt and
-    middle together (default: the model's); ``python_version`` (``"3.12"`` or ``(3, 12)``;
+    middle together (default: the model's); ``cut``: how a prompt longer than that is cut (an
+    editor's: a short suffix and a prefix cut that typing keeps, :class:`.fim_formats.PromptCut`;
+    default: halves); ``python_version`` (``"3.12"`` or ``(3, 12)``;
     default: the newest): the syntax the constraint accepts unless a call's options say.
     With ``prepare`` (default), a background thread loads (or builds) the vocabulary's tables
     from the moment the decoder exists, so that a first request finds them ready.
@@ -49,10 +51,12 @@ class FimDecoder:
         window: int | None = None,
         python_version: VersionLike | None = None,
         prepare: bool = True,
+        cut: PromptCut | None = None,
     ):
         self.backend = backend
         self.order = order
         self.window = window or backend.context_window
+        self.cut = cut
         self.python_version: PythonVersion = parse_python_version(python_version)
         self.vocabulary = Vocabulary(backend)
         self._mask_stores: dict[PythonVersion, MaskStore] = {}
@@ -174,6 +178,7 @@ class FimDecoder:
             suffix,
             self.window - budget,
             self.order,
+            self.cut,
         )
         rng = np.random.default_rng(options.seed)  # (seed None: fresh entropy)
         constrained = options.mode in ("constrained", "prefix")

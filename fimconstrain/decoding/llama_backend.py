@@ -278,6 +278,9 @@ class LlamaCppBackend:
         self._saved: weakref.WeakKeyDictionary[LlamaCppSession, ctypes.Array[ctypes.c_uint8]] = (
             weakref.WeakKeyDictionary()
         )
+        #: prompt tokens over every prefill: read (evaluated) and reused from the cache
+        self.prompt_read = 0
+        self.prompt_reused = 0
         self._check_tokenizer()
 
     def _open(self, llama_cpp, path: Path, window: int):
@@ -394,6 +397,8 @@ class LlamaCppSession:
             llama.n_tokens = shared
             self.ids = list(ids[:shared])
             self.reused = shared
+            backend.prompt_reused += shared
+            backend.prompt_read += len(ids) - shared
         rest = ids[shared:]
         chunk = PREFILL_CHUNK if should_stop is not None else len(rest)
         logits = None

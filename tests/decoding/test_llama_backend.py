@@ -272,3 +272,29 @@ def test_a_missing_gguf_file_is_named(tmp_path):
     _llama_cpp()
     with pytest.raises(FimConstrainError, match="does not exist"):
         load_model(tmp_path / "absent.gguf")
+
+
+def test_an_editor_prompt_cut_keeps_its_start_when_characters_are_typed_at_the_cursor(llama):
+    """With a :class:`PromptCut` the suffix keeps at most its share and the prefix's cut moves
+    in whole strides: a prompt after 1-3 characters typed at the cursor shares all but its tail
+    with the one before (the key/value cache reused); cut token by token it shares nothing."""
+    from fimconstrain.decoding.fim_formats import PromptCut, TextCodec, build_prompt
+
+    codec = TextCodec(llama.tokenizer)
+    text = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(60))
+    suffix = "\n\n\n" + "".join(f"def g{i}(y):\n    return y - {i}\n" for i in range(30))
+    cut = PromptCut(suffix_tokens=20, stride=32)
+
+    def shared(a: list[int], b: list[int]) -> int:
+        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+    for end in range(len(text) - 300, len(text), 37):
+        prefix = text[:end]
+        before = build_prompt(llama.fim_format, codec, prefix, suffix, 200, "psm", cut)
+        assert len(before) <= 200 and len(before) > 200 - 32
+        for typed in ("x", "ab", " + "):
+            after = build_prompt(llama.fim_format, codec, prefix + typed, suffix, 200, "psm", cut)
+            if len(after) >= len(before):  # (else a stride fell: once per 32 tokens typed)
+                assert shared(before, after) >= len(before) - 20 - 2 - 4
+    plain = [build_prompt(llama.fim_format, codec, text[:-40] + t, suffix, 200) for t in ("", "ab")]
+    assert shared(*plain) < 10

@@ -20,7 +20,8 @@ export interface SettingsReader {
 /** The server's settings that the extension exposes, by their server name (all but `languages`:
  * the extension only sends Python documents). */
 export const SERVER_KEYS = [
-  'model', 'runtime', 'fimFormat', 'device', 'threads', 'context', 'server', 'serverModel', 'trustRemoteCode', 'mode',
+  'model', 'runtime', 'fimFormat', 'device', 'threads', 'context', 'promptWindow', 'suffixTokens', 'server',
+  'serverModel', 'trustRemoteCode', 'mode',
   'maxTokens',
   'deadlineMs', 'multiline', 'invokedItems', 'temperature', 'topK', 'finishSearch', 'maxFileChars',
   'pythonVersion', 'semantic',
@@ -30,7 +31,7 @@ export const SERVER_KEYS = [
  * server spells null. Sending null, rather than leaving the key out, matters after a change: the
  * server keeps its previous value for a key it does not get. */
 const EMPTY_MEANS_DEFAULT: ReadonlySet<string> = new Set([
-  'model', 'fimFormat', 'threads', 'context', 'server', 'serverModel',
+  'model', 'fimFormat', 'threads', 'context', 'promptWindow', 'server', 'serverModel',
 ]);
 
 /** What the server gets: every exposed key the reader has a value for. VS Code fills in the

@@ -1,0 +1,75 @@
+"""The editor's prompt window: ``promptWindow`` and ``suffixTokens`` reach the decoder, and a
+request after a few characters typed at the cursor reads only the prompt's changed tail (the
+suffix) on llama.cpp, the rest coming from the key/value cache. Nothing here asserts on timings.
+Without llama-cpp-python the llama.cpp test is skipped, except under CI (the ``CI`` variable set).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import time
+
+import pytest
+
+from lsp_server.config import Settings, update
+
+
+def test_the_prompt_window_settings_parse_and_bad_values_are_ignored():
+    settings, problems = update(Settings(), {"fimconstrain": {"promptWindow": 512, "suffixTokens": 32}})
+    assert (settings.prompt_window, settings.suffix_tokens) == (512, 32) and problems == []
+    settings, problems = update(settings, {"promptWindow": None, "suffix_tokens": None})
+    assert (settings.prompt_window, settings.suffix_tokens) == (None, None) and problems == []
+    settings, problems = update(settings, {"promptWindow": 3, "suffixTokens": -1})
+    assert (settings.prompt_window, settings.suffix_tokens) == (None, None) and len(problems) == 2
+    assert Settings().to_dict()["promptWindow"] == Settings.prompt_window
+
+
+def _gguf():
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("llama-cpp-python is not installed")
+        pytest.skip("llama-cpp-python is not installed")
+    from fimconstrain.decoding.models import DEFAULT_GGUF
+
+    if not DEFAULT_GGUF.is_file():
+        pytest.skip("the shipped GGUF is missing")
+    return DEFAULT_GGUF
+
+
+#: a document longer than the window: forty functions, the cursor in the middle of them
+HEAD = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(40))
+TAIL = "".join(f"def g{i}(y):\n    return y - {i}\n\n\n" for i in range(40))
+
+
+def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail():
+    from lsp_server.engine import Engine, Job
+
+    settings = Settings(model=str(_gguf()), threads=1, prompt_window=256, suffix_tokens=24, semantic=False)
+    engine = Engine()
+    loaded = engine.load(settings)
+    decoder = loaded.decoder
+    assert decoder.window == 256 and decoder.cut.suffix_tokens == 24
+    backend = decoder.backend
+
+    def ask(prefix: str) -> tuple[int, int]:
+        """The prompt tokens read and reused by a request at the end of ``prefix``."""
+        read, reused = backend.prompt_read, backend.prompt_reused
+        job = Job("file:///w.py", time.monotonic() + 120, single_line=True)
+        for middle in engine.complete(job, prefix, "\n\n\n" + TAIL, settings, 1):
+            ast.parse(prefix + middle + "\n\n\n" + TAIL)
+        return backend.prompt_read - read, backend.prompt_reused - reused
+
+    prefix = HEAD + "def h(z):\n    return z"
+    first, _ = ask(prefix)
+    typed, kept = ask(prefix + " +")  # two characters typed at the cursor
+    # the window: at most 256 - the middle's room; the edit reads the suffix (24 tokens, 3
+    # markers) and the prefix's last few tokens again, never the prefix cut at the window's start
+    assert first > 24 + 3
+    assert typed <= 24 + 3 + 6 and kept >= 256 - 64 - 24 - 3 - 6 - 64  # (a stride may fall)
+
+    # no window setting: the model's whole window
+    engine.load(Settings(model=str(_gguf()), threads=1, prompt_window=None, semantic=False))
+    assert engine.loaded.decoder.window == engine.loaded.decoder.backend.context_window
