@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fimconstrain.decoding.models import RUNTIMES
-from fimconstrain.decoding.options import SEMANTIC_DEFAULT
+from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, SEMANTIC_DEFAULT
 
 SECTION = "fimconstrain"
 MODES = ("fim", "prefix", "off")
@@ -38,10 +38,10 @@ class Settings:
     # tokens of prompt and middle together: a longer document is cut around the cursor (the
     # constraint still sees all of it). On a 2-core CPU every prompt token costs ~25 ms on one
     # thread (docs/lsp.md, "Prompt window"); None: the model's whole window
-    prompt_window: int | None = 1024
+    prompt_window: int | None = EDITOR_WINDOW
     # the suffix keeps at most this many tokens of the window (the prefix the rest): in PSM order
     # a keystroke at the cursor reads the suffix again; None: half the window
-    suffix_tokens: int | None = 64
+    suffix_tokens: int | None = EDITOR_SUFFIX_TOKENS
     trust_remote_code: bool = False
     # an OpenAI-compatible completions server (http://host:port) runs the model instead of this
     # process: vLLM with fimconstrain installed constrains the middle itself; any other server's

@@ -31,7 +31,7 @@ from .command_line import (
 from .confidence import ConfidenceGate
 from .editor import Decoder, complete_at_cursor, shows, wants_multiline
 from .model_server import DEFAULT_TIMEOUT, SERVER_FORMAT, ModelServerError, ServerDecoder
-from .options import MODES, SEMANTIC_DEFAULT, DecodeOptions
+from .options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, MODES, SEMANTIC_DEFAULT, DecodeOptions
 from .positions import cursor_offset
 from .python_version import AUTO, Chooser, normalize_setting
 from .result import FimResult
@@ -130,6 +130,7 @@ def _load_here(
     """The decode loop over ``model`` (a backend, or loaded as :func:`.models.load_model` does),
     the model's confidence gate and its runtime; ``spent`` gets the import and load times."""
     start = time.perf_counter()
+    from .fim_formats import PromptCut
     from .generate import FimDecoder
     from .models import load_model
 
@@ -145,7 +146,8 @@ def _load_here(
             context=context,
             progress=progress,
         )
-    decoder = FimDecoder(model, order=order)
+    window = min(EDITOR_WINDOW, model.context_window)  # the editor's prompt window
+    decoder = FimDecoder(model, order=order, window=window, cut=PromptCut(EDITOR_SUFFIX_TOKENS))
     gate = ConfidenceGate.for_model(getattr(model, "name", "") or None)
     spent["load"] = time.perf_counter() - start
     return decoder, gate, model.runtime

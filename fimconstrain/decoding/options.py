@@ -28,6 +28,12 @@ SEMANTIC_DEFAULT = True
 FINISH_SECONDS = 5.0
 #: seconds an editor's middle may search for a finish (a person waits for it)
 EDITOR_FINISH_SECONDS = 0.15
+#: tokens of prompt and middle an editor's request reads (a longer file is cut around the cursor;
+#: the constraint still sees all of it): on a 2-core CPU each prompt token costs milliseconds
+#: (docs/lsp.md, "Prompt window and typing")
+EDITOR_WINDOW = 1024
+#: the suffix's share of that window at most (PSM order: a keystroke reads the suffix again)
+EDITOR_SUFFIX_TOKENS = 64
 #: the paper's candidate count (paper 004 §VII-B: "up to the top 50 token candidates")
 PAPER_TOP_K = 50
 

@@ -47,10 +47,14 @@ def qwen():
         _missing("llama-cpp-python is not installed (bash scripts/llama_toolchain.sh installs it)")
     if not is_fetched(QWEN_0_5B):
         _missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
+    from fimconstrain.decoding.fim_formats import PromptCut
     from fimconstrain.decoding.generate import FimDecoder
     from fimconstrain.decoding.models import load_model
+    from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
 
-    return FimDecoder(load_model(QWEN_0_5B.name, threads=2), python_version="3.11")
+    backend = load_model(QWEN_0_5B.name, threads=2)
+    cut = PromptCut(EDITOR_SUFFIX_TOKENS)  # the editor's window, as the server and `complete` read
+    return FimDecoder(backend, python_version="3.11", window=EDITOR_WINDOW, cut=cut)
 
 
 def test_the_prompt_uses_the_models_own_fim_tokens(qwen):
