@@ -228,3 +228,23 @@ def load_script():
         return module
 
     return load
+
+
+# ---------------------------------------------------------------- toolchains
+
+
+def missing(reason: str) -> None:
+    """A toolchain or model a test needs is absent: skip, except under CI (the ``CI`` variable
+    set), where ``.ci/run`` installs it and its absence fails the test."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def require_llama_cpp():
+    """The ``llama_cpp`` module (``scripts/llama_toolchain.sh`` installs it), or :func:`missing`."""
+    try:
+        import llama_cpp
+    except ImportError:
+        missing("llama-cpp-python is not installed (bash scripts/llama_toolchain.sh installs it)")
+    return llama_cpp

@@ -11,7 +11,6 @@ llama-cpp-python the llama.cpp tests are skipped, except under CI (the ``CI`` va
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 from dataclasses import replace
@@ -22,27 +21,18 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
+from conftest import require_llama_cpp
+
 from fimconstrain.decoding.gguf_export import ExportError, export_gguf
 from fimconstrain.decoding.models import DEFAULT_GGUF, DEFAULT_MODEL_DIR, load_model, runtime_for
 from fimconstrain.decoding.options import MODES, DecodeOptions
 from fimconstrain.engine.errors import FimConstrainError
 
 
-def _llama_cpp():
-    try:
-        import llama_cpp
-    except ImportError:
-        reason = "llama-cpp-python is not installed (bash scripts/llama_toolchain.sh installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return llama_cpp
-
-
 @pytest.fixture(scope="module")
 def llama():
     """The shipped model on llama.cpp."""
-    _llama_cpp()
+    require_llama_cpp()
     return load_model(DEFAULT_GGUF)
 
 
@@ -269,7 +259,7 @@ def test_without_llama_cpp_a_gguf_is_a_one_line_error(monkeypatch):
 
 
 def test_a_missing_gguf_file_is_named(tmp_path):
-    _llama_cpp()
+    require_llama_cpp()
     with pytest.raises(FimConstrainError, match="does not exist"):
         load_model(tmp_path / "absent.gguf")
 

@@ -12,7 +12,6 @@ CI (the ``CI`` variable set), where ``.ci/run`` fetches it and they fail without
 from __future__ import annotations
 
 import ast
-import os
 import random
 import sysconfig
 from pathlib import Path
@@ -20,6 +19,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("transformers")
+
+from conftest import missing, require_llama_cpp
 
 from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
 from fimconstrain.decoding.known_models import QWEN_0_5B, cached_path, is_fetched
@@ -32,21 +33,12 @@ TASKS = 12
 pytestmark = [pytest.mark.slow, pytest.mark.time_limit(900)]
 
 
-def _missing(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def qwen():
     """The 0.5B model on llama.cpp, two threads (what a laptop gives it)."""
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        _missing("llama-cpp-python is not installed (bash scripts/llama_toolchain.sh installs it)")
+    require_llama_cpp()
     if not is_fetched(QWEN_0_5B):
-        _missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
+        missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
     from fimconstrain.decoding.fim_formats import PromptCut
     from fimconstrain.decoding.generate import FimDecoder
     from fimconstrain.decoding.models import load_model

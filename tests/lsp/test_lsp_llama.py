@@ -21,6 +21,7 @@ import pytest
 
 pytest_lsp = pytest.importorskip("pytest_lsp")
 
+from conftest import require_llama_cpp  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
@@ -45,13 +46,7 @@ pytestmark = [pytest.mark.time_limit(600), pytest.mark.filterwarnings("ignore::S
 
 @pytest.fixture(scope="module", autouse=True)
 def _llama_cpp():
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        reason = "llama-cpp-python is not installed (bash scripts/llama_toolchain.sh installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_llama_cpp()
     if not DEFAULT_GGUF.is_file():
         pytest.skip(f"the shipped model's GGUF is missing ({DEFAULT_GGUF})")
 
