@@ -200,7 +200,7 @@ class Run:
         before: str | None = None
         seen: list[int] = []
         for token in ranked:
-            if token in stops and self.hides_rest(self.middle_text(self.ids)):
+            if token in stops and self._empty_or_hiding(self.middle_text(self.ids)):
                 continue
             added = "" if token in stops else self.state_text(token)
             if ("\n" in added or "\r" in added) and state.passes(token):
@@ -273,6 +273,10 @@ class Run:
         if not options.single_line:
             return False
         return single_line_end(self.vocabulary.codec.decode(self.ids[-48:])) is not None
+
+    def _empty_or_hiding(self, middle: str) -> bool:
+        """Whether a stop here leaves a whole line that says nothing, or hides the code after the cursor."""
+        return (self.keeps_break and says_nothing(middle)) or self.hides_rest(middle)
 
     def _completes(self, middle: str) -> bool:
         """Whether the file is complete with ``middle``, its last name not fused with the suffix's

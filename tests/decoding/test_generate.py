@@ -417,14 +417,15 @@ class _Preferring(_Steered):
 
 def _preferring(tiny, *steps: str | tuple[str, ...]) -> FimDecoder:
     """A decoder whose model writes ``steps``: a text is written token by token, a tuple's texts
-    (one token each) are that step's preferences, best first."""
+    (one token each; ``<eos>`` the stop token) are that step's preferences, best first."""
     codec = TextCodec(tiny.tokenizer)
     script: list[list[int]] = []
     for step in steps:
         if isinstance(step, str):
             script.extend([token] for token in codec.encode(step))
         else:
-            script.append([_one_token(codec, text) for text in step])
+            eos = tiny.tokenizer.eos_token_id
+            script.append([eos if text == "<eos>" else _one_token(codec, text) for text in step])
     model = _Preferring(tiny.model, script, tiny.tokenizer.eos_token_id)
     return FimDecoder.from_model(model, tiny.tokenizer, tiny.fim_format)
 
@@ -462,6 +463,16 @@ def test_a_whole_line_of_only_a_comment_gives_way(tiny):
         "def f(x):\n", "    return x\n", mode="constrained", max_new_tokens=16, single_line=True, heal=False
     )
     assert (result.middle, result.stopped) == ("    # b a a a\n    y = x\n", "line")
+
+
+def test_a_whole_line_middle_does_not_stop_blank(tiny):
+    """At the start of a line that holds code, the model's stop token passes only once the middle
+    says something (the empty middle is valid here, and useless)."""
+    decoder = _preferring(tiny, ("<eos>", "    "), ("<eos>", "y"), " =", " x", ("<eos>", "\n"))
+    result = decoder.generate(
+        "def f(x):\n", "    return x\n", mode="constrained", max_new_tokens=8, single_line=True, heal=False
+    )
+    assert (result.middle, result.stopped, result.valid) == ("    y = x\n", "line", True)
 
 
 def test_a_middle_no_line_completes_spans_lines(tiny):
