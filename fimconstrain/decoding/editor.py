@@ -135,7 +135,7 @@ def shows(result: FimResult, gate: ConfidenceGate) -> bool:
     """Whether an editor shows ``result``'s middle: valid, not blank, the model's own text (not
     the finish search's), and confident enough."""
     score = result.mean_logprob
-    if not result.valid or not result.middle.strip() or result.search_finished:
+    if not result.valid or not result.middle.strip() or result.unshowable:
         return False
     return score is not None and gate.shows(score)
 

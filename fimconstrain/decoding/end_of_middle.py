@@ -20,6 +20,7 @@ import io
 import re
 import time
 import tokenize
+from collections.abc import Callable
 
 from .positions import NEWLINE
 
@@ -132,6 +133,7 @@ def finish_middle(
     seconds: float = 0.15,
     drop_repeats: bool = True,
     finish: bool = True,
+    acceptable: Callable[[str], bool] | None = None,
 ) -> str | None:
     """A middle built from ``middle`` that ``checker`` (made for prefix and suffix) reports complete, or None.
 
@@ -140,7 +142,8 @@ def finish_middle(
     it (at line and word boundaries, longest first, ``tries`` of them within about
     ``seconds``).  With ``drop_repeats``, a middle that repeats the text after the cursor
     (``suffix``) loses the repetition when that keeps the file valid.  Blank results are None.
-    Without ``finish`` only cuts that are complete as they are count.
+    Without ``finish`` only cuts that are complete as they are count; with ``acceptable``, only
+    middles it accepts.
     """
     middle = middle.rstrip(_REPLACEMENT)
     if single_line:
@@ -156,7 +159,12 @@ def finish_middle(
     fuses = bool(suffix) and _word(suffix[0])  # a middle's last name would run into the suffix's first
     for cut in cuts:
         done, invented = _finished(checker, text[:cut], finish)
-        if done is not None and done.strip() and not (fuses and _word(done[-1])):
+        if (
+            done is not None
+            and done.strip()
+            and not (fuses and _word(done[-1]))
+            and (acceptable is None or acceptable(done))
+        ):
             if not invented:
                 return drop_repetition(checker, done, suffix) if drop_repeats else done
             last_resort = last_resort or done

@@ -100,9 +100,10 @@ class FimResult:
     #: the constraint's time in each decoding step (pre-filter, candidate walk, stop checks):
     #: its tail is what a fast model waits on (docs/optimizations.md)
     step_checker_seconds: list[float] = field(default_factory=list)
-    #: the middle was made valid by the finish search alone, the last resort of a run that asked
-    #: for none (an editor does not show such a middle: text the model did not write)
-    search_finished: bool = False
+    #: the middle is valid only as text nobody would accept (an editor does not show it): made
+    #: valid by the finish search, the last resort of a run that asked for none, or cut back to a
+    #: prefix that comments out the code after the cursor
+    unshowable: bool = False
 
     @property
     def mean_logprob(self) -> float | None:

@@ -285,6 +285,10 @@ class Run:
         fused = state.word_suffix and bool(middle) and is_word_char(middle[-1])
         return not fused and not self.hides_rest(middle) and self.valid(middle)
 
+    def shows_code_after_cursor(self, middle: str) -> bool:
+        """Whether ``middle`` leaves the code after the cursor on its line outside a comment."""
+        return not self.hides_rest(middle)
+
     def hides_rest(self, middle: str) -> bool:
         """Whether ``middle`` comments out the code after the cursor on its line
         (:func:`.end_of_middle.hides_rest_of_line`)."""
@@ -329,11 +333,15 @@ class Run:
 
     def split_end(self, token: int) -> str | None:
         """When the model's favourite token writes on into the suffix (``'a')`` before a
-        suffix that begins with ``)``), the part of it that ends the middle, if that is valid."""
+        suffix that begins with ``)``), the part of it that ends the middle, if that is valid
+        and does not comment out the code after the cursor (:meth:`hides_rest`)."""
         if self.vocabulary.ends(token):
             return None
         assert self.state is not None  # called only under a constraint
-        return self.state.end_inside(token, self.suffix)
+        split = self.state.end_inside(token, self.suffix)
+        if split is not None and self.hides_rest(self.middle_text(self.ids) + split):
+            return None
+        return split
 
     def finish(self) -> None:
         """End the middle by the one end-of-middle policy (:mod:`.end_of_middle`): kept when the
@@ -358,10 +366,9 @@ class Run:
                 seconds=options.finish_seconds,
                 drop_repeats=options.drop_repeats,
                 finish=options.finish_search,
+                acceptable=self.shows_code_after_cursor,
             )
             last_resort = not options.finish_search and self.mode == "constrained"
-            if ended is not None and last_resort and self.hides_rest(ended):
-                ended = None  # (junk: the search's middle below is not shown either)
             if ended is None and last_resort:
                 # a stop that leaves the file invalid is never the answer: the finish search as the
                 # last resort, its middle marked as the search's (an editor does not show it)
@@ -372,8 +379,9 @@ class Run:
                     self.suffix,
                     seconds=options.finish_seconds,
                     drop_repeats=options.drop_repeats,
+                    acceptable=self.shows_code_after_cursor,
                 )
-                self.result.search_finished = ended is not None
+                self.result.unshowable = ended is not None
         if ended is None:
             self.cut_to_valid = True
         elif ended != middle:
@@ -411,6 +419,8 @@ class Run:
                 self.valid if constrained else None,
             )
             self._ending(start)
+            if constrained and self.hides_rest(res.middle):
+                res.unshowable = True
         res.valid = (
             self.valid(res.middle)
             if constrained and self.version != sys.version_info[:2]

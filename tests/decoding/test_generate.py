@@ -525,7 +525,7 @@ def test_a_middle_no_cut_completes_is_finished_by_the_search_and_not_shown(tiny)
     decoder = _preferring(tiny, ("(",), ("(",), ("(",), ("(",))
     options = DecodeOptions.editor(single_line=True, max_new_tokens=4, semantic=False)
     result = decoder.generate("x = f(", "\n", options, heal=False)
-    assert result.valid and result.search_finished and result.middle.startswith("((((")
+    assert result.valid and result.unshowable and result.middle.startswith("((((")
     assert not shows(result, ConfidenceGate())
 
 

@@ -240,7 +240,7 @@ def test_the_server_setting_reaches_the_decoder():
             mean_logprob=0.0,
             model_seconds=0.0,
             checker_seconds=0.0,
-            search_finished=False,
+            unshowable=False,
         )
 
     engine = Engine()
