@@ -12,7 +12,7 @@ fresh against read back from the cache, and ``fimconstrain complete`` run with a
   cold and ``--rounds`` times warm: import, model load, generate and its setup, constraint,
   prefill and model time, and the ratios cold / warm.
 
-    python benchmarks/vocab_setup.py --model /tmp/qwen0.5b.gguf
+    python benchmarks/vocab_setup.py --model qwen2.5-coder-0.5b
     python benchmarks/vocab_setup.py --model fimconstrain/default_model/model.gguf --rounds 1
 
 Under ``ab.py --same-script`` the baseline side measures what its package has (the rows read
@@ -159,9 +159,22 @@ def command(model: Path, file: str, cursor: str, cache: Path) -> dict:
     )
 
 
+def _gguf(name: str) -> Path:
+    """argparse type of ``--model``: a known model's cached GGUF, or the path given."""
+    from fimconstrain.decoding.known_models import cached_path, find_known
+
+    known = find_known(name)
+    return cached_path(known) if known is not None else Path(name)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", type=Path, default=Path("/tmp/qwen0.5b.gguf"), help="a GGUF file")
+    p.add_argument(
+        "--model",
+        type=_gguf,
+        default="qwen2.5-coder-0.5b",
+        help="a GGUF file, or a known model's name (fimconstrain model get NAME)",
+    )
     p.add_argument("--file", default="examples/inventory.py")
     p.add_argument("--cursor", default="30:9")
     p.add_argument("--python-version", default="3.10", help="the mask store's (the file's project says 3.10)")
