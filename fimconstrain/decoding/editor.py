@@ -21,7 +21,7 @@ from ..engine.errors import FimConstrainError, Interrupted
 from ..engine.versions import PythonVersion
 from .confidence import ConfidenceGate
 from .options import Controls, DecodeOptions
-from .positions import NEWLINE
+from .positions import NEWLINE, last_line
 from .python_version import accepts, newest_accepting
 from .result import FimResult
 
@@ -46,7 +46,7 @@ def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
     rest = NEWLINE.split(suffix, maxsplit=1)[0]
     if rest.strip():
         return False
-    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]  # (not a split of the whole file)
+    line = last_line(prefix)
     if not line.strip():
         return True
     code = re.sub(r"\s*#[^'\"]*$", "", line).rstrip()  # drop a trailing comment (not one inside a string)

@@ -22,7 +22,7 @@ import time
 import tokenize
 from collections.abc import Callable
 
-from .positions import NEWLINE
+from .positions import NEWLINE, last_line
 
 _REPLACEMENT = "\ufffd"  # a token that ended inside a UTF-8 character decodes to this
 
@@ -39,9 +39,8 @@ def keeps_line_break(prefix: str, suffix: str) -> bool:
     """Whether a one-line middle at this cursor is a whole line with its line break: nothing
     before the cursor on its line and code after it (a line inserted above that code, as the
     single-line benchmarks cut it); anywhere else a one-line middle ends before its first break."""
-    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]
     rest = NEWLINE.split(suffix, maxsplit=1)[0]
-    return not line and bool(rest.strip())
+    return not last_line(prefix) and bool(rest.strip())
 
 
 def line_end_in(middle: str, start: int, keeps_break: bool) -> str | None:
@@ -60,7 +59,7 @@ def block_ends_in(prefix: str, middle: str, start: int) -> list[str]:
     the cursor, or the cursor's own when only blanks precede it), the middle before that line,
     with its last line break and without, in that order; [] when no line ends the block there.
     The editor's end of a block on a new line, and SAFIM's block truncation."""
-    line = prefix[max(prefix.rfind("\n"), prefix.rfind("\r")) + 1 :]
+    line = last_line(prefix)
     text, offset = line + middle, len(line)
     block: int | None = None
     for m in re.finditer(r"[^\r\n]*(?:\r\n|\r|\n|$)", text):
@@ -91,8 +90,7 @@ def hides_rest_of_line(prefix: str, middle: str, suffix: str) -> bool:
     rest = NEWLINE.split(suffix, maxsplit=1)[0]
     if not rest.strip():
         return False
-    text = prefix + middle
-    line = text[max(text.rfind("\n"), text.rfind("\r")) + 1 :]
+    line = last_line(prefix + middle)
     if "#" not in line:
         return False
     try:

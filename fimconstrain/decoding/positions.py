@@ -14,6 +14,12 @@ from ..engine.errors import FimConstrainError
 NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
+def last_line(text: str) -> str:
+    """The text after the last line break of ``text`` (all of it when there is none): the cursor's
+    line before the cursor, for a prefix (not a split of the whole file)."""
+    return text[max(text.rfind("\n"), text.rfind("\r")) + 1 :]
+
+
 def line_starts(text: str) -> list[int]:
     """Offsets at which each line begins (the first is 0; a final line break starts an empty line)."""
     return [0] + [m.end() for m in NEWLINE.finditer(text)]

@@ -28,7 +28,7 @@ from .end_of_middle import (
 )
 from .mask_store import MaskStore
 from .options import DecodeOptions
-from .positions import NEWLINE
+from .positions import NEWLINE, last_line
 from .ranking import ranked_tokens
 from .result import FimResult, StopReason
 from .semantic import SemanticGuide, SemanticOptions
@@ -200,11 +200,13 @@ class Run:
         before: str | None = None
         seen: list[int] = []
         for token in ranked:
-            if token in stops and self._empty_or_hiding(self.middle_text(self.ids)):
-                continue
             added = "" if token in stops else self.state_text(token)
-            if ("\n" in added or "\r" in added) and state.passes(token):
+            breaks = ("\n" in added or "\r" in added) and state.passes(token)
+            if token in stops or breaks:
                 before = self.middle_text(self.ids) if before is None else before
+            if token in stops and self._empty_or_hiding(before):
+                continue
+            if breaks:
                 end = line_end_in(self.middle_text([*self.ids, token]), len(before), self.keeps_break)
                 empty = self.keeps_break and says_nothing(end or "")
                 if end is not None and not empty and self._completes(end):
@@ -222,8 +224,7 @@ class Run:
         without that line ends the middle there (that end goes into ``block_ends``)."""
         stops = self.vocabulary.stop_ids
         before = self.middle_text(self.ids)
-        written = self.prefix[max(self.prefix.rfind("\n"), self.prefix.rfind("\r")) + 1 :] + before
-        at_line_start = not written[max(written.rfind("\n"), written.rfind("\r")) + 1 :].strip()
+        at_line_start = not last_line(last_line(self.prefix) + before).strip()
         for token in ranked:
             added = "" if token in stops else self.state_text(token)
             if added.strip() and (at_line_start or "\n" in added or "\r" in added):
@@ -284,10 +285,6 @@ class Run:
         state = self.states[0]
         fused = state.word_suffix and bool(middle) and is_word_char(middle[-1])
         return not fused and not self.hides_rest(middle) and self.valid(middle)
-
-    def shows_code_after_cursor(self, middle: str) -> bool:
-        """Whether ``middle`` leaves the code after the cursor on its line outside a comment."""
-        return not self.hides_rest(middle)
 
     def hides_rest(self, middle: str) -> bool:
         """Whether ``middle`` comments out the code after the cursor on its line
@@ -350,37 +347,18 @@ class Run:
         start = time.perf_counter()
         options = self.options
         middle = self.middle_text(self.ids) + self.extra
-        checker = self.states[0].checker
         if self.line_end is not None:  # (a valid end already: only a repeated tail may go)
             ended: str | None = (
-                drop_repetition(checker, self.line_end, self.suffix)
+                drop_repetition(self.states[0].checker, self.line_end, self.suffix)
                 if options.drop_repeats
                 else self.line_end
             )
         else:
-            ended = finish_middle(
-                checker,
-                middle,
-                options.single_line and self.line_refusals < LINE_PATIENCE,
-                self.suffix if self.mode == "constrained" else "",
-                seconds=options.finish_seconds,
-                drop_repeats=options.drop_repeats,
-                finish=options.finish_search,
-                acceptable=self.shows_code_after_cursor,
-            )
-            last_resort = not options.finish_search and self.mode == "constrained"
-            if ended is None and last_resort:
+            ended = self._ended(middle, finish=options.finish_search)
+            if ended is None and not options.finish_search and self.mode == "constrained":
                 # a stop that leaves the file invalid is never the answer: the finish search as the
                 # last resort, its middle marked as the search's (an editor does not show it)
-                ended = finish_middle(
-                    checker,
-                    middle,
-                    options.single_line and self.line_refusals < LINE_PATIENCE,
-                    self.suffix,
-                    seconds=options.finish_seconds,
-                    drop_repeats=options.drop_repeats,
-                    acceptable=self.shows_code_after_cursor,
-                )
+                ended = self._ended(middle, finish=True)
                 self.result.unshowable = ended is not None
         if ended is None:
             self.cut_to_valid = True
@@ -389,6 +367,21 @@ class Run:
             if self.result.stopped not in (StopReason.LINE, StopReason.BLOCK, StopReason.CANCELLED):
                 self.result.stopped = StopReason.FINISHED
         self._ending(start)
+
+    def _ended(self, middle: str, finish: bool) -> str | None:
+        """``middle`` ended by :func:`.end_of_middle.finish_middle` (with the finish search or not),
+        in the run's line shape, never commenting out the code after the cursor; None if no end."""
+        options = self.options
+        return finish_middle(
+            self.states[0].checker,
+            middle,
+            options.single_line and self.line_refusals < LINE_PATIENCE,
+            self.suffix if self.mode == "constrained" else "",
+            seconds=options.finish_seconds,
+            drop_repeats=options.drop_repeats,
+            finish=finish,
+            acceptable=lambda ended: not self.hides_rest(ended),
+        )
 
     def _ending(self, start: float) -> None:
         """Count the time since ``start`` as constraint work done once, at the end."""
