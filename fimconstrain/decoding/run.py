@@ -200,13 +200,11 @@ class Run:
         before: str | None = None
         seen: list[int] = []
         for token in ranked:
-            added = "" if token in stops else self.state_text(token)
-            breaks = ("\n" in added or "\r" in added) and state.passes(token)
-            if token in stops or breaks:
-                before = self.middle_text(self.ids) if before is None else before
-            if token in stops and self._empty_or_hiding(before):
+            if token in stops and self._empty_or_hiding(self.middle_text(self.ids)):
                 continue
-            if breaks:
+            added = "" if token in stops else self.state_text(token)
+            if ("\n" in added or "\r" in added) and state.passes(token):
+                before = self.middle_text(self.ids) if before is None else before
                 end = line_end_in(self.middle_text([*self.ids, token]), len(before), self.keeps_break)
                 empty = self.keeps_break and says_nothing(end or "")
                 if end is not None and not empty and self._completes(end):
