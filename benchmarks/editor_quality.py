@@ -144,6 +144,7 @@ class Completer:
         threads: int | None = None,
     ):
         from fimconstrain.decoding.confidence import ConfidenceGate
+        from fimconstrain.decoding.editor import ShownItems
         from fimconstrain.decoding.fim_formats import PromptCut
         from fimconstrain.decoding.generate import FimDecoder
         from fimconstrain.decoding.model_server import ServerDecoder
@@ -162,6 +163,7 @@ class Completer:
             self.decoder = FimDecoder(backend, window=window, cut=cut)
             self.gate = ConfidenceGate.for_model(backend.name)
         self.deadline_ms, self.max_tokens = deadline_ms, max_tokens
+        self.shown = ShownItems()  # (as the server: typing what an item begins with gets its rest)
         self.complete(
             "fim", "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
         )  # warm up, as the server
@@ -192,6 +194,7 @@ class Completer:
             "prefill_s": sum(r.prefill_seconds for r in done.results),
             "constraint_s": sum(r.checker_seconds for r in done.results),
             "step_constraint_s": [s for r in done.results for s in r.step_checker_seconds],
+            "recalled": done.recalled,
         }
         return (done.items[0].middle if done.items else None), spent
 
@@ -209,6 +212,7 @@ class Completer:
             options,
             gate=self.gate,
             request=Deadline(self.deadline_ms / 1000),
+            shown=self.shown,
         )
 
 
@@ -318,6 +322,7 @@ def summarise(rows: list[dict]) -> dict:
         "prompt_read_mean": statistics.mean(r.get("prompt_read", 0) for r in rows) if rows else 0.0,
         "prompt_reused_mean": statistics.mean(r.get("prompt_reused", 0) for r in rows) if rows else 0.0,
         "prefill_ms_p50": 1000 * _quantile(sorted(r.get("prefill_s", 0.0) for r in rows), 0.5),
+        "recalled": sum(r.get("recalled", False) for r in rows) / n if n else 0.0,
     }
 
 
@@ -483,7 +488,7 @@ def main(argv=None) -> int:
             )
     print(
         f"\n{'latency':{width}} {'request':8} {'n':>4} {'shown':>6} {'p50 ms':>7} {'p95 ms':>7} "
-        f"{'read':>6} {'reused':>7} {'prefill':>8}"
+        f"{'read':>6} {'reused':>7} {'prefill':>8} {'recalled':>8}"
     )
     for mode, by_phase in latency.items():
         for phase, s in by_phase.items():
@@ -491,12 +496,13 @@ def main(argv=None) -> int:
                 print(
                     f"{mode:{width}} {phase:8} {s['requests']:4d} {s['shown']:6.1%} {s['p50_ms']:7.0f} "
                     f"{s['p95_ms']:7.0f} {s['prompt_read_mean']:6.0f} {s['prompt_reused_mean']:7.0f} "
-                    f"{s['prefill_ms_p50']:8.0f}"
+                    f"{s['prefill_ms_p50']:8.0f} {s['recalled']:8.1%}"
                 )
     print(
         "first: a document's first request; edit: the same document with the next 1-3 characters of the "
         "true middle typed at the cursor; read, reused: prompt tokens evaluated and taken from the "
-        "cache (mean per request, llama.cpp); prefill: the prompt's time (p50)"
+        "cache (mean per request, llama.cpp); prefill: the prompt's time (p50); recalled: answered with the "
+        "rest of the item shown before, whose start was typed (no model)"
     )
     out = C.write_results(
         "editor_quality",

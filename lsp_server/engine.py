@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fimconstrain.decoding.editor import Completion, complete_at_cursor
+from fimconstrain.decoding.editor import Completion, ShownItems, complete_at_cursor
 from fimconstrain.decoding.model_server import ModelServerError
 from fimconstrain.decoding.options import DecodeOptions
 from fimconstrain.decoding.result import StopReason
@@ -146,12 +146,15 @@ class Engine:
         self.error: str | None = None
         #: why the model server failed the last completion (None: it answered)
         self.server_error: str | None = None
+        #: the items shown last: typing the start of one is answered with its rest at once
+        self.shown = ShownItems()
 
     def load(self, settings: Settings, backend: ModelBackend | None = None) -> Loaded:
         """Load the configured model, or take ``backend`` (any model backend, already loaded),
         and warm the checker and the model up; raises on failure."""
         start = time.perf_counter()
         self.loaded, self.error, self.server_error = None, None, None
+        self.shown = ShownItems()  # (another model's items are not this one's)
         from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.generate import FimDecoder
 
@@ -233,6 +236,7 @@ class Engine:
                 request=job,
                 verify_text=job.verify_text,
                 more_temperature=settings.temperature,
+                shown=self.shown,
             )
         except Interrupted:
             raise  # cancelled or out of time while the document was read: no items

@@ -129,6 +129,40 @@ class Completion:
     version: PythonVersion | None = None
     #: every generation, shown or not (the first is greedy): timings and stop reasons
     results: list[FimResult] = field(default_factory=list)
+    #: the items are what was shown before, less what has been typed since (:class:`ShownItems`)
+    recalled: bool = False
+
+
+class ShownItems:
+    """The items last shown at a few cursors, so that a request after typing what an item begins
+    with is answered with the rest of it at once, without the model (what an editor does with the
+    item it shows while the user types it). The file is then the same text the item made, so it
+    is exactly as valid; a document is known by its suffix, the last ``size`` kept."""
+
+    def __init__(self, size: int = 32):
+        self.size = size
+        self._shown: dict[str, tuple[str, list[Item]]] = {}  # suffix -> (prefix, items)
+
+    def remember(self, prefix: str, suffix: str, items: list[Item]) -> None:
+        """Keep the ``items`` shown between ``prefix`` and ``suffix`` (nothing shown: forget there)."""
+        self._shown.pop(suffix, None)
+        if items:
+            self._shown[suffix] = (prefix, items)
+            while len(self._shown) > self.size:
+                del self._shown[next(iter(self._shown))]
+
+    def recall(self, prefix: str, suffix: str) -> list[Item]:
+        """What is left of the items shown at an earlier cursor of this text when ``prefix`` is that
+        cursor's prefix with the start of the items typed after it; [] otherwise."""
+        before = self._shown.get(suffix)
+        if before is None or not prefix.startswith(before[0]):
+            return []
+        typed = prefix[len(before[0]) :]
+        return [
+            Item(item.middle[len(typed) :], item.mean_logprob)
+            for item in before[1]
+            if typed and item.middle.startswith(typed) and item.middle[len(typed) :].strip()
+        ]
 
 
 def shows(result: FimResult, gate: ConfidenceGate) -> bool:
@@ -151,10 +185,12 @@ def complete_at_cursor(
     verify_text: str | None = None,
     more_temperature: float = MORE_ITEMS_TEMPERATURE,
     progress: bool = False,
+    shown: ShownItems | None = None,
 ) -> Completion:
     """Up to ``items`` distinct middles an editor shows between ``prefix`` and ``suffix``: the
     first greedy, the others sampled at ``more_temperature`` (seeds 1, 2, ...); [] when the
-    request is cancelled. ``progress``: a bar over the tokens on a terminal.
+    request is cancelled. ``progress``: a bar over the tokens on a terminal. ``shown``: the items
+    shown before (:class:`ShownItems`): a request that typed the start of one gets its rest.
 
     The syntax is ``options.python_version``'s (None: the decoder's), or the newest version's
     when the file (``verify_text``, checked first when given) or the text around the cursor
@@ -174,6 +210,9 @@ def complete_at_cursor(
     if request.cancelled or request.expired():
         return Completion()
     version = options.python_version or decoder.python_version
+    if shown is not None and (recalled := shown.recall(prefix, suffix)):
+        shown.remember(prefix, suffix, recalled)
+        return Completion(items=recalled, version=version, recalled=True)
     if verify_text is not None and not accepts(verify_text, "", version, request.should_stop):
         version = newest_accepting(verify_text, "", version) or version
     done = Completion(version=version)
@@ -202,4 +241,6 @@ def complete_at_cursor(
         return Completion(version=done.version, results=done.results)
     ranked = sorted(found.items(), key=lambda item: -item[1])
     done.items = [Item(middle, score) for middle, score in ranked]
+    if shown is not None:
+        shown.remember(prefix, suffix, done.items)
     return done

@@ -203,6 +203,7 @@ class FimDecoder:
         should_stop = controls.should_stop
         logits = session.prefill(prompt, should_stop)
         run.result.prefill_seconds, session.seconds = session.seconds, 0.0
+        model_seconds = 0.0  # (of the sessions left when the middle went back: run.rewound)
         bar = _progress(budget, controls.progress)
         for step in range(budget):
             if logits is None or (should_stop is not None and should_stop()):
@@ -218,9 +219,16 @@ class FimDecoder:
             if masking and run.state is not None:
                 # (while healing the tokens write prefix text again: the store knows no such state)
                 keys = run.state.narrow(keys, vocabulary.stop_ids)
+            run.note_alternatives(logits, normaliser)
             run.result.checker_seconds += time.perf_counter() - started
             token = run.choose(keys)
             run.result.step_checker_seconds.append(run.result.checker_seconds - checked_before)
+            if run.rewound:  # the middle went back to an earlier token: the model reads from there
+                run.rewound = False
+                model_seconds += session.seconds
+                session = self.backend.start()  # (llama.cpp keeps the shared prompt's cache)
+                logits = session.prefill([*prompt, *run.ids], should_stop)
+                continue
             if token is None or vocabulary.ends(token):
                 break
             run.logprobs.append(float(logits[token]) - normaliser)
@@ -242,7 +250,7 @@ class FimDecoder:
             if options.finish_in_budget and (run.result.stopped.cut_short or options.drop_repeats):
                 run.finish()
         bar.close()
-        run.result.model_seconds = session.seconds
+        run.result.model_seconds = model_seconds + session.seconds
         return run.close()
 
 

@@ -63,6 +63,9 @@ class DecodeOptions:
     #: constrained: stop once a line leaves the block the middle began (indented less than its
     #: first line) where the file is complete, and end the middle before that line
     end_of_block: bool = False
+    #: constrained one-line middles that are a whole line: times the middle may go back to an
+    #: earlier token when its line ends where the file does not parse (:mod:`.run`, best first)
+    line_retries: int = 4
     #: the end-of-middle policy drops a tail that repeats the suffix
     drop_repeats: bool = False
     finish_seconds: float = FINISH_SECONDS

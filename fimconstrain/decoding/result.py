@@ -104,6 +104,9 @@ class FimResult:
     #: valid by the finish search, the last resort of a run that asked for none, or cut back to a
     #: prefix that comments out the code after the cursor
     unshowable: bool = False
+    #: times a whole-line middle went back to an earlier token because its line ended where the
+    #: file does not parse (:attr:`.options.DecodeOptions.line_retries`)
+    rewinds: int = 0
 
     @property
     def mean_logprob(self) -> float | None:

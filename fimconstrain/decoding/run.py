@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..engine.checker import fim_checker
+from ..engine.name_check import NameMark
 from ..engine.versions import PythonVersion
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
 from .end_of_middle import (
@@ -42,6 +43,8 @@ from .vocabulary import Vocabulary
 LINE_PATIENCE = 3
 #: seconds the finish search may take to tell whether a valid end is still within the line
 LINE_FINISH_SECONDS = 0.05
+#: the most likely alternatives of each step a whole-line middle may go back to
+ALTERNATIVES = 8
 
 
 class Run:
@@ -85,6 +88,18 @@ class Run:
         self.line_refusals = 0
         #: the middle may span lines (decided once the patience has run out)
         self.spans_lines: bool | None = None
+        #: a whole line may go back to an earlier token when it ends where the file does not
+        #: parse (:meth:`_rewind_target`): the tries left; per position of the middle, the
+        #: log-probability of the tokens before it and the step's likeliest tokens (log-probability,
+        #: id), the names guide as it was there, the tokens already tried there and left, and
+        #: the line breaks refused there
+        self.retries = options.line_retries if self.keeps_break and self.mode == "constrained" else 0
+        self.frontier: list[tuple[float, list[tuple[float, int]]]] = []
+        self.guides: list[NameMark | None] = []
+        self.tried: dict[int, set[int]] = {}
+        self.refused: dict[int, set[int]] = {}
+        #: set by :meth:`choose` when it went back: the loop reads the prompt and ``ids`` again
+        self.rewound = False
 
     def start_semantic(self, options: bool | SemanticOptions) -> None:
         """Start the names guide (:mod:`.semantic`) for this middle (its setup is setup time)."""
@@ -118,6 +133,18 @@ class Run:
             stop = list(self.vocabulary.stop_ids)
             p_stop = float(np.exp(logits[stop].astype(np.float64) - normaliser).sum())
             self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
+
+    def note_alternatives(self, logits: np.ndarray, normaliser: float) -> None:
+        """Remember this step's likeliest tokens (and the names guide here), so that a whole line
+        that ends where the file does not parse can come back and take another one."""
+        if not self.retries:
+            return
+        at = len(self.ids)
+        top = np.argpartition(logits, -ALTERNATIVES)[-ALTERNATIVES:]
+        ranked = sorted(((float(logits[t]) - normaliser, int(t)) for t in top), reverse=True)
+        del self.frontier[at:], self.guides[at:]
+        self.frontier.append((sum(self.logprobs[:at]), ranked))
+        self.guides.append(None if self.semantic is None else self.semantic.mark())
 
     def cut_at_best_stop(self, seconds: float = 1.0) -> bool:
         """Cut the middle at the best-scored stop point where the file is complete (§VII-B) and
@@ -159,6 +186,10 @@ class Run:
             # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
             healable = vocabulary.healing_index(keys.shape[-1]).mask(self.state.healing)
             keys = np.where(healable, keys, -np.inf)
+        tried = self.tried.get(len(self.ids))
+        if tried:
+            keys = keys.copy()
+            keys[list(tried)] = -np.inf
         state = self.state
         fed = state.fed
         narrow = self._narrowing(state) if state.store is not None else None
@@ -183,7 +214,7 @@ class Run:
             break
         self.result.candidates_checked += state.fed - fed
         self.result.checker_seconds += time.perf_counter() - start
-        if choice is None:
+        if choice is None and not self.rewound:
             self.result.stopped = StopReason.STUCK
         return choice
 
@@ -199,10 +230,13 @@ class Run:
         stops = self.vocabulary.stop_ids
         before: str | None = None
         seen: list[int] = []
+        refused = False  # a line break was refused here: a comment cannot make the line valid
         for token in ranked:
             if token in stops and self._empty_or_hiding(self.middle_text(self.ids)):
                 continue
             added = "" if token in stops else self.state_text(token)
+            if refused and added.lstrip(" \t").startswith("#") and self._plain_line():
+                continue
             if ("\n" in added or "\r" in added) and state.passes(token):
                 before = self.middle_text(self.ids) if before is None else before
                 end = line_end_in(self.middle_text([*self.ids, token]), len(before), self.keeps_break)
@@ -210,11 +244,62 @@ class Run:
                 if end is not None and not empty and self._completes(end):
                     line_ends[token] = end
                 elif end is not None and not self._may_span_lines(end, empty):
+                    refused = True
+                    self.refused.setdefault(len(self.ids), set()).add(token)
                     if not any(state.can_end() if t in stops else state.passes(t) for t in seen):
                         self.line_refusals += 1
+                        if self._rewind(token):
+                            return
                     continue
             seen.append(token)
             yield token
+
+    def _plain_line(self) -> bool:
+        """Whether the whole line written so far has no quote, so a ``#`` after it starts a
+        comment (which leaves the line's code, and its verdict, as they are)."""
+        line = self.middle_text(self.ids)
+        return self.keeps_break and "'" not in line and '"' not in line
+
+    def _rewind(self, refused: int) -> bool:
+        """Go back to the earlier token whose next-likeliest alternative makes the likeliest line
+        not yet tried (best first over the steps' :data:`ALTERNATIVES`), when that line is likelier
+        than writing on after the ``refused`` line break here; False where it is not, or no tries
+        are left. The alternatives' validity is checked when the step is taken again."""
+        at = len(self.ids)
+        if not self.retries or len(self.frontier) <= at:
+            return False
+        plain = self._plain_line()
+        going_on = max(
+            (
+                self.frontier[at][0] + logprob
+                for logprob, token in self.frontier[at][1]
+                if token != refused and not (plain and self.state_text(token).lstrip(" \t").startswith("#"))
+            ),
+            default=-np.inf,
+        )
+        target, best = None, going_on
+        for position in range(at):
+            before, ranked = self.frontier[position]
+            left = self.tried.get(position, set()) | self.refused.get(position, set()) | {self.ids[position]}
+            logprob = next((lp for lp, token in ranked if token not in left), None)
+            if logprob is not None and before + logprob > best:
+                target, best = position, before + logprob
+        if target is None:
+            return False
+        self.tried = {p: t for p, t in self.tried.items() if p <= target}
+        self.refused = {p: t for p, t in self.refused.items() if p <= target}
+        self.tried.setdefault(target, set()).add(self.ids[target])
+        del self.ids[target:], self.logprobs[target:], self.states[target + 1 :]
+        self.state = self.states[target]
+        self.stop_points = [point for point in self.stop_points if point[1] <= target]
+        mark = self.guides[target]
+        if self.semantic is not None and mark is not None:
+            self.semantic.go_back(mark)
+        self.line_end, self.spans_lines, self.line_refusals = None, None, 0
+        self.retries -= 1
+        self.result.rewinds += 1
+        self.rewound = True
+        return True
 
     def _within_block(self, ranked: Iterator[int], block_ends: dict[int, str]) -> Iterator[int]:
         """``ranked`` for a block middle, unchanged; a token that starts a line indented less than

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.completion_engine import CompletionEngine
-from ..engine.name_check import RESOLVES, NameCheck, Verdict
+from ..engine.name_check import RESOLVES, NameCheck, NameMark, Verdict
 from ..engine.scopes import FileScopes
 from . import jedi_attributes
 from .constraint import ConstraintState, passing_candidates
@@ -91,6 +91,14 @@ class SemanticGuide:
         if token in self.stop_ids:
             return RESOLVES
         return self.check.verdict(self._new_text(state, token))
+
+    def mark(self) -> NameMark:
+        """The names as they are now, for :meth:`go_back` (a middle that takes back tokens)."""
+        return self.check.mark()
+
+    def go_back(self, mark: NameMark) -> None:
+        """Make the names what they were at ``mark``."""
+        self.check.go_back(mark)
 
     @staticmethod
     def _new_text(state: ConstraintState, token: int) -> str:

@@ -57,6 +57,17 @@ def _statement_tail(tokens: list[Token]) -> int:
     return start
 
 
+@dataclass(frozen=True)
+class NameMark:
+    """A :class:`NameCheck`'s reading at one point of the middle (:meth:`NameCheck.mark`)."""
+
+    text: str
+    reader: Reader
+    tail_start: int
+    bound: frozenset[str]
+    bound_attributes: dict[str, frozenset[str]]
+
+
 class NameCheck:
     """The names of one generation: see the module's docstring.
 
@@ -84,6 +95,16 @@ class NameCheck:
         self.reader = reader
         self.tail_start = tokens[-1].start if tokens and first < len(tokens) else len(text)
         self._tail_ok: bool | None = None
+
+    def mark(self) -> NameMark:
+        """Where the names stand now, for :meth:`go_back` (a decoder that takes back tokens)."""
+        return NameMark(self.text, self.reader, self.tail_start, self.bound, self.bound_attributes)
+
+    def go_back(self, mark: NameMark) -> None:
+        """Make the names what they were at ``mark`` (:meth:`advance` never changes a marked value)."""
+        self.text, self.reader, self.tail_start = mark.text, mark.reader, mark.tail_start
+        self.bound, self.bound_attributes = mark.bound, mark.bound_attributes
+        self._tail_ok = None
 
     def _engine_answer(self, position: Position, text: str, start: int) -> NameSet | None:
         """The engine's set for the identifier starting at ``start`` (None: no engine)."""
@@ -190,7 +211,7 @@ class NameCheck:
             if position.attribute:
                 receiver = self._receiver(position, text)
                 known = self.bound_attributes.get(receiver, frozenset())
-                self.bound_attributes[receiver] = known | {token.text}
+                self.bound_attributes = {**self.bound_attributes, receiver: known | {token.text}}
             else:
                 bound.add(token.text)
         reader = self.reader

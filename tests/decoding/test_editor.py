@@ -76,3 +76,38 @@ def test_auto_version_from_the_nearest_pyproject(tmp_path):
     choice = chooser.choose("auto", inner / "mod.py")
     assert choice.version == (3, 14) and "cannot be read" in choice.source
     assert chooser.choose("auto", None).version == (3, 14)  # a buffer with no file
+
+
+class _Counting:
+    """A decoder that always writes ``middle`` (valid, confident) and counts its generations."""
+
+    python_version = (3, 12)
+
+    def __init__(self, middle: str):
+        self.middle, self.calls = middle, 0
+
+    def generate(self, prefix, suffix, options=None, controls=None, **changes):
+        from fimconstrain.decoding.result import FimResult, StopReason
+
+        self.calls += 1
+        return FimResult(self.middle, "constrained", True, StopReason.LINE, 3, 10, logprobs=[-0.1] * 3)
+
+
+def test_typing_the_start_of_the_shown_item_gets_its_rest_without_the_model():
+    from fimconstrain.decoding.editor import ShownItems, complete_at_cursor
+    from fimconstrain.decoding.options import DecodeOptions
+
+    decoder, shown = _Counting("a + b"), ShownItems()
+    prefix, suffix = "def add(a, b):\n    return ", "\n"
+    options = DecodeOptions.editor(True, semantic=False)
+    first = complete_at_cursor(decoder, prefix, suffix, options, shown=shown)
+    assert [item.middle for item in first.items] == ["a + b"] and not first.recalled
+    typed = complete_at_cursor(decoder, prefix + "a +", suffix, options, shown=shown)
+    assert [item.middle for item in typed.items] == [" b"] and typed.recalled and decoder.calls == 1
+    again = complete_at_cursor(decoder, prefix + "a + ", suffix, options, shown=shown)
+    assert [item.middle for item in again.items] == ["b"] and decoder.calls == 1
+    complete_at_cursor(decoder, prefix + "a - ", suffix, options, shown=shown)  # not what it showed
+    assert decoder.calls == 2
+    complete_at_cursor(decoder, prefix + "a + b", suffix, options, shown=shown)  # typed all of it
+    complete_at_cursor(decoder, prefix, suffix + "\nx = 1\n", options, shown=shown)  # another text
+    assert decoder.calls == 4

@@ -475,6 +475,24 @@ def test_a_whole_line_middle_does_not_stop_blank(tiny):
     assert (result.middle, result.stopped, result.valid) == ("    y = x\n", "line", True)
 
 
+def test_a_whole_line_goes_back_to_a_likelier_alternative(tiny):
+    """Before a line indented deeper, the model's ``y = x`` needs a block opener no text on its
+    line can give: its line break is refused, the comment it would write next could not help, and
+    the middle goes back to the step where ``if`` was its second choice."""
+    choice = (" ", " if")  # (after "   ": the model likes "    y" better than "    if")
+    decoder = _preferring(tiny, "   ", choice, "y = x", ("\n", " #"), choice, " x:", ("\n",))
+    prefix, suffix = "def f(x):\n", "        return x\n"
+    result = decoder.generate(
+        prefix, suffix, mode="constrained", max_new_tokens=12, single_line=True, heal=False
+    )
+    assert (result.middle, result.stopped, result.valid, result.rewinds) == ("    if x:\n", "line", True, 1)
+    decoder = _preferring(tiny, "   ", choice, "y = x", ("\n", " #"))
+    kept = decoder.generate(
+        prefix, suffix, mode="constrained", max_new_tokens=12, single_line=True, heal=False, line_retries=0
+    )
+    assert "if" not in kept.middle and kept.rewinds == 0  # (without going back: no block opener)
+
+
 def test_a_middle_no_line_completes_spans_lines(tiny):
     """``match x`` needs its cases on lines of their own: after the patience runs out the line
     breaks anyway, and the middle ends at the first line break where the file is complete."""

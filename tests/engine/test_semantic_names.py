@@ -172,6 +172,24 @@ def test_names_bound_in_the_middle_are_known_to_later_tokens():
     assert "fresh_value" in check.bound
 
 
+def test_going_back_to_a_mark_forgets_what_was_bound_after_it():
+    """A decoder that takes tokens back (a whole line tried again) gets the names as they were."""
+    scopes, prefix, suffix = scopes_at_cursor()
+    check = NameCheck(prefix, suffix, scopes)
+    mark = check.mark()
+    check.advance("fresh_value = 3\n        ")
+    assert not check.verdict("return fresh_value").fails
+    check.go_back(mark)
+    assert check.verdict("return fresh_value").excluded and "fresh_value" not in check.bound
+    prefix = "import os\nobj = make()\n"
+    check = NameCheck(prefix, "\n", FileScopes.read(prefix, "\n"), _Attributes())
+    mark = check.mark()
+    check.advance("obj.fresh = 1\n")
+    assert check.bound_attributes == {"obj": frozenset({"fresh"})}
+    check.go_back(mark)
+    assert check.bound_attributes == {}
+
+
 @pytest.mark.parametrize(
     "added, excluded, fails",
     [
