@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 
 WARMUP_PREFIX = "def add(a, b):\n    return "
 WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
+#: the text whose reading is timed at load (:func:`reading_rate`): about 100 tokens of code
+RATE_TEXT = "".join(f"def area_{n}(width, height):\n    return width * height + {n}\n\n" for n in range(6))
+#: the share of the deadline a document's first request may spend reading its prompt
+FIRST_READ_SHARE = 0.6
+#: the smallest prompt window the server fits to a slow model (:func:`apply_window`)
+MIN_FITTED_WINDOW = 256
 
 
 class Job:
@@ -136,6 +142,8 @@ class Loaded:
     fim_format: str
     load_seconds: float
     gate: ConfidenceGate  # the model's fitted threshold on an item's mean token log-probability
+    #: prompt tokens the model reads per second, timed at load (None: a model server's)
+    read_rate: float | None = None
 
 
 class Engine:
@@ -159,6 +167,7 @@ class Engine:
         from fimconstrain.decoding.generate import FimDecoder
 
         decoder: Decoder
+        rate = None
         if settings.server is not None and backend is None:
             from fimconstrain.decoding.model_server import SERVER_FORMAT, ServerDecoder
 
@@ -170,7 +179,8 @@ class Engine:
         else:
             backend = backend or self._load_backend(settings)
             decoder, name, fim_format = FimDecoder(backend), backend.name, backend.fim_format.name
-            apply_window(decoder, settings)
+            rate = reading_rate(backend)
+            apply_window(decoder, settings, rate)
             gate = ConfidenceGate.for_model(backend.name or None)
         if settings.semantic:
             from fimconstrain.decoding import jedi_attributes
@@ -178,7 +188,7 @@ class Engine:
             jedi = jedi_attributes.shared()
             if jedi is not None:
                 jedi.warm_up()  # in the background: jedi's first answer takes seconds
-        loaded = Loaded(name, decoder, fim_format, 0.0, gate)
+        loaded = Loaded(name, decoder, fim_format, 0.0, gate, rate)
         # warm up: grammar tables, the prompt path, a few decode steps
         warm = DecodeOptions.editor(False, max_new_tokens=4, top_k=8, semantic=False)
         complete_at_cursor(
@@ -224,7 +234,7 @@ class Engine:
         if loaded is None:
             return []
         options = editor_options(settings, job.single_line, job.python_version)
-        apply_window(loaded.decoder, settings)
+        apply_window(loaded.decoder, settings, loaded.read_rate)
         try:
             done = complete_at_cursor(
                 loaded.decoder,
@@ -254,16 +264,36 @@ class Engine:
         return [(item.middle, item.mean_logprob) for item in done.items]
 
 
-def apply_window(decoder: Decoder, settings: Settings) -> None:
+def reading_rate(backend: ModelBackend) -> float:
+    """Prompt tokens per second the model reads (:data:`RATE_TEXT`, nothing of it cached)."""
+    ids = backend.tokenizer.encode(RATE_TEXT)[: backend.context_window]
+    session = backend.start()
+    start = time.perf_counter()
+    session.prefill(ids)
+    return len(ids) / max(time.perf_counter() - start, 1e-6)
+
+
+def fitted_window(settings: Settings, whole: int, rate: float | None) -> int:
+    """The prompt window a local model gets: ``promptWindow`` tokens of prompt and middle (at
+    most the model's ``whole`` window), fewer where the model reads too slowly (``rate`` tokens
+    per second) to read the prompt in :data:`FIRST_READ_SHARE` of ``deadlineMs``, as a document's
+    first request must; never fewer than :data:`MIN_FITTED_WINDOW`."""
+    window = min(settings.prompt_window or whole, whole)
+    if rate is None:
+        return window
+    readable = int(rate * FIRST_READ_SHARE * settings.deadline_ms / 1000) + settings.max_tokens
+    return min(window, max(readable, MIN_FITTED_WINDOW))
+
+
+def apply_window(decoder: Decoder, settings: Settings, rate: float | None = None) -> None:
     """Give a local model's decoder the prompt window of ``settings`` (a model server cuts its
-    own prompts): ``promptWindow`` tokens of prompt and middle, the suffix at most
+    own prompts): :func:`fitted_window` tokens of prompt and middle, the suffix at most
     ``suffixTokens`` of them, the prefix cut in whole strides so that typing keeps the cache."""
     from fimconstrain.decoding.fim_formats import PromptCut
     from fimconstrain.decoding.generate import FimDecoder
 
     if isinstance(decoder, FimDecoder):
-        whole = decoder.backend.context_window
-        decoder.window = min(settings.prompt_window or whole, whole)
+        decoder.window = fitted_window(settings, decoder.backend.context_window, rate)
         decoder.cut = PromptCut(settings.suffix_tokens)
 
 

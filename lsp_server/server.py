@@ -363,10 +363,13 @@ class FimServer(LanguageServer):
         else:
             if generation == self.loading:
                 log.info(
-                    "model %s loaded (format %s) in %.1f s",
+                    "model %s loaded (format %s) in %.1f s; it reads %s prompt tokens a second, "
+                    "prompt window %s tokens",
                     loaded.name,
                     loaded.fim_format,
                     time.perf_counter() - start,
+                    "?" if loaded.read_rate is None else f"{loaded.read_rate:.0f}",
+                    getattr(loaded.decoder, "window", "the server's"),
                 )
                 assert self.model_ready is not None  # made by attach_loop
                 self.model_ready.set()

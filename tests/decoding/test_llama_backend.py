@@ -142,6 +142,22 @@ def test_a_prefill_reuses_the_cache_of_the_shared_prompt_prefix(llama):
     assert np.allclose(fresh, again, atol=1e-2) and fresh.argmax() == again.argmax()
 
 
+def test_a_prefill_that_may_stop_reads_pieces_of_about_a_quarter_second(llama, monkeypatch):
+    """How late a deadline is seen: pieces sized by the reading rate measured, within the range."""
+    from fimconstrain.decoding import llama_backend
+
+    ids = llama.tokenizer.encode("def area(width, height):\n    return width * height\n" * 12)
+    llama.start().prefill(ids)
+    low, high = llama_backend.PREFILL_CHUNK_RANGE
+    assert llama.read_rate is not None and low <= llama.prefill_chunk() <= high
+    monkeypatch.setattr(llama, "read_rate", 4 / llama_backend.PREFILL_SLICE_SECONDS)  # a slow machine
+    assert llama.prefill_chunk() == low
+    asked = []
+    session = llama.start()
+    session.prefill([ids[-1], *ids], lambda: asked.append(len(session.ids)) or False)  # (nothing shared)
+    assert asked[0] == low and llama.prefill_chunk() > low  # (then the pieces as fast as it reads)
+
+
 def _interleaved(llama, a_ids, b_ids, steps):
     """Session a's logits, step by step, while session b prefills and steps between a's steps."""
     a, b = llama.start(), llama.start()

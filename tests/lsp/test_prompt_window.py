@@ -44,6 +44,19 @@ HEAD = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in rang
 TAIL = "".join(f"def g{i}(y):\n    return y - {i}\n\n\n" for i in range(40))
 
 
+def test_a_slow_model_gets_the_window_it_reads_within_the_first_requests_share_of_the_deadline():
+    from lsp_server.engine import FIRST_READ_SHARE, MIN_FITTED_WINDOW, fitted_window
+
+    settings = Settings()  # promptWindow 1024, deadlineMs 3000, maxTokens 64
+    assert fitted_window(settings, 8192, None) == settings.prompt_window  # (not timed: as set)
+    assert fitted_window(settings, 8192, 5000.0) == settings.prompt_window  # a fast model
+    assert fitted_window(settings, 512, 5000.0) == 512  # never past the model's window
+    slow = 200.0  # tokens a second: 360 in 60% of 3 s, and the middle's 64 tokens of room
+    assert fitted_window(settings, 8192, slow) == int(slow * FIRST_READ_SHARE * 3) + 64 == 424
+    assert fitted_window(settings, 8192, 20.0) == MIN_FITTED_WINDOW
+    assert fitted_window(update(settings, {"deadlineMs": 6000})[0], 8192, slow) == 784
+
+
 def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail():
     from lsp_server.engine import Engine, Job
 
