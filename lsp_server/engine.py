@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fimconstrain.decoding.editor import Completion, ShownItems, complete_at_cursor
+from fimconstrain.decoding.editor import ENDING_RESERVE_SECONDS, Completion, ShownItems, complete_at_cursor
 from fimconstrain.decoding.model_server import ModelServerError
 from fimconstrain.decoding.options import DecodeOptions
 from fimconstrain.decoding.result import StopReason
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 WARMUP_PREFIX = "def add(a, b):\n    return "
 WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
-#: the text whose reading is timed at load (:func:`reading_rate`): about 100 tokens of code
+#: about 100 tokens of code whose reading is timed after the warm-up (:func:`reading_rate`)
 RATE_TEXT = "".join(f"def area_{n}(width, height):\n    return width * height + {n}\n\n" for n in range(6))
 #: the share of the deadline a document's first request may spend reading its prompt
 FIRST_READ_SHARE = 0.6
@@ -107,12 +107,13 @@ class Job:
         return self.cancelled or self.expired()
 
     def should_stop(self) -> bool:
-        """True when the work must end now: polled once per decode step and every few hundred
-        characters of a document being read (a safe point: the turn may be handed over here)."""
+        """True when the work must end now (cancelled, or the deadline less the time to end the
+        middle is reached): polled once per decode step and every few hundred characters of a
+        document being read (a safe point: the turn may be handed over here)."""
         self.checkpoint()
         if self.cancelled:
             return True
-        if self.expired():
+        if time.monotonic() >= self.deadline - ENDING_RESERVE_SECONDS:
             self.ended = "deadline"
             return True
         return False
@@ -167,7 +168,6 @@ class Engine:
         from fimconstrain.decoding.generate import FimDecoder
 
         decoder: Decoder
-        rate = None
         if settings.server is not None and backend is None:
             from fimconstrain.decoding.model_server import SERVER_FORMAT, ServerDecoder
 
@@ -179,8 +179,7 @@ class Engine:
         else:
             backend = backend or self._load_backend(settings)
             decoder, name, fim_format = FimDecoder(backend), backend.name, backend.fim_format.name
-            rate = reading_rate(backend)
-            apply_window(decoder, settings, rate)
+            apply_window(decoder, settings)
             gate = ConfidenceGate.for_model(backend.name or None)
         if settings.semantic:
             from fimconstrain.decoding import jedi_attributes
@@ -188,12 +187,15 @@ class Engine:
             jedi = jedi_attributes.shared()
             if jedi is not None:
                 jedi.warm_up()  # in the background: jedi's first answer takes seconds
-        loaded = Loaded(name, decoder, fim_format, 0.0, gate, rate)
-        # warm up: grammar tables, the prompt path, a few decode steps
+        loaded = Loaded(name, decoder, fim_format, 0.0, gate)
+        # warm up: grammar tables, the prompt path, a few decode steps; then time the reading
         warm = DecodeOptions.editor(False, max_new_tokens=4, top_k=8, semantic=False)
         complete_at_cursor(
             decoder, WARMUP_PREFIX, WARMUP_SUFFIX, warm, request=Job("warmup", time.monotonic() + 60, False)
         )
+        if isinstance(decoder, FimDecoder):
+            loaded.read_rate = reading_rate(decoder.backend)
+            apply_window(decoder, settings, loaded.read_rate)
         loaded.load_seconds = time.perf_counter() - start
         self.loaded = loaded
         return loaded
@@ -265,7 +267,8 @@ class Engine:
 
 
 def reading_rate(backend: ModelBackend) -> float:
-    """Prompt tokens per second the model reads (:data:`RATE_TEXT`, nothing of it cached)."""
+    """Prompt tokens per second the model reads (:data:`RATE_TEXT`, none of it in the cache;
+    timed after a first call, which also pays for paging the weights in)."""
     ids = backend.tokenizer.encode(RATE_TEXT)[: backend.context_window]
     session = backend.start()
     start = time.perf_counter()

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 #: the sampling temperature of the items after the first (the first is greedy)
 MORE_ITEMS_TEMPERATURE = 0.8
+#: seconds before a deadline at which generation stops, so that ending the middle (a decode
+#: step, the end-of-middle policy, the validity check) is done by the deadline
+ENDING_RESERVE_SECONDS = 0.1
 
 
 def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
@@ -106,7 +109,7 @@ class Deadline:
         return time.monotonic() >= self.at
 
     def should_stop(self) -> bool:
-        return self.expired()
+        return time.monotonic() >= self.at - ENDING_RESERVE_SECONDS
 
     def on_token(self, token: int) -> None:
         pass

@@ -304,15 +304,18 @@ class Run:
     def _within_block(self, ranked: Iterator[int], block_ends: dict[int, str]) -> Iterator[int]:
         """``ranked`` for a block middle, unchanged; a token that starts a line indented less than
         the block's first line (:func:`.end_of_middle.block_ends_in`) where the file is complete
-        without that line ends the middle there (that end goes into ``block_ends``)."""
+        without that line ends the middle there (that end goes into ``block_ends``): without its
+        last line break when the suffix begins with one (else the file gains a blank line)."""
         stops = self.vocabulary.stop_ids
         before = self.middle_text(self.ids)
         at_line_start = not last_line(last_line(self.prefix) + before).strip()
+        suffix_breaks = NEWLINE.match(self.suffix) is not None
         for token in ranked:
             added = "" if token in stops else self.state_text(token)
             if added.strip() and (at_line_start or "\n" in added or "\r" in added):
                 middle = self.middle_text([*self.ids, token])
-                for end in block_ends_in(self.prefix, middle, len(before)):
+                ends = block_ends_in(self.prefix, middle, len(before))
+                for end in reversed(ends) if suffix_breaks else ends:
                     if self._completes(end):
                         block_ends[token] = end
                         break

@@ -111,3 +111,11 @@ def test_typing_the_start_of_the_shown_item_gets_its_rest_without_the_model():
     complete_at_cursor(decoder, prefix + "a + b", suffix, options, shown=shown)  # typed all of it
     complete_at_cursor(decoder, prefix, suffix + "\nx = 1\n", options, shown=shown)  # another text
     assert decoder.calls == 4
+
+
+def test_generation_stops_early_enough_to_end_the_middle_by_the_deadline():
+    from fimconstrain.decoding.editor import ENDING_RESERVE_SECONDS, Deadline
+
+    soon = Deadline(ENDING_RESERVE_SECONDS / 2)
+    assert soon.should_stop() and not soon.expired()  # (the middle is ended in what is left)
+    assert not Deadline(10 * ENDING_RESERVE_SECONDS).should_stop() and not Deadline().should_stop()

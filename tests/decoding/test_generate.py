@@ -525,12 +525,14 @@ def test_a_middle_no_line_completes_spans_lines(tiny):
 
 def test_a_block_ends_before_a_line_that_leaves_it(tiny):
     """A block middle ends where the model's next line is indented less than the block's first
-    line (and the file is complete without it): not the ``if __name__`` the model runs on into."""
-    decoder = _preferring(tiny, "    y = x", ("\n",), "    return y", ("\n",), ("\n",), "if", " x", ":")
-    result = decoder.generate(
-        "def f(x):\n", "\n", mode="constrained", max_new_tokens=20, end_of_block=True, heal=False
-    )
-    assert (result.middle, result.stopped, result.valid) == ("    y = x\n    return y\n", "block", True)
+    line (and the file is complete without it): not the ``if __name__`` the model runs on into;
+    before a suffix that begins with a line break, without its own last one."""
+    for suffix, middle in [("\n", "    y = x\n    return y"), ("z = 1\n", "    y = x\n    return y\n")]:
+        decoder = _preferring(tiny, "    y = x", ("\n",), "    return y", ("\n",), ("\n",), "if", " x", ":")
+        result = decoder.generate(
+            "def f(x):\n", suffix, mode="constrained", max_new_tokens=20, end_of_block=True, heal=False
+        )
+        assert (result.middle, result.stopped, result.valid) == (middle, "block", True)
 
 
 def test_a_middle_no_cut_completes_is_finished_by_the_search_and_not_shown(tiny):
