@@ -14,7 +14,7 @@ The threshold maximises good items shown minus junk items shown
 ``confidence.json``.
 
     python scripts/fit_confidence.py --limit 40 --per-file 3 --write
-    python scripts/fit_confidence.py --limit 40 --per-file 3 --model qwen2.5-coder-0.5b
+    python scripts/fit_confidence.py --limit 40 --per-file 3 --model qwen2.5-coder-0.5b --window 256
 """
 
 from __future__ import annotations
@@ -40,11 +40,29 @@ def heldout_files(model_dir: Path, limit: int, seed: int) -> list[Path]:
 def main(argv=None) -> int:
     from fimconstrain.decoding.confidence import FILE_NAME, ConfidenceGate, fit_threshold
     from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+    from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
 
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=40, workers=False)
     p.add_argument("--per-file", type=int, default=3, help="requests per file")
     p.add_argument("--write", action="store_true", help=f"store the threshold in the model's {FILE_NAME}")
     p.add_argument("--model", default=None, help="a known model's name (default: the shipped model)")
+    p.add_argument(
+        "--window",
+        type=int,
+        default=EDITOR_WINDOW,
+        help="tokens of prompt and middle, as the server's prompt window (a slow model's is fitted "
+        "smaller: the server's log says which)",
+    )
+    p.add_argument(
+        "--suffix-tokens", type=int, default=EDITOR_SUFFIX_TOKENS, help="as the server's suffixTokens"
+    )
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: every core)")
+    p.add_argument(
+        "--deadline-ms",
+        type=int,
+        default=3000,
+        help="per request (the server's default; a slow machine needs more to see enough items)",
+    )
     args = p.parse_args(argv)
     if args.write and args.model:
         p.error("--write stores the shipped model's threshold; a known model's goes into its registry entry")
@@ -54,7 +72,14 @@ def main(argv=None) -> int:
         text = path.read_text("utf-8", errors="replace")
         if 1_000 <= len(text) <= 30_000 and EQ.parses(text):
             requests += EQ.cursors(text, rng, args.per_file)
-    completer = EQ.Completer(args.model, deadline_ms=3000, max_tokens=64)
+    completer = EQ.Completer(
+        args.model,
+        deadline_ms=args.deadline_ms,
+        max_tokens=64,
+        window=args.window,
+        suffix_tokens=args.suffix_tokens,
+        threads=args.threads,
+    )
     completer.gate = ConfidenceGate()  # see every item
     scored: list[tuple[float, bool]] = []
     for _kind, prefix, suffix, truth in C.progress(
