@@ -42,7 +42,7 @@ WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
 RATE_TEXT = "".join(f"def area_{n}(width, height):\n    return width * height + {n}\n\n" for n in range(6))
 #: the share of the deadline a document's first request may spend reading its prompt
 FIRST_READ_SHARE = 0.6
-#: the smallest prompt window the server fits to a slow model (:func:`apply_window`)
+#: the smallest prompt window the server fits to a slow model (:func:`fitted_window`)
 MIN_FITTED_WINDOW = 256
 
 

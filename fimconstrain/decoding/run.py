@@ -89,7 +89,7 @@ class Run:
         #: the middle may span lines (decided once the patience has run out)
         self.spans_lines: bool | None = None
         #: a whole line may go back to an earlier token when it ends where the file does not
-        #: parse (:meth:`_rewind_target`): the tries left; per position of the middle, the
+        #: parse (:meth:`_rewind`): the tries left; per position of the middle, the
         #: log-probability of the tokens before it and the step's likeliest tokens (log-probability,
         #: id), the names guide as it was there, the tokens already tried there and left, and
         #: the line breaks refused there
@@ -235,7 +235,7 @@ class Run:
             if token in stops and self._empty_or_hiding(self.middle_text(self.ids)):
                 continue
             added = "" if token in stops else self.state_text(token)
-            if refused and added.lstrip(" \t").startswith("#") and self._plain_line():
+            if refused and _starts_comment(added) and self._plain_line():
                 continue
             if ("\n" in added or "\r" in added) and state.passes(token):
                 before = self.middle_text(self.ids) if before is None else before
@@ -273,7 +273,7 @@ class Run:
             (
                 self.frontier[at][0] + logprob
                 for logprob, token in self.frontier[at][1]
-                if token != refused and not (plain and self.state_text(token).lstrip(" \t").startswith("#"))
+                if token != refused and not (plain and _starts_comment(self.state_text(token)))
             ),
             default=-np.inf,
         )
@@ -514,3 +514,8 @@ class Run:
         without reading the prefix and the suffix again for each middle."""
         after = self.states[0].checker.feed(middle)
         return after is not None and after.is_complete()
+
+
+def _starts_comment(text: str) -> bool:
+    """Whether ``text`` begins a comment (after blanks), read where no string is open."""
+    return text.lstrip(" \t").startswith("#")
