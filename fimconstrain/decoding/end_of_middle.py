@@ -5,7 +5,8 @@ token budget) or stray. :func:`finish_middle` turns it into a middle that makes 
 file valid, or nothing: cut to one line if asked; kept as it is when the checker reports the
 program complete; else completed with the checker's shortest finish (the budget finish,
 docs/references.md [S9]), trying shorter cuts of it when none is found; optionally without a
-tail that repeats the text after the cursor.
+tail that repeats the text after the cursor. When neither an end nor a valid prefix is found,
+:func:`rescue_middle` finishes a cut of it at a line break whatever the finish writes.
 
 A finish should only close what is open: a cut whose finish would invent a name, a literal or
 an operator nobody typed (a placeholder ``A``, a ``0``, ``)<``) gives way to a shorter cut that
@@ -171,9 +172,36 @@ def finish_middle(
     return last_resort
 
 
-def _finished(checker, text: str, finish: bool = True) -> tuple[str | None, bool]:
-    """``text``, or (with ``finish``) ``text`` plus the checker's shortest finish, if that
-    completes the program; and whether that finish invents something (:func:`invents`)."""
+def rescue_middle(checker, middle: str, seconds: float) -> str | None:
+    """The last resort when no end of ``middle`` passes :func:`finish_middle` and no prefix of it
+    is valid (the model wrote on past the span, out of the blocks the suffix continues): its
+    longest cut at a line break, the empty middle last, that the checker's shortest finish
+    completes, whatever the finish writes (a placeholder name, a comment over the code after
+    the cursor). A stop that leaves the file invalid is never the answer; such a middle is
+    never shown in an editor. None when no cut is finished within about ``seconds`` (each cut
+    searches at most a sixteenth of it, so that shorter cuts, still inside the blocks the suffix
+    continues, get their turn)."""
+    text, after = _accepted(checker, middle.rstrip(_REPLACEMENT))
+    if after is None:
+        return None
+    give_up = time.perf_counter() + seconds
+    breaks = {cut for m in NEWLINE.finditer(text) for cut in (m.start(), m.end())}
+    for cut in sorted(breaks | {0, len(text)}, reverse=True):
+        left = give_up - time.perf_counter()
+        if left <= 0:
+            break
+        done, _ = _finished(checker, text[:cut], seconds=min(left, seconds / 16))
+        if done is not None:
+            return done
+    return None
+
+
+def _finished(
+    checker, text: str, finish: bool = True, seconds: float | None = None
+) -> tuple[str | None, bool]:
+    """``text``, or (with ``finish``) ``text`` plus the checker's shortest finish (searched for
+    at most ``seconds``, if given), if that completes the program; and whether that finish
+    invents something (:func:`invents`)."""
     after = checker.feed(text)
     if after is None:
         return None, False
@@ -182,7 +210,7 @@ def _finished(checker, text: str, finish: bool = True) -> tuple[str | None, bool
     if not finish:
         return None, False
     try:
-        closing = after.shortest_finish()
+        closing = after.shortest_finish(seconds=seconds)
     except Exception:  # the finisher is a heuristic search; never let it break a request
         return None, False
     if closing is None:

@@ -24,6 +24,7 @@ from .end_of_middle import (
     hides_rest_of_line,
     keeps_line_break,
     line_end_in,
+    rescue_middle,
     says_nothing,
     single_line_end,
 )
@@ -497,6 +498,12 @@ class Run:
                 self.healing,
                 self.valid if constrained else None,
             )
+            if constrained and not self.valid(res.middle):
+                # no prefix of what the model wrote is valid: the rescue cuts it at a line and
+                # finishes it whatever the finish writes (never shown in an editor)
+                rescued = rescue_middle(self.states[0].checker, res.raw_middle, self.options.finish_seconds)
+                if rescued is not None:
+                    res.middle, res.unshowable = rescued, True
             self._ending(start)
             if constrained and self.hides_rest(res.middle):
                 res.unshowable = True

@@ -549,6 +549,19 @@ def test_a_middle_no_cut_completes_is_finished_by_the_search_and_not_shown(tiny)
     assert not shows(result, ConfidenceGate())
 
 
+def test_a_middle_with_no_valid_prefix_or_end_is_rescued_at_a_line(tiny):
+    """Random-span's defect: the suffix begins inside a block (``        else:``) and the model
+    runs on in one expression until the budget; no prefix of its middle is valid and every
+    finish the search finds comments out the ``else:``, which the policy refuses. The rescue
+    takes such a finish rather than leave the file invalid, and the middle is not shown."""
+    prefix = "def g(a, b):\n    while a * "
+    suffix = "        else:\n            b = 1\n    return b\n"
+    decoder = _preferring(tiny, "b if a else b if a else b if a else b if a else b")
+    result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=12, heal=False)
+    assert result.stopped == "budget" and result.valid and result.unshowable
+    assert result.middle.startswith("b if a else b") and parses(prefix + result.middle + suffix)
+
+
 def test_token_running_into_the_suffix_is_cut(tiny):
     """A token that closes the string and then writes the suffix's own ``)`` ends the middle inside it."""
     codec = TextCodec(tiny.tokenizer)
