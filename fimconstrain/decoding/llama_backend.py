@@ -146,18 +146,57 @@ def _cache_tokenizer(stem: Path, backend: Any, settings: dict[str, Any]) -> None
         log.warning("rebuilt tokenizer not cached at %s (%s)", stem, error)
 
 
-#: GGUF metadata value types (gguf's GGUFValueType) and the bytes of each scalar type
+#: GGUF metadata value types (gguf's GGUFValueType), the bytes of each scalar type and the
+#: struct format of each integer type
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_INTEGERS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
 #: what a cached tokenizer's key covers besides the file (a change rebuilds every cached one)
 _TOKENIZER_CACHE_FORMAT = 1
 
 
+def _gguf_metadata(data: Any) -> tuple[dict[str, int], int] | None:
+    """The integer values of a GGUF file's metadata by key, and where the metadata ends (the
+    header and every key and value, tokens and merges included); None when ``data`` is not a
+    GGUF this can read. Raises ``struct.error`` or ``KeyError`` on a cut or unknown file."""
+    import struct
+
+    if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] < 2:
+        return None
+    count = struct.unpack_from("<Q", data, 16)[0]
+    u64, u32 = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from
+    integers: dict[str, int] = {}
+    at = 24
+    for _ in range(count):  # key, type, value
+        size = u64(data, at)[0]
+        key = bytes(data[at + 8 : at + 8 + size]).decode("utf-8", "replace")
+        at += 8 + size
+        kind = u32(data, at)[0]
+        at += 4
+        if kind == _GGUF_STRING:
+            at += 8 + u64(data, at)[0]
+        elif kind == _GGUF_ARRAY:
+            item, n = u32(data, at)[0], u64(data, at + 4)[0]
+            at += 12
+            if item == _GGUF_STRING:
+                for _ in range(n):
+                    at += 8 + u64(data, at)[0]
+            else:
+                at += _GGUF_SCALAR_BYTES[item] * n
+        else:
+            if kind in _GGUF_INTEGERS:
+                integers[key] = struct.unpack_from(_GGUF_INTEGERS[kind], data, at)[0]
+            at += _GGUF_SCALAR_BYTES[kind]
+        if at > len(data):
+            return None
+    return integers, at
+
+
 def gguf_identity(path: str | Path) -> str | None:
     """A key for a GGUF file's tokenizer: a hash of its size, modification time and metadata
-    (the header and every key and value, tokens and merges included: a few MB read, never the
-    tensors), with the versions of the libraries that rebuild it. None when the file is not a
-    GGUF this can read (then nothing is cached)."""
+    (:func:`_gguf_metadata`: a few MB read, never the tensors), with the versions of the
+    libraries that rebuild it. None when the file is not a GGUF this can read (then nothing is
+    cached)."""
     import hashlib
     import mmap
     import struct
@@ -166,35 +205,32 @@ def gguf_identity(path: str | Path) -> str | None:
     try:
         stat = Path(path).stat()
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] < 2:
+            metadata = _gguf_metadata(data)
+            if metadata is None:
                 return None
-            count = struct.unpack_from("<Q", data, 16)[0]
-            u64, u32 = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from
-            at = 24
-            for _ in range(count):  # key, type, value
-                at += 8 + u64(data, at)[0]
-                kind = u32(data, at)[0]
-                at += 4
-                if kind == _GGUF_STRING:
-                    at += 8 + u64(data, at)[0]
-                elif kind == _GGUF_ARRAY:
-                    item, n = u32(data, at)[0], u64(data, at + 4)[0]
-                    at += 12
-                    if item == _GGUF_STRING:
-                        for _ in range(n):
-                            at += 8 + u64(data, at)[0]
-                    else:
-                        at += _GGUF_SCALAR_BYTES[item] * n
-                else:
-                    at += _GGUF_SCALAR_BYTES[kind]
-                if at > len(data):
-                    return None
-            digest = hashlib.sha256(data[:at])
+            digest = hashlib.sha256(data[: metadata[1]])
         libraries = [version(name) for name in ("transformers", "tokenizers")]
     except (OSError, ValueError, KeyError, struct.error):
         return None
     digest.update(json.dumps([_TOKENIZER_CACHE_FORMAT, stat.st_size, stat.st_mtime_ns, libraries]).encode())
     return digest.hexdigest()[:24]
+
+
+def gguf_training_window(path: str | Path) -> int | None:
+    """The context length a GGUF file's model was trained with (its ``<architecture>.context_length``),
+    read from the metadata without loading the model; None when it cannot be read."""
+    import mmap
+    import struct
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            metadata = _gguf_metadata(data)
+    except (OSError, ValueError, KeyError, struct.error):
+        return None
+    if metadata is None:
+        return None
+    lengths = [value for key, value in metadata[0].items() if key.endswith(".context_length")]
+    return lengths[0] if len(lengths) == 1 and lengths[0] > 0 else None
 
 
 def _in_background(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
@@ -267,6 +303,9 @@ class LlamaCppBackend:
         # the tokenizer is read (or rebuilt) while llama.cpp loads the weights, which frees the GIL
         pending = _in_background(gguf_tokenizer, path) if tokenizer is None else None
         self.threads = threads or os.cpu_count() or 1
+        if not context:  # the training window, capped; read from the metadata so that one load does
+            trained = gguf_training_window(path)
+            context = min(trained, DEFAULT_CONTEXT_CAP) if trained is not None else None
         self.llama = self._open(llama_cpp, path, context or 0)  # 0: the training window
         if not context and self.llama.n_ctx() > DEFAULT_CONTEXT_CAP:
             self.llama.close()

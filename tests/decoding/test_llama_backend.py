@@ -155,7 +155,11 @@ def test_a_prefill_that_may_stop_reads_pieces_of_about_a_quarter_second(llama, m
     asked = []
     session = llama.start()
     session.prefill([ids[-1], *ids], lambda: asked.append(len(session.ids)) or False)  # (nothing shared)
-    assert asked[0] == low and llama.prefill_chunk() > low  # (then the pieces as fast as it reads)
+    assert asked[0] == low  # (then pieces as long as the rate measured on them says)
+    slow = 4 / llama_backend.PREFILL_SLICE_SECONDS
+    rate = llama.read_rate
+    assert rate is not None and rate != slow
+    assert llama.prefill_chunk() == max(low, min(high, int(rate * llama_backend.PREFILL_SLICE_SECONDS)))
 
 
 def _interleaved(llama, a_ids, b_ids, steps):

@@ -259,3 +259,24 @@ def test_the_tokenizer_of_a_gguf_file_is_cached_by_the_file_identity(cache, tmp_
     model.write_bytes(bytes(data))
     assert gguf_identity(model) is None
     assert gguf_identity(tmp_path / "absent.gguf") is None
+
+
+def test_the_training_window_is_read_from_the_gguf_metadata(tmp_path):
+    """llama.cpp opens a model once, with its training window capped: the window comes from the
+    metadata (``<architecture>.context_length``), read without loading the tensors."""
+    gguf = pytest.importorskip("gguf")
+    from fimconstrain.decoding.llama_backend import gguf_training_window
+
+    assert gguf_training_window(DEFAULT_GGUF) == 1024
+    path = tmp_path / "long.gguf"
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_context_length(32768)
+    writer.add_array("tokenizer.ggml.tokens", ["a", "b"])
+    writer.add_uint64("qwen2.block_count", 24)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    assert gguf_training_window(path) == 32768
+    path.write_bytes(path.read_bytes()[:40])  # cut inside the metadata
+    assert gguf_training_window(path) is None
+    assert gguf_training_window(tmp_path / "absent.gguf") is None
