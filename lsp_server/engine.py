@@ -13,11 +13,14 @@ requests queued behind others are each given the whole deadline once their turn 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fimconstrain.decoding.editor import ENDING_RESERVE_SECONDS, Completion, ShownItems, complete_at_cursor
@@ -40,6 +43,8 @@ WARMUP_PREFIX = "def add(a, b):\n    return "
 WARMUP_SUFFIX = "\n\nprint(add(1, 2))\n"
 #: about 100 tokens of code whose reading is timed after the warm-up (:func:`reading_rate`)
 RATE_TEXT = "".join(f"def area_{n}(width, height):\n    return width * height + {n}\n\n" for n in range(6))
+#: the file under the cache folder that keeps each model's reading rate (:func:`remembered_rate`)
+RATES_FILE = "reading-rates.json"
 #: the share of the deadline a document's first request may spend reading its prompt
 FIRST_READ_SHARE = 0.6
 #: the smallest prompt window the server fits to a slow model (:func:`fitted_window`)
@@ -194,7 +199,7 @@ class Engine:
             decoder, WARMUP_PREFIX, WARMUP_SUFFIX, warm, request=Job("warmup", time.monotonic() + 60, False)
         )
         if isinstance(decoder, FimDecoder):
-            loaded.read_rate = reading_rate(decoder.backend)
+            loaded.read_rate = remembered_rate(decoder.backend, settings)
             apply_window(decoder, settings, loaded.read_rate)
         loaded.load_seconds = time.perf_counter() - start
         self.loaded = loaded
@@ -264,6 +269,38 @@ class Engine:
         self.server_error = None
         job.note(done)
         return [(item.middle, item.mean_logprob) for item in done.items]
+
+
+def remembered_rate(backend: ModelBackend, settings: Settings) -> float:
+    """The model's reading rate (:func:`reading_rate`) as measured at an earlier load of the same
+    model file with the same settings on this machine (kept in :data:`RATES_FILE` under the cache
+    folder: a restart skips the ~100-token prefill); measured, and kept, when there is none."""
+    from fimconstrain.decoding.vocab import cache_root
+
+    path = cache_root() / RATES_FILE
+    model = Path(backend.name)
+    stat = model.stat() if model.exists() else None
+    identity = stat and (stat.st_size, stat.st_mtime_ns)
+    key = repr((backend.name, identity, settings.model_key(), os.cpu_count()))
+    try:
+        rates = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        rates = {}
+    if not isinstance(rates, dict):
+        rates = {}
+    rate = rates.get(key)
+    if isinstance(rate, (int, float)) and rate > 0:
+        return float(rate)
+    rate = reading_rate(backend)
+    rates[key] = rate
+    try:  # written whole, then moved into place: a reader sees the old file or the new one
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(rates, indent=1), "utf-8")
+        os.replace(tmp, path)
+    except OSError as error:
+        log.info("reading rate not kept in %s (%s)", path, error)
+    return rate
 
 
 def reading_rate(backend: ModelBackend) -> float:

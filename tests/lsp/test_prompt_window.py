@@ -57,6 +57,35 @@ def test_a_slow_model_gets_the_window_it_reads_within_the_first_requests_share_o
     assert fitted_window(update(settings, {"deadlineMs": 6000})[0], 8192, slow) == 784
 
 
+def test_the_reading_rate_is_measured_once_per_model_and_settings(tmp_path, monkeypatch):
+    """A restart reuses the rate measured at an earlier load (no prefill); another model file,
+    a changed file or other settings are measured again."""
+    from types import SimpleNamespace
+
+    from lsp_server import engine
+
+    monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path / "cache"))
+    measured: list[str] = []
+
+    def reading_rate(backend):
+        measured.append(backend.name)
+        return 100.0 + len(measured)
+
+    monkeypatch.setattr(engine, "reading_rate", reading_rate)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    backend = SimpleNamespace(name=str(model))
+    settings = Settings(model=str(model), threads=2)
+    assert engine.remembered_rate(backend, settings) == 101.0
+    assert engine.remembered_rate(backend, settings) == 101.0 and len(measured) == 1
+    assert engine.remembered_rate(backend, update(settings, {"threads": 1})[0]) == 102.0
+    os.utime(model, ns=(1, 1))  # another file, for all the rate knows
+    assert engine.remembered_rate(backend, settings) == 103.0
+    (tmp_path / "cache" / engine.RATES_FILE).write_text("{cut")  # damaged: measured again
+    assert engine.remembered_rate(backend, settings) == 104.0
+    assert engine.remembered_rate(backend, settings) == 104.0 and len(measured) == 4
+
+
 def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail():
     from lsp_server.engine import Engine, Job
 
