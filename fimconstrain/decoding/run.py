@@ -326,8 +326,9 @@ class Run:
         """Whether a line break that does not end the one-line middle validly (at ``end``) may
         pass: once the patience has run out, when the line says nothing (it stays a comment), or
         when the finish search finds no valid end within the line from here (no one line
-        completes the file; decided once per run). Never after a backslash: a continuation line
-        only hides the break."""
+        completes the file; decided once per run), an end that comments out the code after the
+        cursor counting as none (no line end is taken there). Never after a backslash: a
+        continuation line only hides the break."""
         if self.line_refusals < LINE_PATIENCE or end.rstrip(" \t").endswith("\\"):
             return False
         if says_nothing:
@@ -335,8 +336,10 @@ class Run:
         if self.spans_lines is None:
             assert self.state is not None  # called only under a constraint
             finish = self.state.checker.shortest_finish(seconds=LINE_FINISH_SECONDS)
-            within = finish is not None and not NEWLINE.search(
-                finish.rstrip("\r\n") if self.keeps_break else finish
+            within = (
+                finish is not None
+                and not NEWLINE.search(finish.rstrip("\r\n") if self.keeps_break else finish)
+                and not self.hides_rest(self.middle_text(self.ids) + finish)
             )
             self.spans_lines = not within
         return self.spans_lines

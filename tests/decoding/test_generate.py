@@ -523,6 +523,33 @@ def test_a_middle_no_line_completes_spans_lines(tiny):
     assert result.middle.startswith(":") and result.middle.endswith("pass") and "case 1:" in result.middle
 
 
+def test_a_line_end_that_would_comment_out_the_code_after_the_cursor_counts_as_none(tiny):
+    """The code after the cursor (``        else:``) needs the middle to span lines; the only
+    one-line finish the search finds would comment it out, an end the line rule never takes:
+    so after the patience runs out the line breaks, and the middle ends on the line that lets
+    the ``else:`` follow."""
+    decoder = _preferring(
+        tiny,
+        (":",),
+        ("\n", " "),
+        ("\n", " "),
+        ("\n", " "),
+        ("\n",),
+        "        if b",
+        ":",
+        ("\n",),
+        "            b -= 1",
+        ("\n",),
+        "    return",
+    )
+    prefix, suffix = "def g(a, b):\n    while a", "        else:\n            b = 1\n    return b\n"
+    result = decoder.generate(
+        prefix, suffix, mode="constrained", max_new_tokens=30, single_line=True, heal=False
+    )
+    assert result.valid and not result.unshowable and "#" not in result.middle
+    assert result.middle.endswith("        if b:\n            b -= 1\n")
+
+
 def test_a_block_ends_before_a_line_that_leaves_it(tiny):
     """A block middle ends where the model's next line is indented less than the block's first
     line (and the file is complete without it): not the ``if __name__`` the model runs on into;
