@@ -21,6 +21,7 @@ figures, and a small model's items are otherwise rarely whole.
     python benchmarks/lsp_load.py                 # the shipped model
     python benchmarks/lsp_load.py --model DIR     # another one (the tiny test model works)
     python benchmarks/lsp_load.py --model ~/qwen.gguf --levels 20 --only-concurrency
+    python benchmarks/lsp_load.py --model ~/qwen.gguf --only-first   # the start-up time alone
 """
 
 from __future__ import annotations
@@ -233,6 +234,9 @@ async def run(args) -> dict:
             break
     editor.close("file:///load/first.py")
     out: dict = {"first_answer_s": first}
+    if args.only_first:
+        await editor.stop()
+        return out
     out["concurrency"] = {n: await concurrent(editor, n, args.rounds) for n in args.levels}
     if args.only_concurrency:
         await editor.stop()
@@ -268,6 +272,11 @@ def main(argv=None) -> int:
         action="store_true",
         help="only the requests in flight at once (not the large document, nor the memory)",
     )
+    p.add_argument(
+        "--only-first",
+        action="store_true",
+        help="only the time to the first non-empty answer after process start (the start-up time)",
+    )
     p.add_argument("--big-mb", type=float, default=5.0, help="size of the large document in MB")
     p.add_argument("--rounds", type=int, default=3, help="rounds of concurrent requests per level")
     p.add_argument("--samples", type=int, default=20, help="small-document requests, idle and busy")
@@ -283,6 +292,8 @@ def main(argv=None) -> int:
     out = asyncio.run(run(args))
     first = out["first_answer_s"]
     print(f"first non-empty answer after process start: {'none' if first is None else f'{first:.2f} s'}")
+    if args.only_first:
+        return 0 if first is not None else 1
     one = out["concurrency"][min(out["concurrency"])]["p95"]
     rows = [
         [
