@@ -111,9 +111,8 @@ def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", thread
         "--threads",
         type=positive_int,
         default=threads,
-        help="CPU threads of the model, recorded with the timings (default: "
-        + (str(threads) if threads else "every core under llama.cpp, torch's default under transformers")
-        + ")",
+        help="CPU threads of the model, recorded with the timings"
+        + ("" if threads else " (default: every core under llama.cpp, torch's default under transformers)"),
     )
     ap.add_argument(
         "--context",
