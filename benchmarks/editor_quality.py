@@ -142,6 +142,7 @@ class Completer:
         window: int | None = None,
         suffix_tokens: int | None = None,
         threads: int | None = None,
+        order: str | None = None,
     ):
         from fimconstrain.decoding.confidence import ConfidenceGate
         from fimconstrain.decoding.editor import ShownItems
@@ -160,7 +161,7 @@ class Completer:
             backend = load_model(model, runtime=runtime, threads=threads, progress=False)
             # the server's prompt window (lsp_server.engine.apply_window) when given
             cut = PromptCut(suffix_tokens) if window or suffix_tokens is not None else None
-            self.decoder = FimDecoder(backend, window=window, cut=cut)
+            self.decoder = FimDecoder(backend, order=order, window=window, cut=cut)
             self.gate = ConfidenceGate.for_model(backend.name)
         self.deadline_ms, self.max_tokens = deadline_ms, max_tokens
         self.shown = ShownItems()  # (as the server: typing what an item begins with gets its rest)
@@ -388,6 +389,13 @@ def main(argv=None) -> int:
     )
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: every core)")
     p.add_argument(
+        "--order",
+        choices=("psm", "spm"),
+        default=None,
+        help="the prompt's order: prefix-suffix-middle, or suffix first (typing then changes only the "
+        "prompt's end) (default: the FIM format's)",
+    )
+    p.add_argument(
         "--no-edits",
         action="store_true",
         help="skip the request after a small edit (1-3 characters of the true middle typed at the cursor)",
@@ -428,6 +436,7 @@ def main(argv=None) -> int:
             window=args.window,
             suffix_tokens=args.suffix_tokens,
             threads=args.threads,
+            order=args.order,
         )
         for mode in modes:
             label = mode if len(runtimes) == 1 else f"{mode} {runtime}"

@@ -129,7 +129,10 @@ def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", thread
         help="FIM format name (default: detected from the model)",
     )
     ap.add_argument(
-        "--order", choices=("psm", "spm"), default="psm", help="prompt order: prefix-suffix or suffix-prefix"
+        "--order",
+        choices=("psm", "spm"),
+        default=None,
+        help="prompt order: prefix-suffix or suffix-prefix (default: the FIM format's, docs/models.md)",
     )
     ap.add_argument("--trust-remote-code", action="store_true", help="run a model's own code (trusted only)")
 

@@ -69,7 +69,7 @@ def complete_text(
     python_version: str = AUTO,
     multiline: str = "auto",
     fim_format: str | None = None,
-    order: str = "psm",
+    order: str | None = None,
     trust_remote_code: bool = False,
     runtime: str = "auto",
     threads: int | None = None,

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 class FimDecoder:
     """Fills the middle between a prefix and a suffix with a model backend, in any mode.
 
-    ``order``: the prompt's order, ``"psm"`` or ``"spm"``; ``window``: tokens of prompt and
+    ``order``: the prompt's order, ``"psm"`` or ``"spm"`` (default: the format's,
+    :attr:`.fim_formats.FimFormat.order`); ``window``: tokens of prompt and
     middle together (default: the model's); ``cut``: how a prompt longer than that is cut (an
     editor's: a short suffix and a prefix cut that typing keeps, :class:`.fim_formats.PromptCut`;
     default: halves); ``python_version`` (``"3.12"`` or ``(3, 12)``;
@@ -47,14 +48,14 @@ class FimDecoder:
     def __init__(
         self,
         backend: ModelBackend,
-        order: str = "psm",
+        order: str | None = None,
         window: int | None = None,
         python_version: VersionLike | None = None,
         prepare: bool = True,
         cut: PromptCut | None = None,
     ):
         self.backend = backend
-        self.order = order
+        self.order = order or backend.fim_format.order
         self.window = window or backend.context_window
         self.cut = cut
         self.python_version: PythonVersion = parse_python_version(python_version)

@@ -41,7 +41,7 @@ def open_decoder(args: argparse.Namespace):
         args.temperature,
         args.top_p,
         args.seed,
-        args.order,
+        args.order or loaded.fim_format.order,
         format_version(args.python_version),
         args.device,
         str(getattr(getattr(loaded, "model", None), "dtype", "")) or loaded.runtime,

@@ -115,3 +115,26 @@ def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail()
     # no window setting: the model's whole window
     engine.load(Settings(model=str(_gguf()), threads=1, prompt_window=None, semantic=False))
     assert engine.loaded.decoder.window == engine.loaded.decoder.backend.context_window
+
+
+def test_in_spm_order_typing_reads_only_the_prompts_last_tokens_again():
+    """Suffix first (``<PRE><SUF> suffix <MID> prefix``), a character typed at the cursor changes
+    only the prompt's end: the suffix and the markers come from the key/value cache."""
+    from fimconstrain.decoding.fim_formats import PromptCut
+    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.decoding.models import load_model
+    from fimconstrain.decoding.options import DecodeOptions
+
+    backend = load_model(str(_gguf()), runtime="llama", threads=1, progress=False)
+    decoder = FimDecoder(backend, order="spm", window=256, cut=PromptCut(24))
+    options = DecodeOptions.editor(single_line=True, max_new_tokens=8, semantic=False)
+
+    def ask(prefix: str) -> tuple[int, int]:
+        read, reused = backend.prompt_read, backend.prompt_reused
+        decoder.generate(prefix, "\n\n\n" + TAIL, options)
+        return backend.prompt_read - read, backend.prompt_reused - reused
+
+    prefix = HEAD + "def h(z):\n    return z"
+    first, _ = ask(prefix)
+    typed, kept = ask(prefix + " +")
+    assert first > 24 + 3 and typed <= 6 and kept >= first - 6
