@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.checker import Checker
 from .fim_formats import TextCodec
+from .positions import last_line
 
 if TYPE_CHECKING:  # numpy and the store load with a store, not with this module (`--help` stays light)
     import numpy as np
@@ -409,14 +410,18 @@ def healed_tail(codec: TextCodec, prefix: str, limit: int = 16) -> str:
     split a token there (``retu|``, ``self.na|``, ``x =|``): the prompt ends before it, and the
     first generated tokens must write it again, so the model continues from a boundary it was
     trained on instead of one the cursor made. Empty when nothing should be healed (no token,
-    a blank one, a line break)."""
+    a line break, a line's indentation). Blanks after code on the line (``for x in |``) are
+    healed: byte-level tokenizers attach a space to the word after it, and a model shown a lone
+    space writes its own (``in  values``)."""
     ids = codec.encode(prefix[-4 * limit :]) if prefix else []
     if not ids:
         return ""
     tail = codec.decode(ids[-1:])
-    if not tail.strip() or len(tail) > limit or REPLACEMENT in tail or not prefix.endswith(tail):
-        return ""  # blanks end a token already: healing them would let the model re-indent
-    return tail if "\n" not in tail else ""
+    if len(tail) > limit or REPLACEMENT in tail or not prefix.endswith(tail) or "\n" in tail or "\r" in tail:
+        return ""
+    if not tail.strip() and not last_line(prefix[: len(prefix) - len(tail)]).strip():
+        return ""  # indentation: healing it would let the model re-indent
+    return tail
 
 
 @lru_cache(maxsize=4096)

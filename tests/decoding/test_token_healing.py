@@ -74,6 +74,15 @@ def test_nothing_is_healed_at_a_file_or_line_start(decoder, prefix):
     assert healed_tail(decoder.codec, prefix) == ""
 
 
+@pytest.mark.parametrize("prefix", ["total = ", "for x in ", "f(a, "], ids=repr)
+def test_blanks_after_code_on_the_line_are_healed(decoder, prefix):
+    """A lone space after code is a token the model would not have seen there (its words carry
+    their own space): the prompt ends before it and the model writes it with the next word."""
+    tail = healed_tail(decoder.codec, prefix)
+    assert tail and not tail.strip() and prefix.endswith(tail)
+    assert decoder.codec.decode(decoder.codec.encode(prefix)[-1:]) == tail
+
+
 def test_the_prompt_ends_before_the_healed_text(decoder):
     prefix, suffix = PREFIXES[0], "\n"
     tail = healed_tail(decoder.codec, prefix)
