@@ -493,16 +493,17 @@ def test_a_whole_line_goes_back_to_a_likelier_alternative(tiny):
     assert "if" not in kept.middle and kept.rewinds == 0  # (without going back: no block opener)
 
 
+#: a model that ends a header with ``:`` and then wants a line break, the step's second choice a
+#: space, for as many steps as the one-line rule's patience: the break is refused until then
+HEADER_THEN_PATIENT_BREAKS = ((":",), ("\n", " "), ("\n", " "), ("\n", " "), ("\n",))
+
+
 def test_a_middle_no_line_completes_spans_lines(tiny):
     """``match x`` needs its cases on lines of their own: after the patience runs out the line
     breaks anyway, and the middle ends at the first line break where the file is complete."""
     decoder = _preferring(
         tiny,
-        (":",),
-        ("\n", " "),
-        ("\n", " "),
-        ("\n", " "),
-        ("\n",),
+        *HEADER_THEN_PATIENT_BREAKS,
         "    case",
         " 1",
         ":",
@@ -530,11 +531,7 @@ def test_a_line_end_that_would_comment_out_the_code_after_the_cursor_counts_as_n
     the ``else:`` follow."""
     decoder = _preferring(
         tiny,
-        (":",),
-        ("\n", " "),
-        ("\n", " "),
-        ("\n", " "),
-        ("\n",),
+        *HEADER_THEN_PATIENT_BREAKS,
         "        if b",
         ":",
         ("\n",),
