@@ -172,25 +172,26 @@ def finish_middle(
     return last_resort
 
 
+#: the line cuts :func:`rescue_middle` tries at most (the longest, and the empty middle last)
+RESCUE_CUTS = 16
+
+
 def rescue_middle(checker, middle: str, seconds: float) -> str | None:
     """The last resort when no end of ``middle`` passes :func:`finish_middle` and no prefix of it
     is valid (the model wrote on past the span, out of the blocks the suffix continues): its
     longest cut at a line break, the empty middle last, that the checker's shortest finish
     completes, whatever the finish writes (a placeholder name, a comment over the code after
     the cursor). A stop that leaves the file invalid is never the answer; such a middle is
-    never shown in an editor. None when no cut is finished within about ``seconds`` (each cut
-    searches at most a sixteenth of it, so that shorter cuts, still inside the blocks the suffix
-    continues, get their turn)."""
+    never shown in an editor. None when none of :data:`RESCUE_CUTS` cuts is finished, each
+    searched for at most ``seconds`` (a bound on the work, not a share of a total: the same
+    middle is rescued alike however busy the machine)."""
     text, after = _accepted(checker, middle.rstrip(_REPLACEMENT))
     if after is None:
         return None
-    give_up = time.perf_counter() + seconds
     breaks = {cut for m in NEWLINE.finditer(text) for cut in (m.start(), m.end())}
-    for cut in sorted(breaks | {0, len(text)}, reverse=True):
-        left = give_up - time.perf_counter()
-        if left <= 0:
-            break
-        done, _ = _finished(checker, text[:cut], seconds=min(left, seconds / 16))
+    cuts = sorted(breaks | {len(text)}, reverse=True)[: RESCUE_CUTS - 1]
+    for cut in [*cuts, 0] if cuts[-1] else cuts:
+        done, _ = _finished(checker, text[:cut], seconds=seconds)
         if done is not None:
             return done
     return None
