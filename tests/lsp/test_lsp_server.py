@@ -32,6 +32,10 @@ MAX_TOKENS = 16
 
 SOURCE = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CURSOR = types.Position(line=1, character=11)  # after "return "
+#: a cursor where the test model writes on for long (a block body after its indentation, not
+#: healed): for the requests that must still be running when they are cancelled or superseded
+LONG_SOURCE = "def add(a, b):\n    \n\n\nprint(add(1, 2))\n"
+LONG_CURSOR = types.Position(line=1, character=4)
 
 pytestmark = [pytest.mark.time_limit(120), pytest.mark.filterwarnings("ignore::SyntaxWarning")]
 
@@ -273,7 +277,7 @@ async def test_mid_line_completion_is_one_line(client: LanguageClient):
 @pytest.mark.asyncio(loop_scope="module")
 async def test_cancel_request_stops_generation(client: LanguageClient):
     uri = "file:///work/cancel.py"
-    _open(client, uri, SOURCE)
+    _open(client, uri, LONG_SOURCE)
     client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(
             settings={"fimconstrain": {"maxTokens": 2000, "multiline": "always"}}
@@ -289,7 +293,7 @@ async def test_cancel_request_stops_generation(client: LanguageClient):
                 types.TEXT_DOCUMENT_INLINE_COMPLETION,
                 types.InlineCompletionParams(
                     text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=CURSOR,
+                    position=LONG_CURSOR,
                     context=types.InlineCompletionContext(
                         trigger_kind=types.InlineCompletionTriggerKind.Automatic
                     ),
@@ -305,8 +309,8 @@ async def test_cancel_request_stops_generation(client: LanguageClient):
         tokens = int(message.split(" tokens")[0].rsplit(" ", 1)[-1])
         assert tokens < 2000
         # the worker is free again: the next request is answered
-        items = await _complete(client, uri, CURSOR)
-        _assert_valid(SOURCE, CURSOR, items)
+        items = await _complete(client, uri, LONG_CURSOR)
+        _assert_valid(LONG_SOURCE, LONG_CURSOR, items)
     finally:
         client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(
@@ -319,7 +323,7 @@ async def test_cancel_request_stops_generation(client: LanguageClient):
 @pytest.mark.asyncio(loop_scope="module")
 async def test_newer_request_supersedes(client: LanguageClient):
     uri = "file:///work/supersede.py"
-    _open(client, uri, SOURCE)
+    _open(client, uri, LONG_SOURCE)
     client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(
             settings={"fimconstrain": {"maxTokens": 2000, "multiline": "always"}}
@@ -329,14 +333,14 @@ async def test_newer_request_supersedes(client: LanguageClient):
         await _wait_log(client, "'maxTokens': 2000")
         client.log_messages.clear()
         _statuses(client).clear()
-        old = asyncio.ensure_future(_complete(client, uri, CURSOR))
+        old = asyncio.ensure_future(_complete(client, uri, LONG_CURSOR))
         await _wait_status(client, "busy", "completing supersede.py")
         client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"fimconstrain": {"maxTokens": MAX_TOKENS}})
         )
-        new = await _complete(client, uri, CURSOR)
+        new = await _complete(client, uri, LONG_CURSOR)
         assert await old == []
-        _assert_valid(SOURCE, CURSOR, new)
+        _assert_valid(LONG_SOURCE, LONG_CURSOR, new)
         message = await _wait_log(client, "stopped early: superseded")
         assert int(message.split(" tokens")[0].rsplit(" ", 1)[-1]) < 2000
     finally:
