@@ -23,7 +23,7 @@ import editor_quality as EQ
 def main(argv=None) -> int:
     from fimconstrain.decoding.editor import wants_multiline
     from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import DEFAULT_GGUF, load_model
+    from fimconstrain.decoding.models import default_gguf, load_model
     from fimconstrain.decoding.options import MODES, DecodeOptions
 
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=20, workers=False)
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
             requests += EQ.cursors(text, rng, args.per_file, index % len(EQ.KINDS))
     decoders = {
         "transformers": FimDecoder(load_model(runtime="transformers", progress=False)),
-        "llama": FimDecoder(load_model(DEFAULT_GGUF)),
+        "llama": FimDecoder(load_model(default_gguf())),
     }
     summary: dict[str, dict] = {}
     rows: list[dict] = []

@@ -5,14 +5,18 @@ Hugging Face cache (``local_files_only=True`` always: nothing is downloaded at r
 model that is not on disk is a clear error that says how to fetch it; remote code stays off
 unless the caller asks for it); and llama.cpp, for a ``.gguf`` file (:mod:`.llama_backend`) or a
 known model's name (:mod:`.known_models`: its file in the cache, put there by ``fimconstrain model get``).
-Without a name, the small FIM model shipped in ``fimconstrain/default_model`` is used: its GGUF
-copy under llama.cpp when the runtime is ``auto`` and llama-cpp-python is installed (about six
-times faster per token on a CPU, the same greedy output), its checkpoint under transformers
-otherwise.
+Without a name, the small FIM model shipped in ``fimconstrain/default_model`` is used: under
+llama.cpp when the runtime is ``auto`` and llama-cpp-python is installed (about six times faster
+per token on a CPU, the same greedy output), from a GGUF copy written once into the cache
+(:func:`default_gguf`); its checkpoint under transformers otherwise.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import logging
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,8 +29,10 @@ if TYPE_CHECKING:
     from .backend import ModelBackend
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"
-#: the shipped model for llama.cpp (``fimconstrain export-gguf`` of the checkpoint beside it, f16)
-DEFAULT_GGUF = DEFAULT_MODEL_DIR / "model.gguf"
+#: the shipped model's weights (one copy: llama.cpp's is made from them, :func:`default_gguf`)
+DEFAULT_WEIGHTS = DEFAULT_MODEL_DIR / "model.safetensors"
+#: the name of the GGUF copy a checkpoint directory may hold (training writes one)
+GGUF_COPY = "model.gguf"
 #: what runs a model: ``auto`` is llama.cpp for a ``.gguf`` file, and for the shipped model when
 #: llama-cpp-python is installed; transformers otherwise
 RUNTIMES = ("auto", "transformers", "llama")
@@ -104,19 +110,57 @@ def _known_gguf(name: str | Path | None) -> Path | None:
     return cached_path(model)
 
 
+def default_gguf() -> Path:
+    """The shipped model for llama.cpp: its checkpoint exported to f16 GGUF once, into the cache.
+
+    The package ships one copy of the weights (to stay small); ``fimconstrain export-gguf`` is
+    deterministic, so this copy has the same bytes on every machine. It is named by the weights'
+    path, size and modification time, so a retrained model is exported again; written to a
+    temporary name and renamed, so two processes starting at once never read half a file.
+    """
+    from .vocab import cache_root
+
+    stat = DEFAULT_WEIGHTS.stat()
+    key = f"{DEFAULT_WEIGHTS}:{stat.st_size}:{stat.st_mtime_ns}"
+    path = cache_root() / "default-model" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.gguf"
+    if path.is_file():
+        return path
+    if importlib.util.find_spec("gguf") is None:
+        raise FimConstrainError(
+            "the shipped model's llama.cpp copy is written by the gguf package, which is not installed: "
+            "pip install 'fimconstrain[llama]', or run it on transformers (--runtime transformers)"
+        )
+    from .gguf_export import export_gguf
+
+    logging.getLogger(__name__).info("writing the shipped model's llama.cpp copy to %s (once)", path)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        export_gguf(DEFAULT_MODEL_DIR, partial)
+        os.replace(partial, path)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise FimConstrainError(
+            f"cannot write the shipped model's llama.cpp copy to {path} ({error}); point "
+            f"FIMCONSTRAIN_CACHE at a writable folder, or run it on transformers (--runtime transformers)"
+        ) from error
+    return path
+
+
 def gguf_file(name: str | Path | None) -> Path | None:
     """The GGUF file ``name`` names: a known model's cached file for its name, itself when it
     ends in ``.gguf``, the ``model.gguf`` copy a checkpoint directory holds (training writes one
-    beside the weights), the shipped one for None; else None."""
+    beside the weights), the shipped model's (:func:`default_gguf`, written on first use) for
+    None; else None."""
     if name is None:
-        return DEFAULT_GGUF
+        return default_gguf()
     known = _known_gguf(name)
     if known is not None:
         return known
     path = Path(name).expanduser()
     if path.name.lower().endswith(".gguf"):
         return path
-    copy = path / DEFAULT_GGUF.name
+    copy = path / GGUF_COPY
     return copy if copy.is_file() else None
 
 
@@ -130,18 +174,19 @@ def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
         raise FimConstrainError(
             f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers"
         )
-    if runtime == "llama" and gguf_file(name) is None:
+    if runtime == "llama" and name is not None and gguf_file(name) is None:
         raise FimConstrainError(
-            f"{name}: llama.cpp runs .gguf files or a directory holding {DEFAULT_GGUF.name}; convert a "
+            f"{name}: llama.cpp runs .gguf files or a directory holding {GGUF_COPY}; convert a "
             f"GPTBigCode checkpoint with `fimconstrain export-gguf`, others with llama.cpp's "
             f"convert_hf_to_gguf.py"
         )
     if gguf or runtime == "llama":
         return "llama"
-    if runtime == "auto" and name is None and DEFAULT_GGUF.is_file():
+    if runtime == "auto" and name is None and DEFAULT_WEIGHTS.is_file():
         from .llama_backend import llama_cpp_available
 
-        return "llama" if llama_cpp_available() else "transformers"
+        exportable = importlib.util.find_spec("gguf") is not None  # (what writes the llama.cpp copy)
+        return "llama" if llama_cpp_available() and exportable else "transformers"
     return "transformers"
 
 

@@ -11,7 +11,9 @@ llama-cpp-python the llama.cpp tests are skipped, except under CI (the ``CI`` va
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -23,8 +25,9 @@ pytest.importorskip("gguf")
 
 from conftest import require_llama_cpp
 
+from fimconstrain.decoding import gguf_export, models
 from fimconstrain.decoding.gguf_export import ExportError, export_gguf
-from fimconstrain.decoding.models import DEFAULT_GGUF, DEFAULT_MODEL_DIR, load_model, runtime_for
+from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, default_gguf, load_model, runtime_for
 from fimconstrain.decoding.options import MODES, DecodeOptions
 from fimconstrain.engine.errors import FimConstrainError
 
@@ -33,7 +36,7 @@ from fimconstrain.engine.errors import FimConstrainError
 def llama():
     """The shipped model on llama.cpp."""
     require_llama_cpp()
-    return load_model(DEFAULT_GGUF)
+    return load_model(default_gguf())
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +68,23 @@ def heldout_cursors(count: int, seed: int = 0) -> list[tuple[str, str]]:
     return cuts
 
 
-def test_the_shipped_gguf_is_the_export_of_the_shipped_checkpoint(tmp_path):
-    pytest.importorskip("safetensors")
-    out = export_gguf(DEFAULT_MODEL_DIR, tmp_path / "model.gguf")
-    assert out.read_bytes() == DEFAULT_GGUF.read_bytes()
+def test_the_shipped_models_gguf_is_written_once_into_the_cache_as_its_export(tmp_path, monkeypatch):
+    """The package ships the checkpoint alone; llama.cpp's copy is its export, written on first
+    use into the cache, found there afterwards, and written again for retrained weights."""
+    pytest.importorskip("gguf")
+    shipped = tmp_path / "default_model"
+    shutil.copytree(DEFAULT_MODEL_DIR, shipped)
+    monkeypatch.setattr(models, "DEFAULT_MODEL_DIR", shipped)
+    monkeypatch.setattr(models, "DEFAULT_WEIGHTS", shipped / "model.safetensors")
+    monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path / "cache"))
+    exports = []
+    monkeypatch.setattr(gguf_export, "export_gguf", lambda *a: exports.append(a) or export_gguf(*a))
+    first = default_gguf()
+    assert first.is_relative_to(tmp_path / "cache") and len(exports) == 1
+    assert first.read_bytes() == export_gguf(shipped, tmp_path / "model.gguf").read_bytes()
+    assert default_gguf() == first and len(exports) == 1
+    os.utime(shipped / "model.safetensors", ns=(0, 0))  # (as when retrained weights replace them)
+    assert default_gguf() != first and len(exports) == 2
 
 
 def test_the_exporter_refuses_other_architectures(tmp_path):
@@ -256,7 +272,7 @@ def test_a_checkpoint_directory_with_its_gguf_copy_runs_on_llama_cpp(llama, tmp_
     ``model.gguf`` into runs that file; ``auto`` keeps such a directory on transformers."""
     checkpoint = tmp_path / "model"
     checkpoint.mkdir()
-    (checkpoint / "model.gguf").symlink_to(DEFAULT_GGUF)
+    (checkpoint / "model.gguf").symlink_to(default_gguf())
     assert runtime_for(checkpoint, "llama") == "llama"
     assert runtime_for(checkpoint, "auto") == "transformers"
     backend = load_model(checkpoint, runtime="llama")
@@ -266,7 +282,7 @@ def test_a_checkpoint_directory_with_its_gguf_copy_runs_on_llama_cpp(llama, tmp_
 def test_auto_runs_the_shipped_model_on_llama_cpp_when_installed(llama):
     assert runtime_for(None, "auto") == "llama"
     backend = load_model(runtime="auto")
-    assert type(backend).__name__ == "LlamaCppBackend" and backend.name == str(DEFAULT_GGUF)
+    assert type(backend).__name__ == "LlamaCppBackend" and backend.name == str(default_gguf())
 
 
 def test_without_llama_cpp_a_gguf_is_a_one_line_error(monkeypatch):
@@ -274,7 +290,7 @@ def test_without_llama_cpp_a_gguf_is_a_one_line_error(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now fails
     with pytest.raises(LlamaCppMissingError, match=r"pip install 'fimconstrain\[llama\]'") as error:
-        load_model(DEFAULT_GGUF)
+        load_model(default_gguf())
     assert "\n" not in str(error.value)
 
 

@@ -15,7 +15,7 @@ import fimconstrain
 from fimconstrain.decoding.fim_formats import _UNICODE_TO_BYTE, TextCodec, detect_format, special_token_ids
 from fimconstrain.decoding.healing_index import HealingIndex, HealingTable
 from fimconstrain.decoding.mask_store import MaskStore
-from fimconstrain.decoding.models import DEFAULT_GGUF, DEFAULT_MODEL_DIR
+from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, default_gguf
 from fimconstrain.decoding.vocab import SPECIAL_TOKENS, stdlib_texts, train_byte_level_bpe, vocabulary
 from fimconstrain.decoding.vocabulary import Vocabulary
 
@@ -229,7 +229,7 @@ def test_the_tokenizer_of_a_gguf_file_is_cached_by_the_file_identity(cache, tmp_
     from fimconstrain.decoding.llama_backend import TOKENIZER_PROBE, gguf_identity, gguf_tokenizer
 
     model = tmp_path / "model.gguf"
-    model.write_bytes(DEFAULT_GGUF.read_bytes())
+    model.write_bytes(default_gguf().read_bytes())
     key = gguf_identity(model)
     assert key is not None and key == gguf_identity(model)
     built = gguf_tokenizer(model)
@@ -267,7 +267,7 @@ def test_the_training_window_is_read_from_the_gguf_metadata(tmp_path):
     gguf = pytest.importorskip("gguf")
     from fimconstrain.decoding.llama_backend import gguf_training_window
 
-    assert gguf_training_window(DEFAULT_GGUF) == 1024
+    assert gguf_training_window(default_gguf()) == 1024
     path = tmp_path / "long.gguf"
     writer = gguf.GGUFWriter(str(path), "qwen2")
     writer.add_context_length(32768)

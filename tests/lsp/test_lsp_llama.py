@@ -25,7 +25,7 @@ from conftest import require_llama_cpp  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
-from fimconstrain.decoding.models import DEFAULT_GGUF  # noqa: E402
+from fimconstrain.decoding.models import default_gguf  # noqa: E402
 from lsp_server.server import BACKGROUND_DOCUMENT_CHARS  # noqa: E402
 
 SERVER = ClientServerConfig(
@@ -47,8 +47,7 @@ pytestmark = [pytest.mark.time_limit(600), pytest.mark.filterwarnings("ignore::S
 @pytest.fixture(scope="module", autouse=True)
 def _llama_cpp():
     require_llama_cpp()
-    if not DEFAULT_GGUF.is_file():
-        pytest.skip(f"the shipped model's GGUF is missing ({DEFAULT_GGUF})")
+    default_gguf()  # written once into the cache before the servers' clocks start
 
 
 async def _session(**options) -> LanguageClient:
