@@ -4,10 +4,11 @@ leave the file valid, and what does it print?
 
 A cut removes 5-60 characters of a line of code (from a point inside the line, so the rest of
 the line may stay after the cursor, as when a person edits inside a line) in a held-out file
-(default: the shipped model's held-out standard-library files, ``training.json``'s
-``heldout_paths``), writes the cut file to a temporary folder and runs the command exactly as a
-user does, one process per cut. Reported: exit codes, ``valid``, ``shown``, how each middle
-stopped, and whether standard output is empty for an invalid result.
+(default: the standard-library files the shipped model never trained on: ``training.json``'s
+held-out list or, for a model trained on installed code, all of them), writes the cut file
+to a temporary folder and runs the command exactly as a user does, one process per cut.
+Reported: exit codes, ``valid``, ``shown``, how each middle stopped, and whether standard output
+is empty for an invalid result.
 
     python benchmarks/complete_cuts.py --limit 6
     python benchmarks/complete_cuts.py --limit 30 --model qwen2.5-coder-0.5b
@@ -27,12 +28,11 @@ import _common as C
 
 
 def heldout_files(seed: int) -> list[Path]:
-    """The shipped model's held-out standard-library files, shuffled by ``seed``."""
+    """The standard-library files the shipped model never trained on, shuffled by ``seed``."""
     from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+    from fimconstrain.evaluation.datasets import heldout_stdlib_files
 
-    info = json.loads((DEFAULT_MODEL_DIR / "training.json").read_text("utf-8"))
-    root = Path(info["stdlib"])
-    files = [root / p for p in info["heldout_paths"] if (root / p).is_file()]
+    files = heldout_stdlib_files(DEFAULT_MODEL_DIR)
     random.Random(seed).shuffle(files)
     return files
 

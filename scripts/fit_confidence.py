@@ -2,7 +2,8 @@
 """Fit a model's confidence threshold on held-out cuts (the editor's items below it are not shown).
 
 The cuts are the editor-quality benchmark's kinds (mid-line, new line, block body) taken from
-the shipped model's own held-out standard-library files (``training.json``'s ``heldout_paths``),
+the standard-library files the shipped model never trained on (``training.json``'s held-out list,
+or all of them for a model trained on installed code),
 never from the benchmark's files (installed packages). ``--model NAME`` fits a known model
 (:mod:`fimconstrain.decoding.known_models`) on the same files: its threshold goes into its
 registry entry (printed; ``--write`` is for the shipped model's ``confidence.json``).
@@ -29,18 +30,11 @@ import _common as C
 import editor_quality as EQ
 
 
-def heldout_files(model_dir: Path, limit: int, seed: int) -> list[Path]:
-    info = json.loads((model_dir / "training.json").read_text("utf-8"))
-    root = Path(info["stdlib"])
-    files = [root / p for p in info["heldout_paths"] if (root / p).is_file()]
-    random.Random(seed).shuffle(files)
-    return files[:limit]
-
-
 def main(argv=None) -> int:
     from fimconstrain.decoding.confidence import FILE_NAME, ConfidenceGate, fit_threshold
     from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
     from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
+    from fimconstrain.evaluation.datasets import heldout_stdlib_files
 
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=40, workers=False)
     p.add_argument("--per-file", type=int, default=3, help="requests per file")
@@ -68,7 +62,9 @@ def main(argv=None) -> int:
         p.error("--write stores the shipped model's threshold; a known model's goes into its registry entry")
     rng = random.Random(args.seed)
     requests = []
-    for path in heldout_files(DEFAULT_MODEL_DIR, args.limit, args.seed):
+    files = heldout_stdlib_files(DEFAULT_MODEL_DIR)
+    random.Random(args.seed).shuffle(files)
+    for path in files[: args.limit]:
         text = path.read_text("utf-8", errors="replace")
         if 1_000 <= len(text) <= 30_000 and EQ.parses(text):
             requests += EQ.cursors(text, rng, args.per_file)

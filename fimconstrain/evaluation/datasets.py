@@ -11,6 +11,7 @@ the definitions; ``main_build`` is ``fimconstrain dataset``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import io
 import itertools
@@ -136,18 +137,36 @@ def read_source(
 # ---------------------------------------------------------------- training files
 
 
-def training_exclusions(model_dir: Path | None) -> Exclusion:
-    """The standard-library files the model in ``model_dir`` was trained on (``training.json``),
-    else all of them.
-
-    ``scripts/train_default_model.py`` trains on the standard library minus a held-out
-    list that ``training.json`` records; every other ``.py`` file under that root
-    (site-packages aside) is excluded, by path and by content hash.
-    """
-    facts = {}
+def _training_facts(model_dir: Path | None) -> tuple[Path | None, dict]:
+    """The model's ``training.json`` path and facts ({} when it has none)."""
     card = Path(model_dir) / "training.json" if model_dir else None
-    if card is not None and card.is_file():
-        facts = json.loads(card.read_text(encoding="utf-8"))
+    if card is None or not card.is_file():
+        return card, {}
+    return card, json.loads(card.read_text(encoding="utf-8"))
+
+
+def trained_on_code(facts: dict) -> bool:
+    """Whether every run of ``scripts/train_default_model.py`` read installed code (``--code``):
+    then no file of the standard library was trained on (they are skipped by hash)."""
+    runs = facts.get("runs") or ()
+    return bool(runs) and all(run.get("code") for run in runs)
+
+
+def training_exclusions(model_dir: Path | None) -> Exclusion:
+    """The files the model in ``model_dir`` was trained on (``training.json``), by path and hash.
+
+    ``scripts/train_default_model.py`` trains on the standard library minus a held-out list that
+    ``training.json`` records (every other ``.py`` file under that root, site-packages aside, is
+    excluded), or on installed code whose manifest (``code.manifest.jsonl.gz``, sha256 per file)
+    lies beside it. Without a ``training.json``: the whole running standard library.
+    """
+    card, facts = _training_facts(model_dir)
+    if trained_on_code(facts):
+        assert model_dir is not None  # (there are facts)
+        manifest = Path(model_dir) / "code.manifest.jsonl.gz"
+        with gzip.open(manifest, "rt", encoding="utf-8") as rows:
+            hashes = {json.loads(row)["sha256"] for row in rows}
+        return Exclusion(hashes=hashes, source=f"{manifest} ({len(hashes)} training files, by content hash)")
     stdlib = Path(facts.get("stdlib") or sysconfig.get_paths()["stdlib"])
     heldout = set(facts.get("heldout_paths", ()))
     excl = Exclusion(
@@ -164,6 +183,22 @@ def training_exclusions(model_dir: Path | None) -> Exclusion:
     for name in facts.get("train_paths", ()):  # an explicit training list, if a later script writes one
         excl.paths.add((stdlib / name).resolve())
     return excl
+
+
+def heldout_stdlib_files(model_dir: Path) -> list[Path]:
+    """The standard-library files the model in ``model_dir`` never trained on, sorted: its
+    ``training.json``'s held-out list, or the whole running standard library (site-packages
+    aside) for a model trained on installed code only."""
+    _, facts = _training_facts(model_dir)
+    if trained_on_code(facts):
+        root = Path(sysconfig.get_paths()["stdlib"])
+        return [
+            f
+            for f in python_files(root)
+            if not {"site-packages", "dist-packages"} & set(f.relative_to(root).parts)
+        ]
+    root = Path(facts["stdlib"])
+    return sorted(root / p for p in facts["heldout_paths"] if (root / p).is_file())
 
 
 # ---------------------------------------------------------------- cuts

@@ -3,6 +3,8 @@ defines them."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import json
 import shutil
@@ -17,6 +19,7 @@ from fimconstrain.evaluation.datasets import (
     PRESETS,
     BuildOptions,
     build,
+    heldout_stdlib_files,
     main_build,
     python_files,
     read_examples,
@@ -134,6 +137,26 @@ def test_training_files_are_excluded(tmp_path):
     assert used == {"string.py", "shlex.py"}
     everything = training_exclusions(tmp_path / "no-model")  # no training.json: the whole running stdlib
     assert everything.excludes(STDLIB / "string.py", "x")
+
+
+def test_a_model_trained_on_installed_code_excludes_its_manifest_and_holds_out_the_stdlib(tmp_path):
+    """A model whose runs all read installed code (``--code``) was trained on the files of its
+    manifest, by hash, and on no file of the standard library."""
+    model, corpus = tmp_path / "model", tmp_path / "corpus"
+    model.mkdir(), corpus.mkdir()
+    trained = (STDLIB / "textwrap.py").read_bytes()
+    (corpus / "copied.py").write_bytes(trained)
+    shutil.copy(STDLIB / "shlex.py", corpus / "shlex.py")
+    (model / "training.json").write_text(json.dumps({"runs": [{"code": {"files": 1}}]}))
+    with gzip.open(model / "code.manifest.jsonl.gz", "wt") as manifest:
+        row = {"path": "textwrap.py", "sha256": hashlib.sha256(trained).hexdigest()}
+        manifest.write(json.dumps(row) + "\n")
+    exclusion = training_exclusions(model)
+    used = {e.path for e in build(corpus, 100, BuildOptions(kind="randspan", per_file=1), exclusion)}
+    assert used == {"shlex.py"}
+    heldout = heldout_stdlib_files(model)
+    assert STDLIB / "textwrap.py" in heldout and STDLIB / "string.py" in heldout
+    assert not any("site-packages" in f.parts for f in heldout)
 
 
 def test_main_build_writes_jsonl(root, tmp_path, capsys):
