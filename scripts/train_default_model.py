@@ -326,52 +326,75 @@ def run_summary(run: dict) -> str:
     ).rstrip()
 
 
+def data_bullet(facts: dict) -> str:
+    """The card's Data bullet: the standard library, or the installed code of the latest run that
+    read ``--code`` (the standard library then held out whole: its files are skipped by hash)."""
+    code_runs = [r["code"] for r in facts["runs"] if r.get("code")]
+    if not code_runs:
+        return f"""- Data: the `.py` files of the CPython {facts["python"]} standard library, its tests
+  included ({facts["train_files"]} training files, {facts["train_chars"] / 1e6:.1f} M characters);
+  `site-packages` left out, and files that are not UTF-8 or that `ast.parse` rejects.
+  A deterministic 5% of the files ({facts["heldout_files"]}: those whose path relative to the
+  standard library has a sha256 that is 0 mod 20) is held out; `training.json` lists them.
+  Evaluation sets must come from those files or from code outside the standard library."""
+    code = code_runs[-1]
+    return f"""- Data: permissively licensed code of installed distributions (each run's line below says how
+  much), chosen by `scripts/permissive_code.py` (licence metadata, RECORD files,
+  `ast.parse`, vendored copies and the packages reserved for evaluation left out, sha256
+  de-duplication), at most a fixed number of characters of one distribution, in sha256 order;
+  files whose sha256 is 0 mod 20 held out. `{Path(code["manifest"] or "code.manifest.jsonl.gz").name}`
+  lists every training file (distribution, version, licence, path, sha256) and
+  `scripts/code_corpus.py` remakes the corpus from its pinned wheels. No file of the standard
+  library was trained on: it is held out whole, with the reserved packages
+  (`benchmarks/editor_quality.py`'s)."""
+
+
 def write_card(out: Path, facts: dict) -> None:
-    """The model card (README.md) and the facts behind it (training.json) next to the weights."""
-    (out / "training.json").write_text(json.dumps(facts, indent=1) + "\n")
+    """The model card (README.md) next to the weights, from the facts of ``training.json``."""
     ev, cfg, runs = facts["heldout"], facts["config"], facts["runs"]
-    n = facts["heldout_examples"]
+    n = facts.get("heldout_examples", 64)  # (the first cards' losses came from 64 examples each)
     total_minutes = sum(r["minutes"] for r in runs)
     total_tokens = sum(r["tokens"] for r in runs)
-    code_note = (
-        " and outside the later runs' installed code (their manifests below)"
-        if any(r.get("code") for r in runs)
-        else ""
-    )
+    code = next((r["code"] for r in reversed(runs) if r.get("code")), None)
     orders = (
         "PSM and SPM order: `--order spm` works too" if any(r.get("spm_rate") for r in runs) else "PSM order"
+    )
+    own = (code or facts)["heldout"]  # the losses on held-out files of what it was trained on
+    heldout = f"""- Held-out loss ({n} FIM examples in PSM order and {n} left-to-right examples of the
+  {"held-out installed files" if code else "held-out files"}):
+  FIM {own["fim_loss"]:.3f} (perplexity {own["fim_perplexity"]:.1f}),
+  left-to-right {own["plain_loss"]:.3f} (perplexity {own["plain_perplexity"]:.1f})""" + (
+        f"; on the standard library (not trained on) FIM {ev['fim_loss']:.3f}, "
+        f"left-to-right {ev['plain_loss']:.3f}."
+        if code
+        else "."
     )
     (out / "README.md").write_text(f"""# fimconstrain default model
 
 A small fill-in-the-middle code model that ships with fimconstrain so that
 `fimconstrain complete FILE --cursor LINE:COL` works offline, on a CPU.  It is
 a demonstration model: its own output is often invalid Python, which is what
-the constrained decoder is for.  Use a real code model (SantaCoder, StarCoder,
-...) with `--model` for useful completions.
+the constrained decoder is for.  For useful completions use a real code model:
+`fimconstrain model get qwen2.5-coder-0.5b`, then `--model qwen2.5-coder-0.5b`.
 
 - Architecture: GPTBigCode (SantaCoder's: multi-query attention, learned positions), {cfg["n_layer"]} layers,
   d={cfg["n_embd"]}, {cfg["n_head"]} heads, context {cfg["n_positions"]} tokens,
-  also as `model.gguf` (the same weights in f16 for llama.cpp: `fimconstrain export-gguf`),
-  {facts["parameters"] / 1e6:.2f} M parameters, stored in float16 ({facts["size_mb"]:.1f} MB).
+  {facts["parameters"] / 1e6:.2f} M parameters, stored in float16 (`model.safetensors`). llama.cpp runs
+  the same weights as an f16 GGUF that fimconstrain writes once into its cache on first use
+  (`fimconstrain export-gguf`, deterministic).
 - Tokenizer: byte-level BPE, {facts["vocab_size"]} tokens, trained on the training files; special tokens
   `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>`
   (SantaCoder's FIM format, {orders}).
-- Data: the `.py` files of the CPython {facts["python"]} standard library, its tests included
-  ({facts["train_files"]} training files, {facts["train_chars"] / 1e6:.1f} M characters);
-  `site-packages` left out, and files that are not UTF-8 or that `ast.parse` rejects.
-  A deterministic 5% of the files ({facts["heldout_files"]}: those whose path relative to the
-  standard library has a sha256 that is 0 mod 20) is held out; `training.json` lists them.
-  Evaluation sets must come from those files or from code outside the standard library{code_note}.
+{data_bullet(facts)}
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all,
   each run continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
-- Held-out loss ({n} FIM examples in PSM order and {n} left-to-right examples of the held-out files):
-  FIM {ev["fim_loss"]:.3f} (perplexity {ev["fim_perplexity"]:.1f}),
-  left-to-right {ev["plain_loss"]:.3f} (perplexity {ev["plain_perplexity"]:.1f}).
+{heldout}
 
 Retrain with the command above (on a GPU; on a CPU, give it hours and a smaller `--batch-size`),
-or continue training the shipped model with `--init fimconstrain/default_model --out /tmp/model`;
-the result differs with the Python version whose standard library it reads (`--stdlib`).
+or continue training the shipped model with `--init fimconstrain/default_model --out /tmp/model`
+(on a lent GPU machine: `scripts/gpu_continue.sh`, see docs/models.md). Rewrite this card from
+`training.json` with `python scripts/train_default_model.py --card DIR`.
 """)
 
 
@@ -473,7 +496,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--heldout-only", action="store_true", help="print the --init model's held-out losses and exit"
     )
+    ap.add_argument(
+        "--card", type=Path, metavar="DIR", help="rewrite DIR's README.md from its training.json and exit"
+    )
     args = ap.parse_args(argv)
+    if args.card:
+        write_card(args.card, json.loads((args.card / "training.json").read_text("utf-8")))
+        print(f"wrote {args.card / 'README.md'}")
+        return
     if args.heldout_only and not args.init:
         ap.error("--heldout-only needs --init MODEL")
     device = training_device(args.device)
@@ -639,24 +669,23 @@ def main(argv: list[str] | None = None) -> None:
         "best_minutes": best[1],
         "best_heldout_loss": best[0],
     }
-    write_card(
-        args.out,
-        {
-            "python": args.python_version,
-            "stdlib": str(corpus.root),
-            "train_files": len(corpus.train),
-            "train_chars": sum(map(len, train_texts)),
-            "heldout_files": len(corpus.heldout),
-            "heldout_paths": sorted(corpus.heldout),
-            "vocab_size": len(tokenizer),
-            "config": config.to_dict(),
-            "parameters": n_params,
-            "size_mb": size_mb,
-            "heldout": ev,
-            "heldout_examples": HELDOUT_BATCHES * args.batch_size,
-            "runs": (previous or {}).get("runs", []) + [run],
-        },
-    )
+    facts = {
+        "python": args.python_version,
+        "stdlib": str(corpus.root),
+        "train_files": len(corpus.train),
+        "train_chars": sum(map(len, train_texts)),
+        "heldout_files": len(corpus.heldout),
+        "heldout_paths": sorted(corpus.heldout),
+        "vocab_size": len(tokenizer),
+        "config": config.to_dict(),
+        "parameters": n_params,
+        "size_mb": size_mb,
+        "heldout": ev,
+        "heldout_examples": HELDOUT_BATCHES * args.batch_size,
+        "runs": (previous or {}).get("runs", []) + [run],
+    }
+    (args.out / "training.json").write_text(json.dumps(facts, indent=1) + "\n")
+    write_card(args.out, facts)
     print(f"saved to {args.out} ({size_mb:.1f} MB)", flush=True)
 
 
