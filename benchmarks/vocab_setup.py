@@ -13,7 +13,6 @@ fresh against read back from the cache, and ``fimconstrain complete`` run with a
   prefill and model time, and the ratios cold / warm.
 
     python benchmarks/vocab_setup.py --model qwen2.5-coder-0.5b
-    python benchmarks/vocab_setup.py --model fimconstrain/default_model/model.gguf --rounds 1
 
 Under ``ab.py --same-script`` the baseline side measures what its package has (the rows read
 back from a cache are left empty there).

@@ -151,8 +151,8 @@ def gguf_file(name: str | Path | None) -> Path | None:
     """The GGUF file ``name`` names: a known model's cached file for its name, itself when it
     ends in ``.gguf``, the ``model.gguf`` copy a checkpoint directory holds (training writes one
     beside the weights), the shipped model's (:func:`default_gguf`, written on first use) for
-    None; else None."""
-    if name is None:
+    None or its directory; else None."""
+    if name is None or Path(name).expanduser().resolve() == DEFAULT_MODEL_DIR:
         return default_gguf()
     known = _known_gguf(name)
     if known is not None:
@@ -174,7 +174,8 @@ def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
         raise FimConstrainError(
             f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers"
         )
-    if runtime == "llama" and name is not None and gguf_file(name) is None:
+    shipped = name is None or Path(name).expanduser().resolve() == DEFAULT_MODEL_DIR
+    if runtime == "llama" and not shipped and gguf_file(name) is None:
         raise FimConstrainError(
             f"{name}: llama.cpp runs .gguf files or a directory holding {GGUF_COPY}; convert a "
             f"GPTBigCode checkpoint with `fimconstrain export-gguf`, others with llama.cpp's "

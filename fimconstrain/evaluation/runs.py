@@ -66,8 +66,8 @@ def eval_parser() -> argparse.ArgumentParser:
     )
     add_benchmark_options(ap)
     add_model_options(ap, threads=1)
-    # the shipped checkpoint under transformers, as every recorded result was measured: its GGUF
-    # copy on llama.cpp is `--model fimconstrain/default_model/model.gguf`
+    # the shipped checkpoint under transformers, as every recorded result was measured: on
+    # llama.cpp it is `--runtime llama`
     ap.set_defaults(model=str(DEFAULT_MODEL_DIR))
     ap.add_argument("--device", default="cpu", help="torch device for the model, e.g. cuda or cuda:1")
     ap.add_argument(

@@ -1,6 +1,6 @@
 """The llama.cpp backend (GGUF files) and the exporter that writes the shipped model as one.
 
-The shipped GGUF is the exporter's output for the shipped checkpoint, byte for byte; its
+The shipped model's GGUF is the exporter's output for its checkpoint, written once into the cache; its
 tokenizer, rebuilt from the file, splits text as the checkpoint's and as llama.cpp's; and greedy
 decoding through llama.cpp writes the same middles as through transformers in every mode, with
 token healing, the names guide and the mask-store pre-filter on, at held-out cursors. Without
