@@ -427,8 +427,18 @@ def training_device(choice: str) -> torch.device:
 
 
 def main(argv: list[str] | None = None) -> None:
+    started = time.monotonic()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=7.0, help="training time budget")
+    ap.add_argument(
+        "--end-by",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="end the whole run within MINUTES of its start, reading the corpus included: training "
+        "gets at most what is left less a minute for the held-out losses and saving (a lent "
+        "machine's call has a hard limit)",
+    )
     ap.add_argument(
         "--out", type=Path, default=Path(__file__).resolve().parents[1] / "fimconstrain" / "default_model"
     )
@@ -585,6 +595,9 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     budget = args.minutes * 60
+    if args.end_by is not None:
+        budget = max(0.0, min(budget, (args.end_by - 1) * 60 - (time.monotonic() - started)))
+        print(f"training for {budget / 60:.1f} minutes (--end-by {args.end_by})", flush=True)
     start = last_save = last_eval = time.monotonic()
     steps = tokens = 0
     ema = None
@@ -646,7 +659,7 @@ def main(argv: list[str] | None = None) -> None:
         "steps": steps,
         "tokens": tokens,
         "minutes": minutes,
-        "minutes_budget": args.minutes,
+        "minutes_budget": budget / 60,
         "threads": args.threads,
         "tokens_per_s": tokens / (minutes * 60),
         "lr": args.lr,
