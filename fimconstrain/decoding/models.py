@@ -110,6 +110,11 @@ def _known_gguf(name: str | Path | None) -> Path | None:
     return cached_path(model)
 
 
+def _is_shipped(name: str | Path | None) -> bool:
+    """Whether ``name`` means the shipped model: None, or its folder."""
+    return name is None or Path(name).expanduser().resolve() == DEFAULT_MODEL_DIR
+
+
 def default_gguf() -> Path:
     """The shipped model for llama.cpp: its checkpoint exported to f16 GGUF once, into the cache.
 
@@ -152,7 +157,7 @@ def gguf_file(name: str | Path | None) -> Path | None:
     ends in ``.gguf``, the ``model.gguf`` copy a checkpoint directory holds (training writes one
     beside the weights), the shipped model's (:func:`default_gguf`, written on first use) for
     None or its directory; else None."""
-    if name is None or Path(name).expanduser().resolve() == DEFAULT_MODEL_DIR:
+    if _is_shipped(name):
         return default_gguf()
     known = _known_gguf(name)
     if known is not None:
@@ -174,8 +179,7 @@ def runtime_for(name: str | Path | None, runtime: str = "auto") -> str:
         raise FimConstrainError(
             f"{name}: a GGUF file runs on llama.cpp (runtime auto or llama), not transformers"
         )
-    shipped = name is None or Path(name).expanduser().resolve() == DEFAULT_MODEL_DIR
-    if runtime == "llama" and not shipped and gguf_file(name) is None:
+    if runtime == "llama" and not _is_shipped(name) and gguf_file(name) is None:
         raise FimConstrainError(
             f"{name}: llama.cpp runs .gguf files or a directory holding {GGUF_COPY}; convert a "
             f"GPTBigCode checkpoint with `fimconstrain export-gguf`, others with llama.cpp's "
@@ -218,7 +222,9 @@ def load_model(
 
         path = gguf_file(name)
         assert path is not None  # (runtime_for said llama)
-        return LlamaCppBackend(path, fim_format=fim_format, threads=threads, context=context, name=str(path))
+        # the shipped model goes by its folder on either runtime (its gate and card live there)
+        label = str(DEFAULT_MODEL_DIR) if _is_shipped(name) else str(path)
+        return LlamaCppBackend(path, fim_format=fim_format, threads=threads, context=context, name=label)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -282,7 +282,7 @@ def test_a_checkpoint_directory_with_its_gguf_copy_runs_on_llama_cpp(llama, tmp_
 def test_auto_runs_the_shipped_model_on_llama_cpp_when_installed(llama):
     assert runtime_for(None, "auto") == "llama"
     backend = load_model(runtime="auto")
-    assert type(backend).__name__ == "LlamaCppBackend" and backend.name == str(default_gguf())
+    assert type(backend).__name__ == "LlamaCppBackend" and backend.name == str(DEFAULT_MODEL_DIR)
 
 
 def test_without_llama_cpp_a_gguf_is_a_one_line_error(monkeypatch):
