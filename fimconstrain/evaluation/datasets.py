@@ -137,6 +137,13 @@ def read_source(
 # ---------------------------------------------------------------- training files
 
 
+def stdlib_sources(root: Path) -> list[Path]:
+    """The standard library's own ``.py`` files under ``root``, sorted: installed packages
+    (``site-packages``, ``dist-packages``) left out."""
+    installed = {"site-packages", "dist-packages"}
+    return [f for f in python_files(root) if not installed & set(f.relative_to(root).parts)]
+
+
 def _training_facts(model_dir: Path | None) -> tuple[Path | None, dict]:
     """The model's ``training.json`` path and facts ({} when it has none)."""
     card = Path(model_dir) / "training.json" if model_dir else None
@@ -174,9 +181,8 @@ def training_exclusions(model_dir: Path | None) -> Exclusion:
         if facts
         else f"no training.json: the whole standard library at {stdlib}"
     )
-    for path in python_files(stdlib) if stdlib.is_dir() else []:
-        rel = path.relative_to(stdlib)
-        if {"site-packages", "dist-packages"} & set(rel.parts) or rel.as_posix() in heldout:
+    for path in stdlib_sources(stdlib) if stdlib.is_dir() else []:
+        if path.relative_to(stdlib).as_posix() in heldout:
             continue
         excl.paths.add(path.resolve())
         excl.hashes.add(sha256(path.read_bytes()))
@@ -191,12 +197,7 @@ def heldout_stdlib_files(model_dir: Path) -> list[Path]:
     aside) for a model trained on installed code only."""
     _, facts = _training_facts(model_dir)
     if trained_on_code(facts):
-        root = Path(sysconfig.get_paths()["stdlib"])
-        return [
-            f
-            for f in python_files(root)
-            if not {"site-packages", "dist-packages"} & set(f.relative_to(root).parts)
-        ]
+        return stdlib_sources(Path(sysconfig.get_paths()["stdlib"]))
     root = Path(facts["stdlib"])
     return sorted(root / p for p in facts["heldout_paths"] if (root / p).is_file())
 
