@@ -326,18 +326,16 @@ def run_summary(run: dict) -> str:
     ).rstrip()
 
 
-def data_bullet(facts: dict) -> str:
-    """The card's Data bullet: the standard library, or the installed code of the latest run that
-    read ``--code`` (the standard library then held out whole: its files are skipped by hash)."""
-    code_runs = [r["code"] for r in facts["runs"] if r.get("code")]
-    if not code_runs:
+def data_bullet(facts: dict, code: dict | None) -> str:
+    """The card's Data bullet: the standard library, or ``code``, what the latest run that read
+    ``--code`` read (the standard library then held out whole: its files are skipped by hash)."""
+    if code is None:
         return f"""- Data: the `.py` files of the CPython {facts["python"]} standard library, its tests
   included ({facts["train_files"]} training files, {facts["train_chars"] / 1e6:.1f} M characters);
   `site-packages` left out, and files that are not UTF-8 or that `ast.parse` rejects.
   A deterministic 5% of the files ({facts["heldout_files"]}: those whose path relative to the
   standard library has a sha256 that is 0 mod 20) is held out; `training.json` lists them.
   Evaluation sets must come from those files or from code outside the standard library."""
-    code = code_runs[-1]
     return f"""- Data: permissively licensed code of installed distributions (each run's line below says how
   much), chosen by `scripts/permissive_code.py` (licence metadata, RECORD files,
   `ast.parse`, vendored copies and the packages reserved for evaluation left out, sha256
@@ -385,7 +383,7 @@ the constrained decoder is for.  For useful completions use a real code model:
 - Tokenizer: byte-level BPE, {facts["vocab_size"]} tokens, trained on the training files; special tokens
   `<|endoftext|>`, `<fim-prefix>`, `<fim-middle>`, `<fim-suffix>`, `<fim-pad>`
   (SantaCoder's FIM format, {orders}).
-{data_bullet(facts)}
+{data_bullet(facts, code)}
 - Training: {len(runs)} run(s), {total_tokens / 1e6:.1f} M tokens in {total_minutes:.0f} minutes in all,
   each run continuing from the one before:
 {chr(10).join(run_summary(r) for r in runs)}
