@@ -157,7 +157,7 @@ def gguf_file(name: str | Path | None) -> Path | None:
     ends in ``.gguf``, the ``model.gguf`` copy a checkpoint directory holds (training writes one
     beside the weights), the shipped model's (:func:`default_gguf`, written on first use) for
     None or its directory; else None."""
-    if _is_shipped(name):
+    if name is None or _is_shipped(name):  # (None said apart for the type checker)
         return default_gguf()
     known = _known_gguf(name)
     if known is not None:
