@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.errors import FimConstrainError
-from .command_line import HelpFormatter
 from .fim_formats import FORMATS, FimFormat
 
 #: ``gguf``'s name for GPTBigCode
@@ -161,7 +160,7 @@ def main_export(argv: list[str] | None = None) -> int:
     """``fimconstrain export-gguf``: write a checkpoint as GGUF."""
     ap = argparse.ArgumentParser(
         prog="fimconstrain export-gguf",
-        formatter_class=HelpFormatter,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,  # (every option here has a default)
         description=(
             "Write a GPTBigCode checkpoint (the shipped model's architecture) as a GGUF file that "
             "llama.cpp runs and `--model FILE.gguf` loads. Other architectures: llama.cpp's own "
