@@ -189,7 +189,7 @@ def test_the_editor_backend_constrains_on_the_server(server):
         DecodeOptions(max_new_tokens=512),
         Controls(should_stop=lambda: time.monotonic() - start > 0.2),
     )
-    assert stopped.stopped == "cancelled" and time.monotonic() - start < 2
+    assert stopped.stopped == "cancelled" and stopped.generated < 512
     assert post(server, fim_body(CUTS[2], max_tokens=4))["choices"]
 
 
