@@ -5,7 +5,9 @@ A request carries its prefix, suffix and Python version in ``SamplingParams.extr
 keys, so that the OpenAI-compatible server's ``vllm_xargs`` can carry them).  The allowed set is
 paper 004 §VII-B's check made into a mask: the passing tokens among the request's top ``k``
 candidates; when none of them passes, every passing token of the vocabulary (the full mask); a
-stop token passes only when ``prefix + middle + suffix`` is a complete program. The token-mask
+stop token passes only when ``prefix + middle + suffix`` is a complete program; near the end of
+the request's ``max_tokens`` only tokens after which the file can still be finished in time
+(:mod:`.budget`). The token-mask
 store of the request's version screens every check past the first candidate, and the full mask
 checks only the tokens it lets through (:mod:`fimconstrain.decoding.constraint`): the same
 tokens pass, fewer are fed to the checker.
@@ -14,7 +16,8 @@ tokens pass, fewer are fed to the checker.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..decoding.constraint import ConstraintState, passing_tokens
 from ..decoding.fim_formats import TextCodec, resolve_format, special_token_ids
@@ -22,7 +25,11 @@ from ..decoding.mask_store import MaskStores
 from ..engine.checker import fim_checker
 from ..engine.errors import FimConstrainError
 from ..engine.versions import format_version, parse_python_version
+from .budget import BudgetEnd
 from .support import SamplerSupport
+
+if TYPE_CHECKING:
+    from vllm.sampling_params import SamplingParams
 
 #: the keys of ``SamplingParams.extra_args`` (``vllm_xargs``) that this constraint reads
 PREFIX, SUFFIX, VERSION, TOP_K = "fim_prefix", "fim_suffix", "fim_python_version", "fim_top_k"
@@ -32,12 +39,20 @@ DEFAULT_TOP_K = 64
 
 @dataclass(frozen=True)
 class FimArgs:
-    """A request's FIM arguments: the text around the cursor and the syntax it is checked as."""
+    """A request's FIM arguments: the text around the cursor, the syntax it is checked as, and
+    its ``max_tokens`` (the tokens it may generate, its stop token included; None: unbounded)."""
 
     prefix: str
     suffix: str
     python_version: str
     top_k: int = DEFAULT_TOP_K
+    budget: int | None = None
+
+    @classmethod
+    def of_request(cls, params: SamplingParams) -> FimArgs | None:
+        """The arguments of a request (None: not constrained), with its ``max_tokens``."""
+        args = cls.from_extra_args(params.extra_args)
+        return None if args is None else replace(args, budget=params.max_tokens)
 
     @classmethod
     def from_extra_args(cls, extra: Mapping[str, object] | None) -> FimArgs | None:
@@ -97,7 +112,8 @@ class RequestConstraint:
 
     ``extra_stops`` are the request's own stop tokens (vLLM's ``all_stop_token_ids``), which end
     the middle like the format's; with a ``sampler`` the check of a row's candidates stops where
-    its sampler could pick nothing further down (:mod:`.support`).  A request whose prefix/suffix
+    its sampler could pick nothing further down (:mod:`.support`); with a budget, near its end
+    only tokens that leave room to finish (:mod:`.budget`).  A request whose prefix/suffix
     no middle can join (or whose text the engine refuses) gets a dead constraint: only stop
     tokens, so it ends at once.
     """
@@ -113,6 +129,7 @@ class RequestConstraint:
         self.stop_ids = set(table.stop_ids) | set(extra_stops)
         self.banned_ids = set(table.special_ids) - self.stop_ids
         self.ids: list[int] = []
+        self.budget_end = BudgetEnd(table.codec, self.stop_ids)
         try:
             checker = fim_checker(args.prefix, args.suffix, python_version=args.python_version)
         except FimConstrainError:
@@ -142,7 +159,8 @@ class RequestConstraint:
         """The tokens allowed after the committed middle and ``drafts`` (speculative tokens not
         committed): the passing ones among ``candidates`` (best first; ``scores`` their logits
         at the sampler's temperature when the request has a bounded sampler), else the full
-        mask, else the stop tokens alone (so that the middle ends)."""
+        mask, else the stop tokens alone (so that the middle ends); near the end of the budget,
+        only those that leave room to finish (:meth:`.budget.BudgetEnd.within`)."""
         state = self.states[-1]
         for token in drafts:
             state = self._after(state, token)
@@ -157,7 +175,12 @@ class RequestConstraint:
             size = self.table.size
             every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
             passing = list(passing_tokens(state, every, self.stop_ids, self.banned_ids, whole=True))
-        return passing or sorted(self.stop_ids)
+        if not passing:
+            return sorted(self.stop_ids)
+        if self.args.budget is None:
+            return passing
+        left = self.args.budget - len(self.ids) - len(drafts)
+        return self.budget_end.within(state, passing, left)
 
     def _sampled_passing(
         self,

@@ -65,7 +65,7 @@ class FimProcessorV1(LogitsProcessor):
             self.checker.remove(key)
 
     def _new_row(self, params: SamplingParams, prompt: list[int] | None, output: list[int]) -> _Row | None:
-        args = FimArgs.from_extra_args(params.extra_args)
+        args = FimArgs.of_request(params)
         if args is None:
             return None
         key, sampler = next(self._keys), SamplerSupport.of(params)

@@ -58,7 +58,7 @@ class FimProcessorV2(LogitsProcessor):
         self.slots: dict[int, Slot] = {}
 
     def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
-        args = FimArgs.from_extra_args(sampling_params.extra_args)
+        args = FimArgs.of_request(sampling_params)
         self.slots.pop(req_idx, None)
         self.checker.remove(req_idx)
         if args is None:

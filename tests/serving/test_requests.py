@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("transformers")
 
+from fimconstrain import fim_checker
 from fimconstrain.decoding.constraint import ConstraintState
 from fimconstrain.serving.requests import FimArgs, RequestConstraint, TokenTable
 from fimconstrain.serving.support import SamplerSupport
@@ -72,3 +74,51 @@ def test_the_store_screens_every_check_and_changes_no_answer(tokenizer, cut, sam
     screened_feeds = [(s, t, first) for s, t, first in fed if s.store is not None]
     assert screened_feeds and all(first or s.admits(t) for s, t, first in screened_feeds)
     assert len(screened_feeds) < len(fed) - len(screened_feeds)  # fewer tokens checked
+
+
+@pytest.fixture(scope="module")
+def table(tokenizer) -> TokenTable:
+    return TokenTable.from_tokenizer(tokenizer)
+
+
+#: what a model that never wants to stop writes: it opens brackets and calls, and goes on
+OPENERS = ["(", " (", "[", " f(", "x", " +", ",", " and", " 1", " lambda"]
+
+
+def write_on(request: RequestConstraint, codec, rng: random.Random, steps: int) -> tuple[str, bool]:
+    """Greedy decoding for ``steps`` tokens (a stop token counts as one) by a model whose best
+    tokens are :data:`OPENERS` and some random ones, never a stop token: the middle, and
+    whether it ended with a stop token."""
+    openers = [codec.encode(text, leading_space=False)[0] for text in OPENERS]
+    for _ in range(steps):
+        candidates = openers + rng.sample(range(request.table.size), 24)
+        token = request.allowed(candidates)[0]
+        if token in request.stop_ids:
+            return codec.decode(request.ids), True
+        request.sync(len(request.ids), [token])
+    return codec.decode(request.ids), False
+
+
+@pytest.mark.parametrize("budget", [3, 6, 12, 24])
+def test_a_budgeted_request_ends_with_a_stop_token_where_the_file_parses(table, budget):
+    """Paper 002 on the server: with ``max_tokens`` known, the middle ends inside it with a
+    stop token and the file parses; without it the same model reaches the limit mid-structure."""
+    unfinished = 0
+    for index, (prefix, suffix, version) in enumerate(CUTS):
+        bounded = RequestConstraint(FimArgs(prefix, suffix, version, budget=budget), table)
+        middle, stopped = write_on(bounded, table.codec, random.Random(index), budget)
+        assert stopped, f"cut {index}: the budget ran out before a stop token ({middle!r})"
+        after = fim_checker(prefix, suffix, python_version=version).feed(middle)
+        assert after is not None and after.is_complete(), (index, middle)
+        free = RequestConstraint(FimArgs(prefix, suffix, version), table)
+        middle, stopped = write_on(free, table.codec, random.Random(index), budget)
+        after = fim_checker(prefix, suffix, python_version=version).feed(middle)
+        unfinished += not stopped and not after.is_complete()
+    assert unfinished >= len(CUTS) // 2  # the model alone would not have ended in time
+
+
+def test_a_request_from_sampling_params_carries_its_max_tokens():
+    params = SimpleNamespace(extra_args={"fim_prefix": "x = (", "fim_suffix": ")\n"}, max_tokens=32)
+    args = FimArgs.of_request(params)
+    assert args is not None and (args.prefix, args.suffix, args.budget) == ("x = (", ")\n", 32)
+    assert FimArgs.of_request(SimpleNamespace(extra_args={}, max_tokens=32)) is None

