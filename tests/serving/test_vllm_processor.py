@@ -142,7 +142,7 @@ def fim_params(i: int, eos: int, **sampling) -> SamplingParams:
     """A FIM request for ``CUTS[i]`` (checked as vLLM's frontend checks it at admission)."""
     prefix, suffix, version = CUTS[i]
     extra = {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version, "fim_top_k": TOP_K}
-    params = SamplingParams(max_tokens=12, extra_args=extra, stop_token_ids=[eos], **sampling)
+    params = SamplingParams(max_tokens=64, extra_args=extra, stop_token_ids=[eos], **sampling)
     FimLogitsProcessor.validate_params(params)
     return params
 
