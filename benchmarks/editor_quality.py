@@ -196,6 +196,7 @@ class Completer:
             "constraint_s": sum(r.checker_seconds for r in done.results),
             "step_constraint_s": [s for r in done.results for s in r.step_checker_seconds],
             "recalled": done.recalled,
+            "mean_logprob": done.items[0].mean_logprob if done.items else None,
         }
         return (done.items[0].middle if done.items else None), spent
 
@@ -396,6 +397,12 @@ def main(argv=None) -> int:
         "prompt's end) (default: the FIM format's)",
     )
     p.add_argument(
+        "--no-gate",
+        action="store_true",
+        help="show every item, the model's confidence gate off (each shown item's mean token "
+        "log-probability is recorded, so any threshold's figures can be read from one run)",
+    )
+    p.add_argument(
         "--no-edits",
         action="store_true",
         help="skip the request after a small edit (1-3 characters of the true middle typed at the cursor)",
@@ -422,6 +429,7 @@ def main(argv=None) -> int:
     edits: dict[str, list[dict]] = {}
     # the server's garbage-collection policy: no full pass while a request works, one between
     # requests (without it a full pass lands inside some decoding step, as it never does there)
+    from fimconstrain.decoding.confidence import ConfidenceGate
     from lsp_server.collector import Collector
 
     collector = Collector()
@@ -438,6 +446,8 @@ def main(argv=None) -> int:
             threads=args.threads,
             order=args.order,
         )
+        if args.no_gate:
+            completer.gate = ConfidenceGate()
         for mode in modes:
             label = mode if len(runtimes) == 1 else f"{mode} {runtime}"
             rows[label], edits[label] = [], []
