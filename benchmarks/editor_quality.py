@@ -148,19 +148,19 @@ class Completer:
         from fimconstrain.decoding.editor import ShownItems
         from fimconstrain.decoding.fim_formats import PromptCut
         from fimconstrain.decoding.generate import FimDecoder
-        from fimconstrain.decoding.model_server import ServerDecoder
         from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
+        from fimconstrain.decoding.server_backend import open_server
 
-        self.decoder: ServerDecoder | FimDecoder
+        # the server's prompt window (lsp_server.engine.apply_window) when given
+        cut = PromptCut(suffix_tokens) if window or suffix_tokens is not None else None
+        self.decoder: FimDecoder
         if runtime == "server":  # the same model behind a server: the same gate
             if server is None:
                 raise SystemExit("--runtimes server needs --server URL")
-            self.decoder = ServerDecoder(server)
+            self.decoder = open_server(server, model, order=order, window=window, cut=cut)
             self.gate = ConfidenceGate.for_model(model or DEFAULT_MODEL_DIR)
         else:
             backend = load_model(model, runtime=runtime, threads=threads, progress=False)
-            # the server's prompt window (lsp_server.engine.apply_window) when given
-            cut = PromptCut(suffix_tokens) if window or suffix_tokens is not None else None
             self.decoder = FimDecoder(backend, order=order, window=window, cut=cut)
             self.gate = ConfidenceGate.for_model(backend.name)
         self.deadline_ms, self.max_tokens = deadline_ms, max_tokens

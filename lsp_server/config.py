@@ -43,9 +43,10 @@ class Settings:
     # a keystroke at the cursor reads the suffix again; None: half the window
     suffix_tokens: int | None = EDITOR_SUFFIX_TOKENS
     trust_remote_code: bool = False
-    # an OpenAI-compatible completions server (http://host:port) runs the model instead of this
-    # process: vLLM with fimconstrain installed constrains the middle itself; any other server's
-    # middle is cut to its longest valid prefix (checked). None: the model above, loaded here
+    # an OpenAI-compatible completions server (http://host:port) runs the model above instead of
+    # this process (only its tokenizer is read here): each token is constrained here from the
+    # server's likeliest ones; vLLM with fimconstrain installed constrains the middle itself; a
+    # server that tells no log-probabilities is checked (cut to the longest valid prefix)
     server: str | None = None
     server_model: str | None = None  # the server's model; None: the first it serves
     mode: str = "fim"  # fim: prefix+middle+suffix valid; prefix: left context only; off: no completions

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fimconstrain.decoding.editor import ENDING_RESERVE_SECONDS, Completion, ShownItems, complete_at_cursor
-from fimconstrain.decoding.model_server import ModelServerError
 from fimconstrain.decoding.options import DecodeOptions
 from fimconstrain.decoding.result import StopReason
+from fimconstrain.decoding.server_api import ModelServerError
 from fimconstrain.engine.errors import FimConstrainError, Interrupted
 
 from .config import Settings
@@ -174,12 +174,14 @@ class Engine:
 
         decoder: Decoder
         if settings.server is not None and backend is None:
-            from fimconstrain.decoding.model_server import SERVER_FORMAT, ServerDecoder
+            from fimconstrain.decoding.models import load_tokenizer
+            from fimconstrain.decoding.server_backend import ServerBackend, ServerDecoder
 
-            server = ServerDecoder(
-                settings.server, settings.server_model, settings.fim_format or SERVER_FORMAT
-            )
-            decoder, name, fim_format = server, server.name, server.fim_format.name
+            # the model is read here only for its tokenizer and format
+            tokenizer, fmt = load_tokenizer(settings.model, settings.fim_format, settings.trust_remote_code)
+            served = ServerBackend(settings.server, tokenizer, fmt, model=settings.server_model)
+            decoder, name, fim_format = ServerDecoder(served), served.name, fmt.name
+            apply_window(decoder, settings)
             gate = ConfidenceGate()  # no threshold is fitted for a server's model
         else:
             backend = backend or self._load_backend(settings)
@@ -198,7 +200,7 @@ class Engine:
         complete_at_cursor(
             decoder, WARMUP_PREFIX, WARMUP_SUFFIX, warm, request=Job("warmup", time.monotonic() + 60, False)
         )
-        if isinstance(decoder, FimDecoder):
+        if isinstance(decoder, FimDecoder) and settings.server is None:
             loaded.read_rate = remembered_rate(decoder.backend, settings)
             apply_window(decoder, settings, loaded.read_rate)
         loaded.load_seconds = time.perf_counter() - start
@@ -326,9 +328,9 @@ def fitted_window(settings: Settings, whole: int, rate: float | None) -> int:
 
 
 def apply_window(decoder: Decoder, settings: Settings, rate: float | None = None) -> None:
-    """Give a local model's decoder the prompt window of ``settings`` (a model server cuts its
-    own prompts): :func:`fitted_window` tokens of prompt and middle, the suffix at most
-    ``suffixTokens`` of them, the prefix cut in whole strides so that typing keeps the cache."""
+    """Give a decoder the prompt window of ``settings``: :func:`fitted_window` tokens of prompt
+    and middle, the suffix at most ``suffixTokens`` of them, the prefix cut in whole strides so
+    that typing keeps the cache (a server's prompt cache too)."""
     from fimconstrain.decoding.fim_formats import PromptCut
     from fimconstrain.decoding.generate import FimDecoder
 

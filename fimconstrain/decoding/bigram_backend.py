@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .backend import GenerationRequest
 from .fim_formats import FimFormat, TextCodec, build_prompt, resolve_format, special_token_ids
 
 
@@ -65,12 +66,14 @@ class BigramBackend:
         log_probs = np.log(counts / counts.sum(axis=1, keepdims=True))
         return cls(tokenizer, log_probs, fmt)
 
-    def start(self) -> BigramSession:
+    def start(self, request: GenerationRequest | None = None) -> BigramSession:
         return BigramSession(self.log_probs)
 
 
 class BigramSession:
     """A bigram model keeps nothing between steps but the last token."""
+
+    partial = False  # (a whole row of logits)
 
     def __init__(self, log_probs: np.ndarray):
         self.log_probs = log_probs
@@ -87,3 +90,9 @@ class BigramSession:
 
     def step(self, token: int) -> np.ndarray:
         return self._after(token)
+
+    def reveal(self, allowed: np.ndarray | None) -> None:
+        return None  # (its logits are a whole row)
+
+    def close(self) -> None:
+        pass

@@ -68,9 +68,11 @@ def add_server_options(ap: argparse.ArgumentParser) -> None:
         "--server",
         default=None,
         metavar="URL",
-        help="an OpenAI-compatible completions server (http://host:port) runs the model instead: "
-        "vLLM with fimconstrain installed constrains the middle itself; any other server's middle "
-        "is cut here to its longest valid prefix (checked mode)",
+        help="an OpenAI-compatible completions server (http://host:port) runs --model instead of this "
+        "process, whose tokenizer is read here: each token is constrained here from the server's "
+        "likeliest ones (its log-probabilities); vLLM with fimconstrain installed constrains the "
+        "middle itself; a server that tells no log-probabilities is checked (its middle cut to the "
+        "longest valid prefix)",
     )
     ap.add_argument(
         "--server-model",
@@ -83,7 +85,7 @@ def add_server_options(ap: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=10.0,
         metavar="SECONDS",
-        help="how long to wait for the server's next piece of the answer",
+        help="how long to wait for the server's next token",
     )
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import FimConstrainError
 from ..engine.versions import NEWEST, OLDEST, PythonVersion, format_version
@@ -30,11 +31,14 @@ from .command_line import (
 )
 from .confidence import ConfidenceGate
 from .editor import Decoder, complete_at_cursor, shows, wants_multiline
-from .model_server import DEFAULT_TIMEOUT, SERVER_FORMAT, ModelServerError, ServerDecoder
 from .options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, MODES, SEMANTIC_DEFAULT, DecodeOptions
 from .positions import cursor_offset
 from .python_version import AUTO, Chooser, normalize_setting
 from .result import FimResult
+from .server_api import DEFAULT_TIMEOUT, ModelServerError
+
+if TYPE_CHECKING:
+    from .backend import ModelBackend
 
 
 @dataclass
@@ -48,8 +52,10 @@ class CursorCompletion:
     #: why that version: the setting, requires-python of a pyproject.toml, or a newer version
     #: the file parses at
     version_source: str
-    #: what ran the model ("transformers", "llama.cpp", ...)
+    #: what ran the model ("transformers", "llama.cpp", "server", ...)
     runtime: str = ""
+    #: why the middle was made in another mode than asked, if it was
+    note: str = ""
 
 
 def complete_file(path: str | Path, cursor: str | int, model=None, **options) -> CursorCompletion:
@@ -89,10 +95,11 @@ def complete_text(
     ``"auto"`` (requires-python of the nearest pyproject.toml above ``path``, else the newest)
     or ``"3.12"``; ``multiline``: ``auto`` (from the cursor's context), ``always`` or ``never``.
     ``changes``: fields of :class:`.options.DecodeOptions` that differ from the editor's preset
-    (:meth:`.options.DecodeOptions.editor`). ``server``: a model server's URL instead of a
-    model here (:class:`.model_server.ServerDecoder`: ``server_model``, else the first it serves;
-    its FIM format is ``fim_format``, else StarCoder's). ``timings``, if given, gets the seconds
-    spent importing the model stack, loading the model (or connecting) and generating.
+    (:meth:`.options.DecodeOptions.editor`). ``server``: a model server's URL that runs ``model``
+    instead of this process (:mod:`.server_backend`: ``server_model`` is the server's name for
+    it, else the first it serves; only the tokenizer of ``model`` is read here). ``timings``, if
+    given, gets the seconds spent importing the model stack, loading the model (or connecting)
+    and generating.
     """
     setting = normalize_setting(python_version)  # a bad version fails before the model loads
     prefix, suffix = text[:offset], text[offset:]
@@ -104,11 +111,23 @@ def complete_text(
     )
     spent = {} if timings is None else timings
     decoder: Decoder
+    note = ""
     if server is not None:
         start = time.perf_counter()
-        decoder = ServerDecoder(server, server_model, fim_format or SERVER_FORMAT, server_timeout)
-        gate, runtime = ConfidenceGate(), decoder.runtime
-        spent["import"], spent["load"] = 0.0, time.perf_counter() - start
+        from .models import load_tokenizer
+        from .server_backend import ServerBackend, ServerDecoder
+
+        spent["import"] = time.perf_counter() - start
+        start = time.perf_counter()
+        if isinstance(model, (str, Path)) or model is None:
+            tokenizer, fmt = load_tokenizer(model, fim_format, trust_remote_code)
+        else:  # (a loaded backend: its tokenizer and format)
+            tokenizer, fmt = model.tokenizer, model.fim_format
+        backend = ServerBackend(server, tokenizer, fmt, model=server_model, timeout=server_timeout)
+        server_decoder = ServerDecoder(backend, **editor_settings(backend, order))
+        decoder, gate, runtime = server_decoder, ConfidenceGate(), backend.runtime
+        note = server_decoder.mode_note(options.mode)
+        spent["load"] = time.perf_counter() - start
     else:
         decoder, gate, runtime = _load_here(
             model, fim_format, order, trust_remote_code, runtime, threads, context, progress, spent
@@ -121,7 +140,7 @@ def complete_text(
     result = completion.results[0]
     version = completion.version or choice.version
     source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
-    return CursorCompletion(result, shows(result, gate), version, source, runtime)
+    return CursorCompletion(result, shows(result, gate), version, source, runtime, note)
 
 
 def _load_here(
@@ -130,7 +149,6 @@ def _load_here(
     """The decode loop over ``model`` (a backend, or loaded as :func:`.models.load_model` does),
     the model's confidence gate and its runtime; ``spent`` gets the import and load times."""
     start = time.perf_counter()
-    from .fim_formats import PromptCut
     from .generate import FimDecoder
     from .models import load_model
 
@@ -146,11 +164,19 @@ def _load_here(
             context=context,
             progress=progress,
         )
-    window = min(EDITOR_WINDOW, model.context_window)  # the editor's prompt window
-    decoder = FimDecoder(model, order=order, window=window, cut=PromptCut(EDITOR_SUFFIX_TOKENS))
+    decoder = FimDecoder(model, **editor_settings(model, order))
     gate = ConfidenceGate.for_model(getattr(model, "name", "") or None)
     spent["load"] = time.perf_counter() - start
     return decoder, gate, model.runtime
+
+
+def editor_settings(backend: ModelBackend, order: str | None) -> dict[str, Any]:
+    """The decoder settings of the editor for ``backend``: its prompt window, and a prompt cut
+    that typing keeps (:class:`.fim_formats.PromptCut`)."""
+    from .fim_formats import PromptCut
+
+    window = min(EDITOR_WINDOW, backend.context_window)
+    return {"order": order, "window": window, "cut": PromptCut(EDITOR_SUFFIX_TOKENS)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,7 +332,7 @@ def main_complete(argv: list[str] | None = None) -> int:
         )
         print(
             f"# {'valid' if result.valid else 'INVALID'} Python {version} ({done.version_source}); "
-            f"{result.mode}, {result.tokens} tokens{shown}\n"
+            f"{result.mode}{f' ({done.note})' if done.note else ''}, {result.tokens} tokens{shown}\n"
             f"# stopped: {result.stopped}: {result.stopped.explanation}\n"
             f"# time: import {timings['import']:.2f} s, model load {timings['load']:.2f} s ({done.runtime}), "
             f"generate {timings['generate']:.2f} s (model {result.model_ms_per_token:.1f} ms/token, "

@@ -57,8 +57,8 @@ def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
 
 
 class Decoder(Protocol):
-    """What makes the middles: the decode loop over a model backend
-    (:class:`.generate.FimDecoder`), or a model server (:class:`.model_server.ServerDecoder`)."""
+    """What makes the middles: the decode loop over a model backend (:class:`.generate.FimDecoder`,
+    a model server's too), or anything that answers as it does (tests' doubles)."""
 
     @property
     def python_version(self) -> PythonVersion:

@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..engine.checker import check_characters
-from ..engine.versions import PythonVersion, VersionLike, parse_python_version
-from .backend import ModelBackend
+from ..engine.versions import PythonVersion, VersionLike, format_version, parse_python_version
+from .backend import GenerationRequest, ModelBackend
 from .constraint import healed_tail
 from .fim_formats import FimFormat, PromptCut, TextCodec, build_prompt
 from .mask_store import MaskStore, SavedStore
@@ -200,49 +200,70 @@ class FimDecoder:
             run.start_constraint(suffix if options.mode == "constrained" else "", controls.interrupt_setup)
             if options.semantic:
                 run.start_semantic(options.semantic)
-        session = self.backend.start()
+        request = GenerationRequest(
+            budget, prefix, suffix, format_version(version), options.top_k, options.mode
+        )
+        self._steps(request, prompt, run, options, controls, rng, masking)
+        return run.close()
+
+    def _steps(
+        self,
+        request: GenerationRequest,
+        prompt: list[int],
+        run: Run,
+        options: DecodeOptions,
+        controls: Controls,
+        rng: np.random.Generator,
+        masking: bool,
+    ) -> None:
+        """Step a session of the model through the middle of ``run`` (see :meth:`generate`)."""
+        vocabulary, budget = self.vocabulary, request.budget
         should_stop = controls.should_stop
-        logits = session.prefill(prompt, should_stop)
-        run.result.prefill_seconds, session.seconds = session.seconds, 0.0
-        model_seconds = 0.0  # (of the sessions left when the middle went back: run.rewound)
-        bar = _progress(budget, controls.progress)
-        for step in range(budget):
-            if logits is None or (should_stop is not None and should_stop()):
-                run.result.stopped = StopReason.CANCELLED
-                break
-            run.result.steps = step + 1
-            keys = ranking_keys(logits, options.temperature, options.top_p, rng)
-            normaliser = log_normaliser(logits)
-            checked_before = run.result.checker_seconds
-            started = time.perf_counter()
-            if options.best_stop and run.state is not None:
-                run.note_stop_point(logits, normaliser)
-            if masking and run.state is not None:
-                # (while healing the tokens write prefix text again: the store knows no such state)
-                keys = run.state.narrow(keys, vocabulary.stop_ids)
-            run.note_alternatives(logits, normaliser)
-            run.result.checker_seconds += time.perf_counter() - started
-            token = run.choose(keys)
-            run.result.step_checker_seconds.append(run.result.checker_seconds - checked_before)
-            if run.rewound:  # the middle went back to an earlier token: the model reads from there
-                run.rewound = False
-                model_seconds += session.seconds
-                session = self.backend.start()  # (llama.cpp keeps the shared prompt's cache)
-                logits = session.prefill([*prompt, *run.ids], should_stop)
-                continue
-            if token is None or vocabulary.ends(token):
-                break
-            run.logprobs.append(float(logits[token]) - normaliser)
-            if controls.on_token is not None:
-                controls.on_token(token)
-            bar.update(1)
-            if run.line_ended():
-                run.result.stopped = StopReason.LINE if options.single_line else StopReason.BLOCK
-                break
-            if step + 1 < budget:
-                logits = session.step(token)
-        else:
-            run.result.stopped = StopReason.BUDGET
+        session = self.backend.start(request)
+        try:
+            logits = session.prefill(prompt, should_stop)
+            run.result.prefill_seconds, session.seconds = session.seconds, 0.0
+            model_seconds = 0.0  # (of the sessions left when the middle went back: run.rewound)
+            bar = _progress(budget, controls.progress)
+            for step in range(budget):
+                if logits is None or (should_stop is not None and should_stop()):
+                    run.result.stopped = StopReason.CANCELLED
+                    break
+                run.result.steps = step + 1
+                checked_before, stopped = run.result.checker_seconds, run.result.stopped
+                partial = session.partial
+                whole = not partial
+                token, normaliser = self._choose(run, logits, options, rng, masking, partial, whole)
+                while token is None and not run.rewound and not whole:  # only the likeliest were told
+                    wider = session.reveal(run.allowed(logits.shape[-1]))
+                    run.result.stopped, whole = stopped, wider is None  # (nothing more: the last word)
+                    logits = logits if wider is None else wider
+                    token, normaliser = self._choose(run, logits, options, rng, masking, partial, whole)
+                run.result.step_checker_seconds.append(run.result.checker_seconds - checked_before)
+                if run.rewound:  # the middle went back to an earlier token: the model reads from there
+                    run.rewound = False
+                    model_seconds += session.seconds
+                    session.close()
+                    session = self.backend.start(request)  # (llama.cpp keeps the shared prompt's cache)
+                    logits = session.prefill([*prompt, *run.ids], should_stop)
+                    continue
+                if token is None or vocabulary.ends(token):
+                    break
+                run.logprobs.append(float(logits[token]) - normaliser)
+                if controls.on_token is not None:
+                    controls.on_token(token)
+                bar.update(1)
+                if run.line_ended():
+                    run.result.stopped = StopReason.LINE if options.single_line else StopReason.BLOCK
+                    break
+                if step + 1 < budget:
+                    logits = session.step(token)
+            else:
+                run.result.stopped = StopReason.BUDGET
+            bar.close()
+            run.result.model_seconds = model_seconds + session.seconds
+        finally:
+            session.close()
         run.result.generated = len(run.ids)
         if run.state is not None:
             ran_out = run.result.stopped in (StopReason.BUDGET, StopReason.STUCK)
@@ -250,9 +271,31 @@ class FimDecoder:
                 run.cut_at_best_stop()  # (stopped becomes "best-stop" when it finds a cut)
             if options.finish_in_budget and (run.result.stopped.cut_short or options.drop_repeats):
                 run.finish()
-        bar.close()
-        run.result.model_seconds = model_seconds + session.seconds
-        return run.close()
+
+    def _choose(
+        self,
+        run: Run,
+        logits: np.ndarray,
+        options: DecodeOptions,
+        rng: np.random.Generator,
+        masking: bool,
+        partial: bool,
+        whole: bool,
+    ) -> tuple[int | None, float]:
+        """The token ``run`` takes after ``logits`` (None: none passes; ``whole``: no more will be
+        told, see :meth:`.run.Run.choose`), and their log-normaliser: 0 for a ``partial`` row
+        (log-probabilities already, :attr:`.backend.ModelSession.partial`)."""
+        keys = ranking_keys(logits, options.temperature, options.top_p, rng)
+        normaliser = 0.0 if partial else log_normaliser(logits)
+        started = time.perf_counter()
+        if options.best_stop and run.state is not None:
+            run.note_stop_point(logits, normaliser)
+        if masking and run.state is not None:
+            # (while healing the tokens write prefix text again: the store knows no such state)
+            keys = run.state.narrow(keys, self.vocabulary.stop_ids)
+        run.note_alternatives(logits, normaliser)
+        run.result.checker_seconds += time.perf_counter() - started
+        return run.choose(keys, whole), normaliser
 
 
 def _progress(total: int, enabled: bool):

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.errors import FimConstrainError
+from .backend import GenerationRequest
 from .fim_formats import FORMATS, PSM, FimFormat, resolve_format, special_token_ids
 
 log = logging.getLogger(__name__)
@@ -340,7 +341,7 @@ class LlamaCppBackend:
             verbose=False,
         )
 
-    def start(self) -> LlamaCppSession:
+    def start(self, request: GenerationRequest | None = None) -> LlamaCppSession:
         return LlamaCppSession(self)
 
     def prefill_chunk(self) -> int:
@@ -424,6 +425,8 @@ class LlamaCppSession:
     :attr:`reused` the prompt tokens whose key/value cache a previous session left, and
     :attr:`resumed` how often it got the context back after another session had used it."""
 
+    partial = False  # (a whole row of logits)
+
     def __init__(self, backend: LlamaCppBackend):
         self.backend = backend
         self.seconds = 0.0
@@ -467,6 +470,12 @@ class LlamaCppSession:
         if len(self.ids) >= self.backend.context_window:
             raise FimConstrainError(f"the llama.cpp context of {self.backend.context_window} tokens is full")
         return self._feed([token])
+
+    def reveal(self, allowed: np.ndarray | None) -> None:
+        return None  # (its logits are a whole row)
+
+    def close(self) -> None:
+        pass
 
     def _feed(self, ids: list[int]) -> np.ndarray:
         backend = self.backend

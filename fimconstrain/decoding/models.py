@@ -19,10 +19,10 @@ import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import FimConstrainError
-from .fim_formats import resolve_format
+from .fim_formats import FimFormat, resolve_format
 from .known_models import KNOWN_MODELS, cached_path, is_fetched
 
 if TYPE_CHECKING:
@@ -261,3 +261,32 @@ def load_model(
     # transformers wraps PreTrainedModel.to in a decorator whose stub loses the signature
     model.to(device).eval()  # type: ignore[arg-type]
     return TransformersBackend(model, tokenizer, resolve_format(tokenizer, fim_format), name)
+
+
+def load_tokenizer(
+    name: str | Path | None = None, fim_format: str | None = None, trust_remote_code: bool = False
+) -> tuple[Any, FimFormat]:
+    """The tokenizer and FIM format of ``name`` (as for :func:`load_model`; None: the shipped
+    model) without its weights: what the decode loop reads a model served elsewhere through
+    (:mod:`.server_backend`). A ``.gguf`` file's tokenizer is rebuilt from its metadata."""
+    gguf = None if _is_shipped(name) else _known_gguf(name)
+    if gguf is None and name is not None and str(name).lower().endswith(".gguf"):
+        gguf = Path(name).expanduser()
+    if gguf is not None:
+        from .llama_backend import gguf_tokenizer
+
+        if not gguf.is_file():
+            raise FimConstrainError(f"GGUF model file {str(gguf)!r} does not exist")
+        tokenizer = gguf_tokenizer(gguf)
+        return tokenizer, resolve_format(tokenizer, fim_format)
+    from transformers import AutoTokenizer
+
+    source = str(DEFAULT_MODEL_DIR if name is None else name)
+    path = Path(source).expanduser()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(path) if path.is_dir() else source, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError) as error:
+        raise _not_found(source, error) from error
+    return tokenizer, resolve_format(tokenizer, fim_format)

@@ -87,6 +87,7 @@ class Run:
         self.keeps_break = options.single_line and keeps_line_break(prefix, suffix)
         self.line_end: str | None = None
         self.line_refusals = 0
+        self.refusal_counted_at = -1  # the position whose refusal was counted last
         #: the middle may span lines (decided once the patience has run out)
         self.spans_lines: bool | None = None
         #: a whole line may go back to an earlier token when it ends where the file does not
@@ -133,7 +134,8 @@ class Run:
         if self.ids:
             stop = list(self.vocabulary.stop_ids)
             p_stop = float(np.exp(logits[stop].astype(np.float64) - normaliser).sum())
-            self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
+            if p_stop > 0:  # (a server tells it only among its likeliest tokens: else no point)
+                self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
 
     def note_alternatives(self, logits: np.ndarray, normaliser: float) -> None:
         """Remember this step's likeliest tokens (and the names guide here), so that a whole line
@@ -162,9 +164,11 @@ class Run:
         self._ending(start)
         return found
 
-    def choose(self, keys: np.ndarray) -> int | None:
+    def choose(self, keys: np.ndarray, whole: bool = True) -> int | None:
         """The next token (recorded unless it ends the middle; a stop token when the middle
-        ends inside the model's favourite token), or None when no candidate passes."""
+        ends inside the model's favourite token), or None when no candidate passes. ``whole``:
+        every token has its key; else only the likeliest do (the rest at -inf: a server's), and
+        the names guide chooses nothing where a token not told yet might have been its choice."""
         vocabulary, options = self.vocabulary, self.options
         if self.state is None:
             token = self.unconstrained_choice(keys)
@@ -203,7 +207,7 @@ class Run:
         candidates = (
             passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
             if self.semantic is None
-            else self.semantic.choose(self.state, ranked, keys)
+            else self.semantic.choose(self.state, ranked, keys, whole)
         )
         for token, nxt in candidates:
             choice = token
@@ -247,8 +251,10 @@ class Run:
                 elif end is not None and not self._may_span_lines(end, empty):
                     refused = True
                     self.refused.setdefault(len(self.ids), set()).add(token)
-                    if not any(state.can_end() if t in stops else state.passes(t) for t in seen):
-                        self.line_refusals += 1
+                    favourite = not any(state.can_end() if t in stops else state.passes(t) for t in seen)
+                    if favourite and self.refusal_counted_at != len(self.ids):
+                        self.line_refusals += 1  # (once a step: a row told in parts is walked again)
+                        self.refusal_counted_at = len(self.ids)
                         if self._rewind(token):
                             return
                     continue
@@ -297,6 +303,7 @@ class Run:
         if self.semantic is not None and mark is not None:
             self.semantic.go_back(mark)
         self.line_end, self.spans_lines, self.line_refusals = None, None, 0
+        self.refusal_counted_at = -1
         self.retries -= 1
         self.result.rewinds += 1
         self.rewound = True
@@ -397,6 +404,34 @@ class Run:
             if token in stops:
                 self.result.candidates_checked += 1
             yield token
+
+    def allowed(self, width: int) -> np.ndarray | None:
+        """The ids the middle may take next, as a mask over ``width`` ids (None: any): while the
+        healed text is not yet written again, those that can write it (and pass the constraint);
+        else under the constraint, those the token-mask store lets through, and the stop tokens
+        where the file may end.
+        What a runtime that tells only its likeliest tokens is asked for next."""
+        state = self.state
+        if state is not None:
+            pending = state.healing
+        else:
+            written = self.vocabulary.codec.decode(self.ids)
+            pending = self.healing[len(written) :] if len(written) < len(self.healing) else ""
+        if pending:  # (a few hundred tokens at most: checked here, so that one ask finds the choice)
+            mask = self.vocabulary.healing_index(width).mask(pending).copy()
+            if state is not None:
+                mask[[t for t in np.flatnonzero(mask).tolist() if not state.passes(t)]] = False
+            return mask
+        if state is None or state.store is None:
+            return None
+        zeros = np.zeros(width, dtype=np.float32)
+        opened = state.narrow(zeros)
+        if opened is zeros:  # (no mask here)
+            return None
+        mask = np.isfinite(opened)
+        if state.can_end():
+            mask[[t for t in self.vocabulary.stop_ids if t < width]] = True
+        return mask
 
     def unconstrained_choice(self, keys: np.ndarray) -> int | None:
         """The model's favourite token; while the healed text is not yet written again, the

@@ -106,20 +106,24 @@ class SemanticGuide:
         return (state.added_text(token) or "")[len(state.healing) :]
 
     def choose(
-        self, state: ConstraintState, ranked: Iterator[int], keys: np.ndarray
+        self, state: ConstraintState, ranked: Iterator[int], keys: np.ndarray, whole: bool = True
     ) -> Iterator[tuple[int, ConstraintState]]:
         """The chosen valid candidate of ``ranked`` (best key first), with the state after it;
-        nothing when no candidate is valid. The guide moves on with the choice."""
+        nothing when no candidate is valid, or (unless ``whole``: only the likeliest tokens have
+        keys) when the walk ran out of keyed tokens before its choice was sure. The guide moves
+        on with the choice."""
         bar = -math.inf  # the best score so far: a candidate with a key below it cannot win
         limit = max(self.options.window * 4, 64)  # ranked tokens looked at once one is valid
         looked = 0
         fallback: tuple[int, ConstraintState, Verdict] | None = None
         best: tuple[int, ConstraintState] | None = None
+        ran_out = True  # the walk went through every keyed token
 
         def gated() -> Iterator[int]:
-            nonlocal looked
+            nonlocal looked, ran_out
             for token in ranked:
                 if float(keys[token]) <= bar or (fallback is not None and looked >= limit):
+                    ran_out = False
                     return
                 looked += 1 if fallback is not None else 0
                 yield token
@@ -135,8 +139,9 @@ class SemanticGuide:
             if score > bar:
                 best, bar = (token, nxt), score
             if judged >= self.options.window:
+                ran_out = False
                 break
-        if fallback is None:
+        if fallback is None or (ran_out and not whole):
             return
         if best is None:
             self.stats["fail-open"] += 1

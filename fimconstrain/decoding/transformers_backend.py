@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .backend import GenerationRequest
 from .fim_formats import FimFormat, resolve_format, special_token_ids
 
 #: prompt tokens per forward pass when the prompt is read in pieces (:meth:`TransformersSession.prefill`)
@@ -57,12 +58,14 @@ class TransformersBackend:
         self.special_ids = frozenset(special_token_ids(tokenizer))
         self._cache_name = cache_argument(model)
 
-    def start(self) -> TransformersSession:
+    def start(self, request: GenerationRequest | None = None) -> TransformersSession:
         return TransformersSession(self.model, self._cache_name)
 
 
 class TransformersSession:
     """One generation's key/value cache; :attr:`seconds` counts the forward passes."""
+
+    partial = False  # (a whole row of logits)
 
     def __init__(self, model: Any, cache_name: str):
         self.model, self.cache_name = model, cache_name
@@ -82,6 +85,12 @@ class TransformersSession:
 
     def step(self, token: int) -> np.ndarray:
         return self.feed([token])
+
+    def reveal(self, allowed: np.ndarray | None) -> None:
+        return None  # (its logits are a whole row)
+
+    def close(self) -> None:
+        pass
 
     def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
         """The prompt's next-token logits. With ``should_stop`` the prompt is fed

@@ -164,15 +164,21 @@ def test_bad_arguments_are_refused_at_admission(server, xargs, key):
 
 
 def test_the_editor_backend_constrains_on_the_server(server):
-    """``ServerDecoder``: the server says it constrains; the editor's policy runs on it; a
-    checked middle is cut to a valid prefix here; a stopped request ends at once and the server
-    goes on serving."""
+    """``ServerDecoder`` over the shipped model's tokenizer: the server says it constrains and
+    names tokens by id; the editor's policy runs on it; a checked middle is cut to a valid prefix
+    here; a stopped request ends at once and the server goes on serving."""
     from fimconstrain.decoding.editor import complete_at_cursor
-    from fimconstrain.decoding.model_server import ServerDecoder
     from fimconstrain.decoding.options import Controls, DecodeOptions
+    from fimconstrain.decoding.server_backend import open_server
 
-    decoder = ServerDecoder(server.url)
-    assert decoder.constrains and decoder.info.model == "fim" and decoder.info.window == 1024
+    decoder = open_server(server.url, None)
+    info = decoder.backend.info
+    assert decoder.constrains and (info.model, info.window, info.by_id, info.tells) == (
+        "fim",
+        1024,
+        True,
+        True,
+    )
     for prefix, suffix, version in CUTS:
         for mode in ("constrained", "checked"):
             result = decoder.generate(

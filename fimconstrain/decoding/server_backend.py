@@ -1,0 +1,291 @@
+"""A model server as a model backend: the one decode loop (:mod:`.generate`) runs over an
+OpenAI-compatible ``/v1/completions`` endpoint, so a server's middles are constrained, healed and
+ended exactly as a model here ends them (issue 50).
+
+A step needs the next token's logits; a server tells only the likeliest :data:`ALTERNATIVES`
+(``logprobs``). So a session's logits are those log-probabilities, every other token at -inf,
+and where none of them passes the constraint the loop asks for more (:meth:`ServerSession.reveal`):
+the same position again with the tokens the constraint may still take favoured, or those already
+told banned (``logit_bias``), so that the server's own greedy pick is the likeliest token not yet
+told. The server writes on from there greedily while the loop checks (speculation): as long as
+the loop takes the server's own token, the next position is already on its way; where it takes
+another, the stream is closed (the server aborts it) and the prompt with the tokens chosen asked
+again, which the server's prompt cache reads in a few tokens.
+
+A server that tells no log-probabilities, or that constrains the middle itself (this package's
+vLLM plugin, docs/serving.md), writes the whole middle: the loop takes its tokens and checks them
+(mode ``checked``, paper 004 §VII-B; the plugin's middle is valid already), and the result says
+which (:class:`ServerDecoder`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .backend import GenerationRequest
+from .fim_formats import FimFormat, TextCodec, special_token_ids
+from .generate import FimDecoder
+from .options import Controls, DecodeOptions
+from .result import FimResult
+from .server_api import (
+    ALTERNATIVES,
+    DEFAULT_TIMEOUT,
+    Completion,
+    ModelServerError,
+    ServerInfo,
+    TokenNames,
+    Told,
+    connect,
+)
+from .vocab import vocabulary
+
+#: asks at one position before the loop is told there is nothing more (it then ends the middle)
+MAX_ASKS = 16
+#: at most this many tokens the constraint still allows are favoured in one ask; past it, the
+#: tokens already told are banned instead (one more token told per ask)
+MAX_FAVOURED = 2048
+#: the ``logit_bias`` that favours (bans) a token: OpenAI's and vLLM's bound
+BIAS = 100.0
+
+
+class ServerBackend:
+    """The model behind ``url`` (``model``: the server's name for it, default the first it
+    serves), read through the local ``tokenizer`` and ``fim_format`` of the same model."""
+
+    runtime = "server"
+
+    def __init__(
+        self,
+        url: str,
+        tokenizer: Any,
+        fim_format: FimFormat,
+        *,
+        model: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ):
+        self.tokenizer, self.fim_format, self.timeout = tokenizer, fim_format, timeout
+        self.codec = TextCodec(tokenizer)
+        self.info: ServerInfo = connect(url, self.codec, model, timeout)
+        self.name = f"{self.info.model} at {self.info.url}"
+        self.vocab_size = len(tokenizer)
+        self.context_window = self.info.window
+        self.special_ids = frozenset(special_token_ids(tokenizer))
+        stops = fim_format.stop_ids(tokenizer)
+        eos = tokenizer.eos_token_id
+        #: what a session's logits hold where the server stopped of itself
+        self.stop_id = eos if eos in stops else min(stops)
+        #: ids of tokens a server that names them by text names
+        self.names = None if self.info.by_id else TokenNames(vocabulary(tokenizer).pieces)
+
+    @property
+    def steered(self) -> bool:
+        """Whether the loop chooses each token (the server tells alternatives and does not
+        constrain the middle itself)."""
+        return self.info.tells and not self.info.constrains
+
+    def start(self, request: GenerationRequest | None = None) -> ServerSession:
+        return ServerSession(self, request)
+
+
+class ServerSession:
+    """One middle through the server: the tokens so far, what is told of the position the loop
+    chooses now, and the completion that writes on from there (see the module)."""
+
+    def __init__(self, backend: ServerBackend, request: GenerationRequest | None):
+        self.backend, self.request = backend, request
+        self.seconds = 0.0
+        self.ids: list[int] = []
+        self.prompt_length = 0
+        self.should_stop: Callable[[], bool] | None = None
+        self.completion: Completion | None = None
+        #: the server's own token at the position chosen now (None: it stopped there, or unknown)
+        self.ahead: Told | None = None
+        #: log-probability by id of each token told at the position chosen now
+        self.known: dict[int, float] = {}
+        #: asks at the position chosen now; whether the last one had a ``logit_bias``
+        self.asks, self.biased = 0, False
+        #: rows hold the tokens told, as log-probabilities (see :mod:`.backend`)
+        self.partial = True
+
+    def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
+        self.ids, self.prompt_length, self.should_stop = list(ids), len(ids), should_stop
+        logits = self._ask({})
+        return None if should_stop is not None and should_stop() else logits
+
+    def step(self, token: int) -> np.ndarray:
+        self.ids.append(token)
+        ahead, self.asks = self.ahead, 0
+        if self.completion is not None and ahead is not None and ahead.token == token:
+            return self._advance()
+        return self._ask({})
+
+    def reveal(self, allowed: np.ndarray | None) -> np.ndarray | None:
+        """The logits of the position chosen now with one more token told: the likeliest of
+        ``allowed`` (a mask over ids; None: any) not told yet; None when the server tells no
+        alternatives, or this position has been asked :data:`MAX_ASKS` times."""
+        if not self.backend.steered or self.asks >= MAX_ASKS:
+            return None
+        told = np.fromiter(self.known, dtype=np.int64, count=len(self.known))
+        bias: dict[int, float]
+        if allowed is not None:
+            wanted = allowed[: self.backend.vocab_size].copy()
+            wanted[told[told < wanted.shape[0]]] = False
+            favoured = np.flatnonzero(wanted)
+            if not favoured.size:
+                return None
+            if favoured.size <= MAX_FAVOURED:
+                bias = dict.fromkeys(favoured.tolist(), BIAS)
+            else:
+                bias = dict.fromkeys(told.tolist(), -BIAS)
+        else:
+            bias = dict.fromkeys(told.tolist(), -BIAS)
+        logits = self._ask(bias, keep=True)
+        if self.ahead is None or self.ahead.token is None:  # (a token it cannot name: asking
+            self.asks = MAX_ASKS  # again would tell the same)
+        return logits
+
+    def close(self) -> None:
+        if self.completion is not None:
+            self.completion.close()
+            self.completion = None
+
+    def _ask(self, bias: dict[int, float], keep: bool = False) -> np.ndarray:
+        """Ask for a completion of the prompt and the tokens chosen (``bias`` as ``logit_bias``)
+        and read its first token: the position chosen now, what was told of it kept with ``keep``."""
+        self.close()
+        backend, request = self.backend, self.request
+        info = backend.info
+        left = (request.budget if request is not None else 256) - (len(self.ids) - self.prompt_length)
+        body: dict[str, Any] = {
+            "model": info.model,
+            "prompt": self.ids
+            if info.by_id
+            else backend.tokenizer.decode(self.ids, skip_special_tokens=False),
+            "max_tokens": max(1, left),
+            "temperature": 0,
+            "repetition_penalty": 1.0,  # vLLM's name
+            "repeat_penalty": 1.0,  # llama-cpp-python's: its default is 1.1
+            "skip_special_tokens": False,
+        }
+        if bias and not info.raw:  # (past its first token it would tell biased numbers)
+            body["max_tokens"] = 1
+        if info.tells:
+            body["logprobs"] = 0 if info.constrains else ALTERNATIVES
+        if info.by_id:
+            body["return_tokens_as_token_ids"] = True
+        if bias:
+            body["logit_bias"] = {str(token): value for token, value in bias.items()}
+        if info.constrains and request is not None and request.mode in ("constrained", "prefix"):
+            body["vllm_xargs"] = {
+                "fim_prefix": request.prefix,
+                "fim_suffix": request.suffix if request.mode == "constrained" else "",
+                "fim_python_version": request.python_version,
+                "fim_top_k": request.top_k,
+            }
+        start = time.perf_counter()
+        self.completion = Completion(info, body, backend.timeout, backend.codec, backend.names)
+        self.biased, self.asks = bool(bias), self.asks + 1
+        self.seconds += time.perf_counter() - start
+        return self._advance(self.known if keep else {}, first=True)
+
+    def _advance(self, known: dict[int, float] | None = None, first: bool = False) -> np.ndarray:
+        """The next position's logits from the completion (what was ``known`` of it kept). The
+        server's own token counts as told only where it was the likeliest of the tokens not yet
+        told: not past the first token of a biased completion (the bias holds for each of its
+        tokens: past the first, its pick is no rank of the model's), whose other tokens are told
+        only past the first (at the first they were, unbiased, before)."""
+        completion = self.completion
+        assert completion is not None  # (asked, or still writing on)
+        start = time.perf_counter()
+        told = completion.next(self.should_stop)
+        self.seconds += time.perf_counter() - start
+        self.known = dict(known or {})
+        self.ahead = told
+        if told is not None:
+            if not (first and self.biased):  # (a biased ask tells its pick alone: below)
+                self.known.update(told.alternatives)
+            if told.token is not None and not self.biased:
+                self.known[told.token] = told.logprob
+            elif told.token is not None and first:
+                # the likeliest of the tokens favoured; where the server tells biased numbers,
+                # the lowest told before stands in for its own (an upper bound)
+                raw = self.backend.info.raw or not known
+                self.known[told.token] = told.logprob if raw else min(known.values())
+        elif completion.ended:
+            self.close()
+            if completion.finish != "stop":  # (its budget ran out: the loop's has not)
+                if first:
+                    raise ModelServerError(f"model server {self.backend.info.url} wrote nothing")
+                return self._ask({})
+            self.known.setdefault(self.backend.stop_id, 0.0)  # the server stopped of itself here
+        logits = np.full(self.backend.vocab_size, -np.inf, dtype=np.float32)
+        for token, logprob in self.known.items():
+            if 0 <= token < logits.shape[0]:
+                logits[token] = logprob
+        return logits
+
+
+class ServerDecoder(FimDecoder):
+    """The decode loop over a :class:`ServerBackend`: every mode where the server tells
+    alternatives; where it constrains (the plugin), its middle, checked here token by token
+    against the same constraint, nothing healed; else the server's own middle, cut here to its
+    longest valid prefix (``checked``)."""
+
+    backend: ServerBackend
+
+    def __init__(self, backend: ServerBackend, **settings: Any):
+        super().__init__(backend, **settings)
+
+    @property
+    def constrains(self) -> bool:
+        """Whether the server constrains the middle itself (this package's vLLM plugin)."""
+        return self.backend.info.constrains
+
+    def mode_note(self, mode: str) -> str:
+        """How the server makes a middle asked for in ``mode`` where the loop does not choose its
+        every token ("" where it does): said in summaries."""
+        if mode not in ("constrained", "prefix") or self.backend.steered:
+            return ""
+        if self.constrains:
+            return "on the server, by its fimconstrain plugin, and checked here"
+        return "the server tells no log-probabilities: its middle is cut to the longest valid prefix"
+
+    def generate(
+        self,
+        prefix: str,
+        suffix: str,
+        options: DecodeOptions | None = None,
+        controls: Controls | None = None,
+        **changes: Any,
+    ) -> FimResult:
+        options = replace(options or DecodeOptions(), **changes) if changes else options or DecodeOptions()
+        if self.backend.steered or options.mode not in ("constrained", "prefix"):
+            return super().generate(prefix, suffix, options, controls)
+        if self.constrains:  # (its plugin reads the whole prefix: nothing is healed)
+            return super().generate(prefix, suffix, replace(options, heal=False), controls)
+        return super().generate(prefix, suffix, replace(options, mode="checked", heal=False), controls)
+
+
+def open_server(
+    url: str,
+    model: Any,
+    *,
+    server_model: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    **settings: Any,
+) -> ServerDecoder:
+    """The decoder for the server at ``url`` serving ``model`` (a loaded backend, or a name as
+    for :func:`.models.load_tokenizer`: its tokenizer and FIM format are read here);
+    ``settings`` as for :class:`.generate.FimDecoder`."""
+    from .models import load_tokenizer
+
+    tokenizer, fim_format = (
+        (model.tokenizer, model.fim_format) if hasattr(model, "tokenizer") else load_tokenizer(model)
+    )
+    backend = ServerBackend(url, tokenizer, fim_format, model=server_model, timeout=timeout)
+    return ServerDecoder(backend, **settings)
