@@ -141,7 +141,9 @@ class SemanticGuide:
             if judged >= self.options.window:
                 ran_out = False
                 break
-        if fallback is None or (ran_out and not whole):
+        if ran_out and not whole and bar < float(keys[np.isfinite(keys)].min(initial=np.inf)):
+            return  # (a token not told, whose key is at most the least told one's, might win)
+        if fallback is None:
             return
         if best is None:
             self.stats["fail-open"] += 1

@@ -55,7 +55,8 @@ BIAS = 100.0
 
 class ServerBackend:
     """The model behind ``url`` (``model``: the server's name for it, default the first it
-    serves), read through the local ``tokenizer`` and ``fim_format`` of the same model."""
+    serves), read through the local ``tokenizer`` and ``fim_format`` of the same model;
+    ``plugin``: let a server that runs this package's vLLM plugin constrain the middle."""
 
     runtime = "server"
 
@@ -67,18 +68,23 @@ class ServerBackend:
         *,
         model: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        plugin: bool = True,
     ):
         self.tokenizer, self.fim_format, self.timeout = tokenizer, fim_format, timeout
         self.codec = TextCodec(tokenizer)
         self.info: ServerInfo = connect(url, self.codec, model, timeout)
+        #: the server constrains the middle itself (its plugin, unless ``plugin`` is False: then
+        #: the loop here chooses each token, as over any server)
+        self.constrains = self.info.constrains and plugin
         self.name = f"{self.info.model} at {self.info.url}"
         self.vocab_size = len(tokenizer)
         self.context_window = self.info.window
         self.special_ids = frozenset(special_token_ids(tokenizer))
-        stops = fim_format.stop_ids(tokenizer)
+        #: the tokens that end a middle; the one a session's logits hold where the server
+        #: stopped of itself (it does not say at which of its end tokens)
+        self.stop_ids = frozenset(fim_format.stop_ids(tokenizer))
         eos = tokenizer.eos_token_id
-        #: what a session's logits hold where the server stopped of itself
-        self.stop_id = eos if eos in stops else min(stops)
+        self.stop_id = eos if eos in self.stop_ids else min(self.stop_ids)
         #: ids of tokens a server that names them by text names
         self.names = None if self.info.by_id else TokenNames(vocabulary(tokenizer).pieces)
 
@@ -86,7 +92,7 @@ class ServerBackend:
     def steered(self) -> bool:
         """Whether the loop chooses each token (the server tells alternatives and does not
         constrain the middle itself)."""
-        return self.info.tells and not self.info.constrains
+        return self.info.tells and not self.constrains
 
     def start(self, request: GenerationRequest | None = None) -> ServerSession:
         return ServerSession(self, request)
@@ -107,8 +113,9 @@ class ServerSession:
         self.ahead: Told | None = None
         #: log-probability by id of each token told at the position chosen now
         self.known: dict[int, float] = {}
-        #: asks at the position chosen now; whether the last one had a ``logit_bias``
-        self.asks, self.biased = 0, False
+        #: asks at the position chosen now; whether the last one had a ``logit_bias``; whether
+        #: the server stopped of itself at the position chosen now
+        self.asks, self.biased, self.stopped_here = 0, False, False
         #: rows hold the tokens told, as log-probabilities (see :mod:`.backend`)
         self.partial = True
 
@@ -130,7 +137,10 @@ class ServerSession:
         alternatives, or this position has been asked :data:`MAX_ASKS` times."""
         if not self.backend.steered or self.asks >= MAX_ASKS:
             return None
-        told = np.fromiter(self.known, dtype=np.int64, count=len(self.known))
+        refused = set(self.known)
+        if self.stopped_here:  # (it stopped at one of its end tokens: which, it does not say)
+            refused |= self.backend.stop_ids
+        told = np.fromiter(refused, dtype=np.int64, count=len(refused))
         bias: dict[int, float]
         if allowed is not None:
             wanted = allowed[: self.backend.vocab_size].copy()
@@ -175,12 +185,12 @@ class ServerSession:
         if bias and not info.raw:  # (past its first token it would tell biased numbers)
             body["max_tokens"] = 1
         if info.tells:
-            body["logprobs"] = 0 if info.constrains else ALTERNATIVES
+            body["logprobs"] = 0 if backend.constrains else ALTERNATIVES
         if info.by_id:
             body["return_tokens_as_token_ids"] = True
         if bias:
             body["logit_bias"] = {str(token): value for token, value in bias.items()}
-        if info.constrains and request is not None and request.mode in ("constrained", "prefix"):
+        if backend.constrains and request is not None and request.mode in ("constrained", "prefix"):
             body["vllm_xargs"] = {
                 "fim_prefix": request.prefix,
                 "fim_suffix": request.suffix if request.mode == "constrained" else "",
@@ -205,7 +215,7 @@ class ServerSession:
         told = completion.next(self.should_stop)
         self.seconds += time.perf_counter() - start
         self.known = dict(known or {})
-        self.ahead = told
+        self.ahead, self.stopped_here = told, False
         if told is not None:
             if not (first and self.biased):  # (a biased ask tells its pick alone: below)
                 self.known.update(told.alternatives)
@@ -223,6 +233,7 @@ class ServerSession:
                     raise ModelServerError(f"model server {self.backend.info.url} wrote nothing")
                 return self._ask({})
             self.known.setdefault(self.backend.stop_id, 0.0)  # the server stopped of itself here
+            self.stopped_here = True
         logits = np.full(self.backend.vocab_size, -np.inf, dtype=np.float32)
         for token, logprob in self.known.items():
             if 0 <= token < logits.shape[0]:
@@ -244,7 +255,7 @@ class ServerDecoder(FimDecoder):
     @property
     def constrains(self) -> bool:
         """Whether the server constrains the middle itself (this package's vLLM plugin)."""
-        return self.backend.info.constrains
+        return self.backend.constrains
 
     def mode_note(self, mode: str) -> str:
         """How the server makes a middle asked for in ``mode`` where the loop does not choose its
@@ -277,6 +288,7 @@ def open_server(
     *,
     server_model: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    plugin: bool = True,
     **settings: Any,
 ) -> ServerDecoder:
     """The decoder for the server at ``url`` serving ``model`` (a loaded backend, or a name as
@@ -287,5 +299,5 @@ def open_server(
     tokenizer, fim_format = (
         (model.tokenizer, model.fim_format) if hasattr(model, "tokenizer") else load_tokenizer(model)
     )
-    backend = ServerBackend(url, tokenizer, fim_format, model=server_model, timeout=timeout)
+    backend = ServerBackend(url, tokenizer, fim_format, model=server_model, timeout=timeout, plugin=plugin)
     return ServerDecoder(backend, **settings)

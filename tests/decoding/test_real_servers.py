@@ -1,0 +1,155 @@
+"""The one decode loop over a real model server: llama-cpp-python's own server (``python -m
+llama_cpp.server``, its ``server`` extra, which the ``test`` extra installs) serving the shipped
+model's GGUF and the real model (Qwen2.5-Coder-0.5B), against the same file in process.
+
+At held-out cursors (stdlib files the shipped model never trained on), greedy, the editor's
+options: every middle through the server parses, and the middles are the ones made in process,
+but for what this server cannot reproduce (docs/serving.md): it writes a token that ends text
+as empty text, so where the loop must weigh the stop token's probability without it being the
+server's own pick (best-stop at the budget's end), the middle may end elsewhere, with the same
+tokens up to the shorter one's end; and it reads the tokens chosen so far again from their text,
+so a spelling that is not the tokenizer's own (after healing) reads otherwise there. At most 3 of
+16 middles of the shipped model (which often runs to the budget) and 1 of 8 of the real model
+may part so. The vLLM engine (token ids, so nothing of this) is in
+``tests/serving/test_vllm_engine.py``. Without llama-cpp-python, its server extra or the real
+model these tests skip, except under CI (the ``CI`` variable set), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from conftest import missing, require_llama_cpp
+
+from fimconstrain.decoding.editor import wants_multiline
+from fimconstrain.decoding.fim_formats import PromptCut
+from fimconstrain.decoding.generate import FimDecoder
+from fimconstrain.decoding.known_models import QWEN_0_5B, cached_path, is_fetched
+from fimconstrain.decoding.options import DecodeOptions
+from fimconstrain.decoding.result import FimResult
+from fimconstrain.decoding.server_backend import open_server
+from fimconstrain.decoding.validity import parses
+
+pytestmark = [pytest.mark.slow, pytest.mark.time_limit(900)]
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+#: the editor's fitted prompt window on a slow machine, and the suffix's share of it
+SETTINGS = {"window": 256, "cut": PromptCut(32)}
+
+
+def serve(gguf: Path, threads: int) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on a free port, until the test module is done."""
+    require_llama_cpp()
+    try:
+        import fastapi  # noqa: F401
+        import sse_starlette  # noqa: F401
+        import starlette_context  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as error:
+        missing(f"llama-cpp-python's server extra is not installed ({error.name}): pip install -e '.[test]'")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+               "--port", str(port), "--n_threads", str(threads), "--n_ctx", "2048"]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as answer:
+                    json.load(answer)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"llama_cpp.server did not start: {server.stderr.read()[-2000:]}") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def cursors(count: int, seed: int) -> list[tuple[str, str]]:
+    """Held-out cursors: a random column of a random line of code of stdlib files."""
+    rng = random.Random(seed)
+    out = []
+    for name in ("shlex.py", "fnmatch.py", "colorsys.py", "textwrap.py"):
+        text = (STDLIB / name).read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        code = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+        for _ in range(count):
+            i = rng.choice(code)
+            at = sum(map(len, lines[:i])) + rng.randrange(len(lines[i].rstrip("\n")) + 1)
+            out.append((text[:at], text[at:]))
+    return out
+
+
+def agree(here: FimResult, there: FimResult) -> bool:
+    """The same middle; or, where either was cut at its best stop, the same tokens up to the
+    shorter one's end (see the module)."""
+    if here.middle == there.middle and here.token_ids == there.token_ids:
+        return True
+    if "best-stop" not in (here.stopped, there.stopped):
+        return False
+    shorter = min(len(here.token_ids), len(there.token_ids))
+    return here.token_ids[:shorter] == there.token_ids[:shorter]
+
+
+def compare(model, url: str, cuts: list[tuple[str, str]]) -> list[tuple[FimResult, FimResult]]:
+    here = FimDecoder(model, **SETTINGS)
+    there = open_server(url, model, **SETTINGS)
+    assert there.backend.steered and not there.backend.info.by_id  # (text prompts, tokens named by text)
+    pairs = []
+    for prefix, suffix in cuts:
+        options = DecodeOptions.editor(not wants_multiline(prefix, suffix), max_new_tokens=48, semantic=False)
+        pairs.append((here.generate(prefix, suffix, options), there.generate(prefix, suffix, options)))
+        assert parses(prefix + pairs[-1][1].middle + suffix), pairs[-1][1].middle
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    require_llama_cpp()
+    from fimconstrain.decoding.models import default_gguf, load_model
+
+    model = load_model(None, runtime="llama", threads=1, progress=False)
+    for url in serve(default_gguf(), threads=1):  # (stopped when the module is done)
+        yield model, url
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    require_llama_cpp()
+    if not is_fetched(QWEN_0_5B):
+        missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
+    from fimconstrain.decoding.models import load_model
+
+    model = load_model(QWEN_0_5B.name, runtime="llama", threads=2, progress=False)
+    for url in serve(cached_path(QWEN_0_5B), threads=2):
+        yield model, url
+
+
+def test_the_shipped_models_middles_through_llama_cpp_python_are_the_ones_made_here(shipped):
+    model, url = shipped
+    pairs = compare(model, url, cursors(4, seed=1))
+    assert sum(agree(a, b) for a, b in pairs) >= len(pairs) - 3, [(a.middle, b.middle) for a, b in pairs]
+
+
+def test_the_real_models_middles_through_llama_cpp_python_are_the_ones_made_here(qwen):
+    model, url = qwen
+    pairs = compare(model, url, cursors(2, seed=2))
+    assert sum(agree(a, b) for a, b in pairs) >= len(pairs) - 1, [(a.middle, b.middle) for a, b in pairs]
