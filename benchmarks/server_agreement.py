@@ -5,7 +5,10 @@ twice: over the model here (llama.cpp, or transformers) and over ``--server`` se
 file (llama-cpp-python's ``python -m llama_cpp.server``, or vLLM); greedy, the editor's options
 and prompt window. It prints how many middles are the same token for token, where the others part
 (the step, and the two tokens' log-probabilities there: a near-tie when they are close), whether
-every middle parses, and the time per request both ways (p50, p95, and their ratio).
+every middle parses, and the time per request both ways (p50, p95, and their ratio). A middle
+cut at its best stop (the budget ran out) counts apart when the tokens are the same up to the
+shorter one's end: that cut weighs the stop token's probability, which a server tells only
+among its likeliest tokens (docs/serving.md).
 
     python -m llama_cpp.server --model "$(fimconstrain model path qwen2.5-coder-0.5b)" --port 8124 &
     python benchmarks/server_agreement.py --model qwen2.5-coder-0.5b --server http://127.0.0.1:8124
@@ -97,10 +100,16 @@ def main(argv: list[str] | None = None) -> int:
             timed[side] = (decoder.generate(prefix, suffix, options), time.perf_counter() - start)
         (a, a_s), (b, b_s) = timed["here"], timed["there"]
         at = first_difference(a.token_ids, b.token_ids)
+        shorter = min(len(a.token_ids), len(b.token_ids))
         row = {
             "file": name,
             "kind": kind,
             "same": a.middle == b.middle and at is None,
+            # the same tokens up to the shorter one's end, one of them cut at its best stop
+            "cut_elsewhere": (a.middle != b.middle or at is not None)
+            and "best-stop" in (a.stopped, b.stopped)
+            and a.token_ids[:shorter] == b.token_ids[:shorter],
+            "stopped": [str(a.stopped), str(b.stopped)],
             "here": a.middle,
             "there": b.middle,
             "parses": [parses(prefix + a.middle + suffix), parses(prefix + b.middle + suffix)],
@@ -123,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "requests": len(rows),
         "same": same,
+        "cut_elsewhere": sum(r["cut_elsewhere"] for r in rows),
         "parse_here": sum(r["parses"][0] for r in rows),
         "parse_there": sum(r["parses"][1] for r in rows),
         "p50": [statistics.median(here_s), statistics.median(there_s)],
@@ -132,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["ratio_p95"] = summary["p95"][1] / summary["p95"][0]
     print(json.dumps(summary, indent=1))
     for r in rows:
-        if not r["same"]:
+        if not r["same"] and not r["cut_elsewhere"]:
             print(
                 f"parted: {r['file']} {r['kind']} at token {r['parted_at']}: here {r['here']!r} "
                 f"(log-p {r['logprobs_there'][0]}), there {r['there']!r} (log-p {r['logprobs_there'][1]})"

@@ -75,7 +75,9 @@ def serve(gguf: Path, threads: int) -> Iterator[str]:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"llama_cpp.server did not start: {server.stderr.read()[-2000:]}") from None
+                    raise RuntimeError(
+                        f"llama_cpp.server did not start: {server.stderr.read()[-2000:]}"
+                    ) from None
                 time.sleep(0.5)
         yield url
     finally:

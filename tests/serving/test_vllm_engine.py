@@ -298,13 +298,16 @@ def test_every_middle_ends_within_max_tokens_where_the_file_parses(server, max_t
 def test_without_the_plugin_the_loop_here_makes_the_middles_made_in_process(server):
     """The same engine with its plugin left aside (``plugin=False``, as any vLLM): the loop here
     chooses each token from the 20 the server tells (token ids both ways, asking again with
-    ``logit_bias`` where none passes), and its greedy middles at 12 held-out cursors, as the
-    editor asks, are the ones the shipped model makes under transformers in this process (float
-    near-ties aside: at most one may part); every one parses."""
+    ``logit_bias`` where none passes), and at 12 held-out cursors, as the editor asks, it chooses
+    the tokens the shipped model chooses under transformers in this process (float near-ties
+    aside: at most one may part); every middle parses. A middle cut at its best stop (the budget
+    ran out) may end elsewhere: that cut weighs the stop token's probability, which the server
+    tells only among its likeliest 20 (docs/serving.md)."""
     from fimconstrain.decoding.editor import wants_multiline
     from fimconstrain.decoding.generate import FimDecoder
     from fimconstrain.decoding.models import load_model
     from fimconstrain.decoding.options import DecodeOptions
+    from fimconstrain.decoding.result import StopReason
     from fimconstrain.decoding.server_backend import open_server
     from fimconstrain.decoding.validity import parses
 
@@ -312,11 +315,18 @@ def test_without_the_plugin_the_loop_here_makes_the_middles_made_in_process(serv
     here = FimDecoder(model, window=512)
     there = open_server(server.url, model, plugin=False, window=512)
     assert there.backend.steered and there.backend.info.by_id and not there.constrains
-    parted = []
+    parted, cut_elsewhere = [], 0
     for prefix, suffix, _ in heldout_cuts(12, room=600):
         options = DecodeOptions.editor(not wants_multiline(prefix, suffix), max_new_tokens=32, semantic=False)
         a, b = here.generate(prefix, suffix, options), there.generate(prefix, suffix, options)
         assert b.mode == "constrained" and parses(prefix + b.middle + suffix), b.middle
-        if (a.middle, a.token_ids) != (b.middle, b.token_ids):
+        shorter = min(len(a.token_ids), len(b.token_ids))
+        if (a.middle, a.token_ids) == (b.middle, b.token_ids):
+            continue
+        if StopReason.BEST_STOP in (a.stopped, b.stopped) and a.token_ids[:shorter] == b.token_ids[:shorter]:
+            cut_elsewhere += 1
+        else:
             parted.append((a.middle, b.middle))
+    same = 12 - len(parted) - cut_elsewhere
+    print(f"\nwithout the plugin: {same} of 12 the same, {cut_elsewhere} cut elsewhere")
     assert len(parted) <= 1, parted
