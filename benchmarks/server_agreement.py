@@ -121,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             ],
         }
         rows.append(row)
+        verdict = "same" if row["same"] else "cut elsewhere" if row["cut_elsewhere"] else f"parted at {at}"
         print(
-            f"{n}/{len(cuts)} {name} {kind}: {'same' if row['same'] else f'parted at {at}'}"
+            f"{n}/{len(cuts)} {name} {kind}: {verdict}"
             f" ({a_s:.2f} s / {b_s:.2f} s)",
             file=sys.stderr,
         )
