@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         verdict = "same" if row["same"] else "cut elsewhere" if row["cut_elsewhere"] else f"parted at {at}"
         print(
-            f"{n}/{len(cuts)} {name} {kind}: {verdict}"
-            f" ({a_s:.2f} s / {b_s:.2f} s)",
+            f"{n}/{len(cuts)} {name} {kind}: {verdict} ({a_s:.2f} s / {b_s:.2f} s)",
             file=sys.stderr,
         )
     same = sum(r["same"] for r in rows)

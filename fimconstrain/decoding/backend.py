@@ -31,6 +31,8 @@ class GenerationRequest:
     python_version: str
     top_k: int
     mode: str
+    #: tokens are drawn (temperature above 0), not the likeliest taken
+    sampling: bool = False
 
 
 class ModelSession(Protocol):

@@ -67,10 +67,11 @@ class ServerInfo:
 @dataclass
 class Told:
     """One token the server wrote: its id (None when its text names no single token) and
-    log-probability, and the log-probabilities of the likeliest tokens there, by id."""
+    log-probability (None: not asked for), and the log-probabilities of the likeliest tokens
+    there, by id."""
 
     token: int | None
-    logprob: float = 0.0
+    logprob: float | None = None
     alternatives: dict[int, float] = field(default_factory=dict)
 
 
@@ -245,9 +246,10 @@ def _check_tokenizer(url: str, model: str, codec: TextCodec, timeout: float) -> 
 class Completion:
     """A streamed completion (server-sent events) read on a thread of its own: :meth:`next`
     gives its tokens one at a time, :meth:`close` shuts the connection (the server then aborts
-    the request). ``names`` maps a token's text to its id where the server names tokens by text;
-    where it names none, its text is read with ``codec`` (a token is given once the text after it
-    has begun, or the completion has ended: the last token of a text may yet merge with more)."""
+    the request). ``names`` maps a token's text to its id where the server names tokens by text.
+    Where it tells no tokens (no ``logprobs`` asked, or none told), each streamed piece is one
+    token where its text names one (llama-cpp-python streams a token a piece); other text is
+    read with ``codec`` once a named piece or the end follows it."""
 
     def __init__(
         self,
@@ -258,8 +260,8 @@ class Completion:
         names: Callable[[str], int | None] | None = None,
     ):
         self.info, self.timeout, self.codec, self.names = info, timeout, codec, names
-        #: a server that tells no tokens: the text so far, and how many of its tokens were given
-        self.text, self.given = "", 0
+        #: text told without tokens that names no one token, not read into tokens yet
+        self.text = ""
         parts = urllib.parse.urlsplit(info.url)
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         try:
@@ -314,7 +316,7 @@ class Completion:
                 continue
             if piece is None:
                 self.ended = True
-                self.waiting.extend(self._untold(ended=True))
+                self.waiting.extend(self._read_text())
             elif isinstance(piece, BaseException):
                 raise ModelServerError(f"model server {self.info.url} stopped answering: {reason(piece)}")
             else:
@@ -328,8 +330,12 @@ class Completion:
         logprobs = choice.get("logprobs") or {}
         tokens = logprobs.get("tokens") or []
         if not tokens:
-            self.text += choice.get("text", "")
-            return self._untold(ended=False)
+            text = choice.get("text", "")
+            token = self.names(text) if self.names is not None and text else None
+            if token is None:
+                self.text += text
+                return []
+            return [*self._read_text(), Told(token)]
         scores = logprobs.get("token_logprobs") or [None] * len(tokens)
         tops = logprobs.get("top_logprobs") or [None] * len(tokens)
         told = []
@@ -341,15 +347,13 @@ class Completion:
                 if alternative is None:  # a token it named by a text no one token owns: those
                     break  # after it are not the likeliest of the rest, so not told
                 alternatives[alternative] = float(logprob)
-            told.append(Told(token, float(score) if score is not None else 0.0, alternatives))
+            told.append(Told(token, float(score) if score is not None else None, alternatives))
         return told
 
-    def _untold(self, ended: bool) -> list[Told]:
-        """The tokens of the text so far not given yet (the last one only once ``ended``)."""
-        ids = self.codec.encode(self.text)
-        fresh = ids[self.given : len(ids) if ended else len(ids) - 1]
-        self.given += len(fresh)
-        return [Told(token) for token in fresh]
+    def _read_text(self) -> list[Told]:
+        """The tokens of the text told without tokens not read yet (see the class)."""
+        ids, self.text = self.codec.encode(self.text), ""
+        return [Told(token) for token in ids]
 
     def _id(self, name: str) -> int | None:
         if self.info.by_id:

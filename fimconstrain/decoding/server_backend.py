@@ -56,7 +56,8 @@ BIAS = 100.0
 class ServerBackend:
     """The model behind ``url`` (``model``: the server's name for it, default the first it
     serves), read through the local ``tokenizer`` and ``fim_format`` of the same model;
-    ``plugin``: let a server that runs this package's vLLM plugin constrain the middle."""
+    ``plugin``: let a server that runs this package's vLLM plugin constrain the middle; ``lazy``:
+    ask for log-probabilities only where needed (None: where tokens are named by text)."""
 
     runtime = "server"
 
@@ -69,6 +70,7 @@ class ServerBackend:
         model: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         plugin: bool = True,
+        lazy: bool | None = None,
     ):
         self.tokenizer, self.fim_format, self.timeout = tokenizer, fim_format, timeout
         self.codec = TextCodec(tokenizer)
@@ -87,6 +89,11 @@ class ServerBackend:
         self.stop_id = eos if eos in self.stop_ids else min(self.stop_ids)
         #: ids of tokens a server that names them by text names
         self.names = None if self.info.by_id else TokenNames(vocabulary(tokenizer).pieces)
+        #: log-probabilities are asked for only where the loop needs more than the server's own
+        #: token (greedy): a server that names tokens by text (llama-cpp-python) sorts the whole
+        #: vocabulary in Python for each token it tells them of (0.15 s a token at 152k tokens,
+        #: three times the model's step); a token taken so has no log-probability (0 stands in)
+        self.lazy = self.info.tells and not self.info.by_id if lazy is None else lazy
 
     @property
     def steered(self) -> bool:
@@ -114,8 +121,11 @@ class ServerSession:
         #: log-probability by id of each token told at the position chosen now
         self.known: dict[int, float] = {}
         #: asks at the position chosen now; whether the last one had a ``logit_bias``; whether
-        #: the server stopped of itself at the position chosen now
-        self.asks, self.biased, self.stopped_here = 0, False, False
+        #: the server stopped of itself at the position chosen now; whether only its own token is
+        #: known there, its log-probability not asked for (:attr:`ServerBackend.lazy`)
+        self.asks, self.biased, self.stopped_here, self.guessed = 0, False, False, False
+        #: the completion tells log-probabilities though the server is lazy (then it gives way)
+        self.slow = False
         #: rows hold the tokens told, as log-probabilities (see :mod:`.backend`)
         self.partial = True
 
@@ -127,9 +137,18 @@ class ServerSession:
     def step(self, token: int) -> np.ndarray:
         self.ids.append(token)
         ahead, self.asks = self.ahead, 0
-        if self.completion is not None and ahead is not None and ahead.token == token:
+        writes_on = self.completion is not None and ahead is not None and ahead.token == token
+        if writes_on and not (self.slow and self._spelled_as_read()):
             return self._advance()
         return self._ask({})
+
+    def _spelled_as_read(self) -> bool:
+        """Whether the middle's tokens so far are how the tokenizer reads their text: a server
+        given the prompt as text then reads the same tokens, so a slow stream (a lazy server's,
+        telling log-probabilities) may give way to a fresh, fast one; else it writes on, since
+        only its own stream keeps those tokens."""
+        middle = self.ids[self.prompt_length :]
+        return self.backend.codec.encode(self.backend.codec.decode(middle)) == middle
 
     def reveal(self, allowed: np.ndarray | None) -> np.ndarray | None:
         """The logits of the position chosen now with one more token told: the likeliest of
@@ -137,6 +156,8 @@ class ServerSession:
         alternatives, or this position has been asked :data:`MAX_ASKS` times."""
         if not self.backend.steered or self.asks >= MAX_ASKS:
             return None
+        if self.guessed:  # first the likeliest tokens here, told this time (one token's ask)
+            return self._ask({}, alternatives=True)
         refused = set(self.known)
         if self.stopped_here:  # (it stopped at one of its end tokens: which, it does not say)
             refused |= self.backend.stop_ids
@@ -164,12 +185,16 @@ class ServerSession:
             self.completion.close()
             self.completion = None
 
-    def _ask(self, bias: dict[int, float], keep: bool = False) -> np.ndarray:
+    def _ask(self, bias: dict[int, float], keep: bool = False, alternatives: bool = False) -> np.ndarray:
         """Ask for a completion of the prompt and the tokens chosen (``bias`` as ``logit_bias``)
-        and read its first token: the position chosen now, what was told of it kept with ``keep``."""
+        and read its first token: the position chosen now, what was told of it kept with ``keep``.
+        Of a lazy server, log-probabilities only with a bias, ``alternatives`` or sampling, and
+        then for that one token."""
         self.close()
         backend, request = self.backend, self.request
         info = backend.info
+        sampling = request is not None and request.sampling
+        told = info.tells and (not backend.lazy or bool(bias) or alternatives or sampling)
         left = (request.budget if request is not None else 256) - (len(self.ids) - self.prompt_length)
         body: dict[str, Any] = {
             "model": info.model,
@@ -184,7 +209,7 @@ class ServerSession:
         }
         if bias and not info.raw:  # (past its first token it would tell biased numbers)
             body["max_tokens"] = 1
-        if info.tells:
+        if told:
             body["logprobs"] = 0 if backend.constrains else ALTERNATIVES
         if info.by_id:
             body["return_tokens_as_token_ids"] = True
@@ -199,7 +224,7 @@ class ServerSession:
             }
         start = time.perf_counter()
         self.completion = Completion(info, body, backend.timeout, backend.codec, backend.names)
-        self.biased, self.asks = bool(bias), self.asks + 1
+        self.biased, self.asks, self.slow = bool(bias), self.asks + 1, told and backend.lazy and not sampling
         self.seconds += time.perf_counter() - start
         return self._advance(self.known if keep else {}, first=True)
 
@@ -215,17 +240,21 @@ class ServerSession:
         told = completion.next(self.should_stop)
         self.seconds += time.perf_counter() - start
         self.known = dict(known or {})
-        self.ahead, self.stopped_here = told, False
-        if told is not None:
+        self.ahead, self.stopped_here, self.guessed = told, False, False
+        if told is not None and told.logprob is None and told.token is not None:
+            self.known[told.token] = 0.0  # (its own pick, not asked how likely: see ``guessed``)
+            self.guessed = self.backend.steered
+        elif told is not None:
             if not (first and self.biased):  # (a biased ask tells its pick alone: below)
                 self.known.update(told.alternatives)
+            logprob = 0.0 if told.logprob is None else told.logprob
             if told.token is not None and not self.biased:
-                self.known[told.token] = told.logprob
+                self.known[told.token] = logprob
             elif told.token is not None and first:
                 # the likeliest of the tokens favoured; where the server tells biased numbers,
                 # the lowest told before stands in for its own (an upper bound)
-                raw = self.backend.info.raw or not known
-                self.known[told.token] = told.logprob if raw else min(known.values())
+                raw = self.backend.info.raw
+                self.known[told.token] = logprob if raw or not known else min(known.values())
         elif completion.ended:
             self.close()
             if completion.finish != "stop":  # (its budget ran out: the loop's has not)
