@@ -12,10 +12,14 @@ the loop takes the server's own token, the next position is already on its way; 
 another, the stream is closed (the server aborts it) and the prompt with the tokens chosen asked
 again, which the server's prompt cache reads in a few tokens.
 
-A server that tells no log-probabilities, or that constrains the middle itself (this package's
-vLLM plugin, docs/serving.md), writes the whole middle: the loop takes its tokens and checks them
-(mode ``checked``, paper 004 §VII-B; the plugin's middle is valid already), and the result says
-which (:class:`ServerDecoder`).
+Where the server names tokens by text (llama-cpp-python), its greedy tokens stream without
+log-probabilities, which it computes slowly, and a position is asked for its likeliest tokens
+only where the loop needs more than the server's own (:attr:`ServerBackend.lazy`).
+
+A server that constrains the middle itself (this package's vLLM plugin, docs/serving.md) writes
+it in one request, which the loop checks token by token against the same constraint, nothing
+healed; a server that tells no log-probabilities writes it as it likes and the loop cuts it to
+its longest valid prefix (mode ``checked``, paper 004 §VII-B): :class:`ServerDecoder`.
 """
 
 from __future__ import annotations
