@@ -135,6 +135,11 @@ class FimDecoder:
         except Exception as error:
             log.debug("vocabulary tables not prepared at load: %s", error)
 
+    def adjusted(self, options: DecodeOptions) -> DecodeOptions:
+        """The options a generation runs under: ``options`` (a decoder whose model cannot follow
+        some of them, a server's, says what it does instead)."""
+        return options
+
     def version_for(self, python_version: VersionLike | None = None) -> PythonVersion:
         """``python_version`` checked, or the decoder's own when None."""
         return self.python_version if python_version is None else parse_python_version(python_version)
@@ -166,6 +171,7 @@ class FimDecoder:
         names exist (paper 003, :mod:`.semantic`). ``controls``: stop the run, watch its tokens.
         """
         options = replace(options or DecodeOptions(), **changes) if changes else options or DecodeOptions()
+        options = self.adjusted(options)
         controls = controls or Controls()
         check_characters(prefix, suffix)  # in every mode, before a tokenizer sees them
         version = options.python_version or self.python_version

@@ -34,8 +34,7 @@ import numpy as np
 from .backend import GenerationRequest
 from .fim_formats import FimFormat, TextCodec, special_token_ids
 from .generate import FimDecoder
-from .options import Controls, DecodeOptions
-from .result import FimResult
+from .options import DecodeOptions
 from .server_api import (
     ALTERNATIVES,
     DEFAULT_TIMEOUT,
@@ -282,9 +281,6 @@ class ServerDecoder(FimDecoder):
 
     backend: ServerBackend
 
-    def __init__(self, backend: ServerBackend, **settings: Any):
-        super().__init__(backend, **settings)
-
     @property
     def constrains(self) -> bool:
         """Whether the server constrains the middle itself (this package's vLLM plugin)."""
@@ -299,20 +295,14 @@ class ServerDecoder(FimDecoder):
             return "on the server, by its fimconstrain plugin, and checked here"
         return "the server tells no log-probabilities: its middle is cut to the longest valid prefix"
 
-    def generate(
-        self,
-        prefix: str,
-        suffix: str,
-        options: DecodeOptions | None = None,
-        controls: Controls | None = None,
-        **changes: Any,
-    ) -> FimResult:
-        options = replace(options or DecodeOptions(), **changes) if changes else options or DecodeOptions()
+    def adjusted(self, options: DecodeOptions) -> DecodeOptions:
+        """``options`` as the server can follow them: where it constrains, nothing healed (its
+        plugin reads the whole prefix); where it tells no log-probabilities, ``checked``."""
         if self.backend.steered or options.mode not in ("constrained", "prefix"):
-            return super().generate(prefix, suffix, options, controls)
-        if self.constrains:  # (its plugin reads the whole prefix: nothing is healed)
-            return super().generate(prefix, suffix, replace(options, heal=False), controls)
-        return super().generate(prefix, suffix, replace(options, mode="checked", heal=False), controls)
+            return options
+        if self.constrains:
+            return replace(options, heal=False)
+        return replace(options, mode="checked", heal=False)
 
 
 def open_server(

@@ -23,11 +23,9 @@ model these tests skip, except under CI (the ``CI`` variable set), where they fa
 from __future__ import annotations
 
 import json
-import random
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import urllib.request
@@ -39,6 +37,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from conftest import missing, require_llama_cpp
+from stdlib_cursors import stdlib_cursors
 
 from fimconstrain.decoding.editor import wants_multiline
 from fimconstrain.decoding.fim_formats import PromptCut
@@ -50,7 +49,6 @@ from fimconstrain.decoding.server_backend import open_server
 from fimconstrain.decoding.validity import parses
 
 pytestmark = [pytest.mark.slow, pytest.mark.time_limit(900)]
-STDLIB = Path(sysconfig.get_paths()["stdlib"])
 #: the editor's fitted prompt window on a slow machine, and the suffix's share of it
 SETTINGS = {"window": 256, "cut": PromptCut(32)}
 
@@ -92,19 +90,9 @@ def serve(gguf: Path, threads: int) -> Iterator[str]:
         log.close()
 
 
-def cursors(count: int, seed: int) -> list[tuple[str, str]]:
-    """Held-out cursors: a random column of a random line of code of stdlib files."""
-    rng = random.Random(seed)
-    out = []
-    for name in ("shlex.py", "fnmatch.py", "colorsys.py", "textwrap.py"):
-        text = (STDLIB / name).read_text(encoding="utf-8")
-        lines = text.splitlines(keepends=True)
-        code = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
-        for _ in range(count):
-            i = rng.choice(code)
-            at = sum(map(len, lines[:i])) + rng.randrange(len(lines[i].rstrip("\n")) + 1)
-            out.append((text[:at], text[at:]))
-    return out
+def cursors(count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Cursors in stdlib files the model never read (:func:`stdlib_cursors`)."""
+    return stdlib_cursors(("shlex.py", "fnmatch.py", "colorsys.py", "textwrap.py"), count, seed)
 
 
 def agree(here: FimResult, there: FimResult) -> bool:

@@ -9,8 +9,6 @@ this package (``openai_server.py``); the real servers are in ``test_real_servers
 
 from __future__ import annotations
 
-import random
-import sysconfig
 import time
 from pathlib import Path
 
@@ -21,6 +19,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
 from openai_server import OpenAIServer
+from stdlib_cursors import STDLIB, stdlib_cursors
 
 from fimconstrain.decoding.bigram_backend import BigramBackend
 from fimconstrain.decoding.generate import FimDecoder
@@ -29,7 +28,6 @@ from fimconstrain.decoding.result import StopReason
 from fimconstrain.decoding.server_api import ModelServerError
 from fimconstrain.decoding.server_backend import ServerBackend, ServerDecoder
 
-STDLIB = Path(sysconfig.get_paths()["stdlib"])
 #: prompt and middle, the same for both decoders (a server that names no window gets 2048)
 WINDOW = 512
 
@@ -68,18 +66,8 @@ def serve(bigram):
 
 
 def cursors(count: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Cursors in stdlib files the bigram never read: a random column of a random line of code."""
-    rng = random.Random(seed)
-    out = []
-    for name in ("shlex.py", "fnmatch.py", "colorsys.py"):
-        text = (STDLIB / name).read_text(encoding="utf-8")
-        lines = text.splitlines(keepends=True)
-        code = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
-        for _ in range(count):
-            i = rng.choice(code)
-            at = sum(map(len, lines[:i])) + rng.randrange(len(lines[i].rstrip("\n")) + 1)
-            out.append((text[:at], text[at:]))
-    return out
+    """Cursors in stdlib files the model never read (:func:`stdlib_cursors`)."""
+    return stdlib_cursors(("shlex.py", "fnmatch.py", "colorsys.py"), count, seed)
 
 
 def nameable(model: BigramBackend, ids: list[int]) -> bool:
