@@ -54,7 +54,7 @@ class CursorCompletion:
     version_source: str
     #: what ran the model ("transformers", "llama.cpp", "server", ...)
     runtime: str = ""
-    #: why the middle was made in another mode than asked, if it was
+    #: how a model server made the middle where the loop did not choose its every token ("": it did)
     note: str = ""
 
 

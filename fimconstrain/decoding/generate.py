@@ -206,8 +206,9 @@ class FimDecoder:
             run.start_constraint(suffix if options.mode == "constrained" else "", controls.interrupt_setup)
             if options.semantic:
                 run.start_semantic(options.semantic)
+        sampling = options.temperature > 0
         request = GenerationRequest(
-            budget, prefix, suffix, format_version(version), options.top_k, options.mode
+            budget, prefix, suffix, format_version(version), options.top_k, options.mode, sampling
         )
         self._steps(request, prompt, run, options, controls, rng, masking)
         return run.close()

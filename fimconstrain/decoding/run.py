@@ -133,9 +133,10 @@ class Run:
         assert self.state is not None  # called only under a constraint
         if self.ids:
             stop = list(self.vocabulary.stop_ids)
+            if not np.isfinite(logits[stop]).any():  # (a server tells it only among its likeliest)
+                return
             p_stop = float(np.exp(logits[stop].astype(np.float64) - normaliser).sum())
-            if p_stop > 0:  # (a server tells it only among its likeliest tokens: else no point)
-                self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
+            self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
 
     def note_alternatives(self, logits: np.ndarray, normaliser: float) -> None:
         """Remember this step's likeliest tokens (and the names guide here), so that a whole line
