@@ -640,7 +640,7 @@ def _summary(job: Job, done, queued: float) -> None:
         count = "failed" if error else f"{len(done.result())} item(s)"
     stop = f", stopped early: {job.reason or job.ended}" if job.reason or job.ended else ""
     if "checked" in job.modes:
-        stop += ", checked (the model server does not constrain: its middle was cut to a valid prefix)"
+        stop += ", checked (the model server tells no log-probabilities: its middle cut to a valid prefix)"
     if begun - queued >= 0.1:
         stop += f", after {begun - queued:.2f} s waiting for its turn"
     if job.paused:
