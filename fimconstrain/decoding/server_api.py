@@ -116,6 +116,7 @@ def _refusal(error: urllib.error.HTTPError) -> str:
 
 
 def refusal_of(status: int, reason: str, payload: bytes) -> str:
+    """``HTTP <status>: <the server's message>`` from a refusal's body, else its reason phrase."""
     try:
         body = json.loads(payload.decode("utf-8", "replace"))
         message = body.get("error", {}).get("message") or body.get("message") or body.get("detail")
@@ -125,6 +126,7 @@ def refusal_of(status: int, reason: str, payload: bytes) -> str:
 
 
 def reason(error: BaseException) -> str:
+    """What went wrong with a connection, in the words of the error underneath."""
     if isinstance(error, urllib.error.URLError) and error.reason is not None:
         return str(error.reason)
     return str(error) or type(error).__name__
