@@ -120,7 +120,7 @@ def valid_source(path: Path, record: dict) -> str | None:
 
 def ast_verdict(src: str) -> tuple[bool, str | None, int | None]:
     """(accepted, message, 1-based line) from ``ast.parse`` of the running interpreter."""
-    from fimconstrain.decoding.oracle import ast_error
+    from fimconstrain.decoding.loop.oracle import ast_error
 
     e = ast_error(src)
     if e is None:

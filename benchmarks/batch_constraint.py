@@ -36,9 +36,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS_DIR, list_py_files, read_utf8, stdlib_root, table, write_results
 
-from fimconstrain.decoding.fim_formats import build_prompt
-from fimconstrain.decoding.generate import FimDecoder
-from fimconstrain.decoding.models import load_model
+from fimconstrain.decoding.loop.generate import FimDecoder
+from fimconstrain.decoding.models.loading import load_model
+from fimconstrain.decoding.tokens.fim_formats import build_prompt
 from fimconstrain.engine import FimConstrainError, fim_checker
 from fimconstrain.serving.batch import InlineChecker, RowQuery, constrain
 from fimconstrain.serving.pool import ConstraintPool

@@ -37,8 +37,8 @@ LOAD_PROBE = """
 import json, time
 start = time.perf_counter()
 import transformers
-from fimconstrain.decoding.generate import FimDecoder
-from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
+from fimconstrain.decoding.loop.generate import FimDecoder
+from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR, load_model
 imported = time.perf_counter()
 config = transformers.AutoConfig.from_pretrained(DEFAULT_MODEL_DIR, local_files_only=True)
 getattr(transformers, config.architectures[0])

@@ -29,7 +29,7 @@ import _common as C
 
 def heldout_files(seed: int) -> list[Path]:
     """The standard-library files the shipped model never trained on, shuffled by ``seed``."""
-    from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+    from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
     from fimconstrain.evaluation.datasets import heldout_stdlib_files
 
     files = heldout_stdlib_files(DEFAULT_MODEL_DIR)

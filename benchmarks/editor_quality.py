@@ -11,7 +11,7 @@ editor asks for a completion:
 * ``block``: the line after a block header, indented (the middle is the block's body).
 
 Each request goes through the editor's policy, the path the language server runs
-(``fimconstrain.decoding.editor.complete_at_cursor``, with its one-line/block decision
+(``fimconstrain.decoding.loop.editor.complete_at_cursor``, with its one-line/block decision
 ``wants_multiline``), in the server's modes ``fim`` and ``prefix``; ``off`` is the same model
 decoding unconstrained (the first line for a one-line request). Reported per mode and cursor
 kind: the share of requests that show an item, first-line exact match and edit similarity
@@ -144,12 +144,12 @@ class Completer:
         threads: int | None = None,
         order: str | None = None,
     ):
-        from fimconstrain.decoding.confidence import ConfidenceGate
-        from fimconstrain.decoding.editor import ShownItems
-        from fimconstrain.decoding.fim_formats import PromptCut
-        from fimconstrain.decoding.generate import FimDecoder
-        from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
-        from fimconstrain.decoding.server_backend import open_server
+        from fimconstrain.decoding.loop.editor import ShownItems
+        from fimconstrain.decoding.loop.generate import FimDecoder
+        from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
+        from fimconstrain.decoding.models.confidence import ConfidenceGate
+        from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR, load_model
+        from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
         # the server's prompt window (lsp_server.engine.apply_window) when given
         cut = PromptCut(suffix_tokens) if window or suffix_tokens is not None else None
@@ -157,7 +157,8 @@ class Completer:
         if runtime == "server":  # the same model behind a server: the same gate
             if server is None:
                 raise SystemExit("--runtimes server needs --server URL")
-            self.decoder = open_server(server, model, order=order, window=window, cut=cut)
+            served = ModelChoice(model, server=ModelServer(server))
+            self.decoder = served.open(order=order, window=window, cut=cut).decoder
             self.gate = ConfidenceGate.for_model(model or DEFAULT_MODEL_DIR)
         else:
             backend = load_model(model, runtime=runtime, threads=threads, progress=False)
@@ -172,7 +173,7 @@ class Completer:
     def complete(self, mode: str, prefix: str, suffix: str) -> tuple[str | None, dict]:
         """The first item the editor would show, or None; and the generations' time (tokens,
         model seconds, constraint seconds)."""
-        from fimconstrain.decoding.editor import wants_multiline
+        from fimconstrain.decoding.loop.editor import wants_multiline
 
         single = not wants_multiline(prefix, suffix)
         if mode == "off":
@@ -202,9 +203,9 @@ class Completer:
 
     def completion(self, mode: str, prefix: str, suffix: str):
         """What the editor's policy makes at the cursor in ``mode`` ("fim" or "prefix"), within
-        the server's deadline: :class:`fimconstrain.decoding.editor.Completion`."""
-        from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
-        from fimconstrain.decoding.options import DecodeOptions
+        the server's deadline: :class:`fimconstrain.decoding.loop.editor.Completion`."""
+        from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
+        from fimconstrain.decoding.loop.options import DecodeOptions
 
         options = DecodeOptions.editor(not wants_multiline(prefix, suffix), max_new_tokens=self.max_tokens)
         return complete_at_cursor(
@@ -256,7 +257,7 @@ def ask(
 
 def prefill_times(model: str | None, lengths: list[int], threads: int | None) -> int:
     """Print llama.cpp's prefill time per prompt length (what the prompt window is chosen from)."""
-    from fimconstrain.decoding.models import load_model
+    from fimconstrain.decoding.models.loading import load_model
 
     backend = load_model(model, runtime="llama", threads=threads, progress=False)
     rng = random.Random(0)
@@ -287,13 +288,13 @@ def prefill_times(model: str | None, lengths: list[int], threads: int | None) ->
 
 def default_runtimes() -> str:
     """Both runtimes when llama-cpp-python is installed, else transformers alone."""
-    from fimconstrain.decoding.llama_backend import llama_cpp_available
+    from fimconstrain.decoding.runtimes.llama_backend import llama_cpp_available
 
     return "transformers,llama" if llama_cpp_available() else "transformers"
 
 
 def parses(text: str) -> bool:
-    from fimconstrain.decoding.oracle import ast_parses
+    from fimconstrain.decoding.loop.oracle import ast_parses
 
     return ast_parses(text)
 
@@ -429,7 +430,7 @@ def main(argv=None) -> int:
     edits: dict[str, list[dict]] = {}
     # the server's garbage-collection policy: no full pass while a request works, one between
     # requests (without it a full pass lands inside some decoding step, as it never does there)
-    from fimconstrain.decoding.confidence import ConfidenceGate
+    from fimconstrain.decoding.models.confidence import ConfidenceGate
     from lsp_server.collector import Collector
 
     collector = Collector()

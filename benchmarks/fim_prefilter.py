@@ -33,8 +33,8 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import load_model
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.models.loading import load_model
 
     torch.set_num_threads(args.threads)
     loaded = load_model(args.model)

@@ -39,8 +39,14 @@ from _common import (
 )
 
 import fimconstrain
-from fimconstrain.decoding.mask_store import MaskStore, unpack
-from fimconstrain.decoding.vocab import SPECIAL_TOKENS, split_utf8, stdlib_tokenizer, token_steps, vocabulary
+from fimconstrain.decoding.masks.store import MaskStore, unpack
+from fimconstrain.decoding.tokens.token_bytes import (
+    SPECIAL_TOKENS,
+    split_utf8,
+    stdlib_tokenizer,
+    token_steps,
+    vocabulary,
+)
 from fimconstrain.engine.grammar import load_builtin
 
 OPENERS, CLOSERS = {'"("', '"["', '"{"'}, {'")"', '"]"', '"}"'}

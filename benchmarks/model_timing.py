@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS_DIR, table, write_results
 from batch_constraint import cuts
 
-from fimconstrain.decoding.fim_formats import build_prompt
-from fimconstrain.decoding.generate import FimDecoder
+from fimconstrain.decoding.loop.generate import FimDecoder
+from fimconstrain.decoding.tokens.fim_formats import build_prompt
 from fimconstrain.evaluation.tiny_model import SANTACODER_TOKENS
 from fimconstrain.serving.batch import InlineChecker, RowQuery, constrain
 from fimconstrain.serving.requests import FimArgs, TokenTable
@@ -93,7 +93,7 @@ def tokenizer_for(vocab: int, cache: Path):
     from _common import list_py_files, read_utf8, stdlib_root
     from transformers import PreTrainedTokenizerFast
 
-    from fimconstrain.decoding.vocab import train_byte_level_bpe
+    from fimconstrain.decoding.tokens.token_bytes import train_byte_level_bpe
 
     path = cache / f"model_timing_tokenizer_{vocab}.json"
     if not path.is_file():
@@ -158,7 +158,7 @@ def batched(model, tokenizer, fim_format, cut_list: list, batch: int, tokens: in
     """Batch ``batch`` through ``model.generate`` with the serving checker, greedy."""
     from transformers import LogitsProcessorList
 
-    from fimconstrain.decoding.fim_formats import TextCodec
+    from fimconstrain.decoding.tokens.fim_formats import TextCodec
 
     codec, table_ = TextCodec(tokenizer), TokenTable.from_tokenizer(tokenizer)
     chosen = (cut_list * batch)[:batch]
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     vocab = 1000 if args.tiny else 49152
     tokenizer = tokenizer_for(vocab, args.cache)
-    from fimconstrain.decoding.fim_formats import resolve_format
+    from fimconstrain.decoding.tokens.fim_formats import resolve_format
 
     fim_format = resolve_format(tokenizer)
     cut_list = cuts(args.cuts, args.seed)

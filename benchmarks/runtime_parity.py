@@ -21,10 +21,10 @@ import editor_quality as EQ
 
 
 def main(argv=None) -> int:
-    from fimconstrain.decoding.editor import wants_multiline
-    from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import default_gguf, load_model
-    from fimconstrain.decoding.options import MODES, DecodeOptions
+    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.loop.options import MODES, DecodeOptions
+    from fimconstrain.decoding.models.loading import default_gguf, load_model
 
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=20, workers=False)
     p.add_argument("--per-file", type=int, default=3, help="cursors per file")

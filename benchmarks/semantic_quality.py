@@ -14,7 +14,7 @@ line or a block as the cursor asks, no finish search), once without and once wit
 * edit similarity and first-line exact match against what the author wrote (editor_quality's
   measures, 0 for a request with no shown item), and the share of requests with an item;
 * latency per completion (the decode call, p50/p95), and through the editor's policy as the
-  server runs it (:func:`fimconstrain.decoding.editor.complete_at_cursor`) on the first
+  server runs it (:func:`fimconstrain.decoding.loop.editor.complete_at_cursor`) on the first
   ``--server-requests`` requests.
 
 False exclusions: the author's own middle is fed token by token (the model's tokenizer)
@@ -61,7 +61,7 @@ def first_line(text: str) -> str:
 
 def missing_attributes(text: str, start: int, end: int) -> list[str]:
     """Attributes read in ``text[start:end]`` that jedi resolves as missing on their receiver."""
-    from fimconstrain.decoding.jedi_attributes import attributes_at
+    from fimconstrain.decoding.loop.jedi_attributes import attributes_at
 
     starts = _line_starts(text)
     out = []
@@ -100,7 +100,7 @@ def judge(prefix: str, middle: str, suffix: str) -> dict:
 
 def false_exclusion(decoder, prefix: str, suffix: str, truth: str) -> dict:
     """The author's middle through the guide's check, token by token (jedi waited for)."""
-    from fimconstrain.decoding.semantic import SemanticOptions, engines
+    from fimconstrain.decoding.loop.semantic import SemanticOptions, engines
     from fimconstrain.engine.name_check import NameCheck
 
     start = time.perf_counter()
@@ -123,8 +123,8 @@ def false_exclusion(decoder, prefix: str, suffix: str, truth: str) -> dict:
 
 def decode(completer: E.Completer, prefix: str, suffix: str, single: bool, semantic: bool) -> dict:
     """One completion with the editor's settings and the server's deadline."""
-    from fimconstrain.decoding.editor import Deadline, shows
-    from fimconstrain.decoding.options import Controls, DecodeOptions
+    from fimconstrain.decoding.loop.editor import Deadline, shows
+    from fimconstrain.decoding.loop.options import Controls, DecodeOptions
 
     start = time.perf_counter()
     deadline = Deadline(completer.deadline_ms / 1000)
@@ -172,8 +172,8 @@ def server_latency(completer: E.Completer, requests: list) -> dict:
     """Latency of the editor's policy as the server runs it (``complete_at_cursor``, one item)
     per request, off and on in turn (alternating which goes first, as the checker caches favour
     the second)."""
-    from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
-    from fimconstrain.decoding.options import DecodeOptions
+    from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
+    from fimconstrain.decoding.loop.options import DecodeOptions
 
     seconds: dict[str, list[float]] = {"off": [], "semantic": []}
     for i, (_, _, prefix, suffix, _) in enumerate(requests):
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         "--server-requests", type=int, default=20, help="requests timed through the editor's policy"
     )
     args = p.parse_args(argv)
-    from fimconstrain.decoding.editor import wants_multiline
+    from fimconstrain.decoding.loop.editor import wants_multiline
 
     rng = random.Random(args.seed)
     requests = []

@@ -69,17 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write every request's record here (JSON)")
     args = ap.parse_args(argv)
 
-    from fimconstrain.decoding.editor import wants_multiline
-    from fimconstrain.decoding.fim_formats import PromptCut
-    from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import load_model
-    from fimconstrain.decoding.options import DecodeOptions
-    from fimconstrain.decoding.server_backend import open_server
+    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.loop.options import DecodeOptions
+    from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
+    from fimconstrain.decoding.models.loading import load_model
+    from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
     backend = load_model(args.model, runtime=args.runtime, threads=args.threads, progress=False)
     settings = {"window": args.window, "cut": PromptCut(args.suffix_tokens)}
     here = FimDecoder(backend, **settings)
-    there = open_server(args.server, backend, **settings)
+    there = ModelChoice(server=ModelServer(args.server)).open(backend, **settings).decoder
     print(f"here: {backend.name} ({backend.runtime}); there: {there.backend.name}", file=sys.stderr)
     rng = random.Random(args.seed)
     cuts = []

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 import editor_quality as EQ
 
-from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 from fimconstrain.serving.local_server import VllmServer, vllm_python
 
 MODES = ("unconstrained", "constrained")

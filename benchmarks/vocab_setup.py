@@ -52,11 +52,12 @@ def structures(model: Path, version: str, cache: Path) -> list[dict]:
     os.environ["FIMCONSTRAIN_CACHE"] = str(cache)
     import transformers  # noqa: F401  (its import is not the structures' cost)
 
-    from fimconstrain.decoding import llama_backend, vocab
-    from fimconstrain.decoding.fim_formats import TextCodec
-    from fimconstrain.decoding.healing_index import HealingIndex
-    from fimconstrain.decoding.llama_backend import gguf_tokenizer
-    from fimconstrain.decoding.mask_store import MaskStore
+    from fimconstrain.decoding.masks.store import MaskStore
+    from fimconstrain.decoding.runtimes import llama_backend
+    from fimconstrain.decoding.runtimes.llama_backend import gguf_tokenizer
+    from fimconstrain.decoding.tokens import token_bytes as vocab
+    from fimconstrain.decoding.tokens.fim_formats import TextCodec
+    from fimconstrain.decoding.tokens.healing_index import HealingIndex
 
     rows = []
     tokenizer, built = timed(gguf_tokenizer, model)
@@ -91,16 +92,16 @@ def structures(model: Path, version: str, cache: Path) -> list[dict]:
     _, built = timed(HealingIndex, TextCodec(tokenizer), width)
     read = size = None
     try:
-        from fimconstrain.decoding.vocabulary import Vocabulary
+        from fimconstrain.decoding.loop.decode_vocabulary import DecodeVocabulary
 
         def backend():
             return SimpleNamespace(
                 tokenizer=tokenizer, vocab_size=width, fim_format=fmt, special_ids=frozenset()
             )
 
-        first = Vocabulary(backend())
+        first = DecodeVocabulary(backend())
         first.healing_index(width)  # built and written
-        again = Vocabulary(backend())
+        again = DecodeVocabulary(backend())
         again.token_bytes()  # (measured above)
         _, read = timed(again.healing_index, width)
         size = size_of([again.cache_path()])
@@ -160,7 +161,7 @@ def command(model: Path, file: str, cursor: str, cache: Path) -> dict:
 
 def _gguf(name: str) -> Path:
     """argparse type of ``--model``: a known model's cached GGUF, or the path given."""
-    from fimconstrain.decoding.known_models import cached_path, find_known
+    from fimconstrain.decoding.models.known_models import cached_path, find_known
 
     known = find_known(name)
     return cached_path(known) if known is not None else Path(name)

@@ -15,9 +15,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .decoding.command_line import HelpFormatter, non_negative_int, read_source
-from .decoding.positions import cursor_offset, line_starts
-from .engine.versions import add_python_version_option
+from .command_line.arguments import HelpFormatter, add_python_version_option, non_negative_int, read_source
+from .decoding.loop.positions import cursor_offset, line_starts
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -36,8 +35,8 @@ class _UsageError(Exception):
 def _oldest_newer_accepting(text: str, language: str, checked) -> tuple[int, int] | None:
     """The oldest version newer than ``checked`` at which ``text`` is a valid program, if any
     (a hint for a file that is invalid only because it uses newer syntax)."""
-    from fimconstrain.engine.checker import LANGUAGES
-    from fimconstrain.engine.versions import SUPPORTED
+    from .engine.checker import LANGUAGES
+    from .engine.versions import SUPPORTED
 
     if language not in LANGUAGES or not LANGUAGES[language][3]:
         return None
@@ -52,7 +51,7 @@ def _oldest_newer_accepting(text: str, language: str, checked) -> tuple[int, int
 
 
 @dataclass(frozen=True)
-class Position:
+class LineColumn:
     """A character offset with its 1-based line and column."""
 
     offset: int
@@ -67,12 +66,12 @@ class LineIndex:
         self.text = text
         self.starts = line_starts(text)
 
-    def position(self, offset: int) -> Position:
+    def position(self, offset: int) -> LineColumn:
         from bisect import bisect_right
 
         offset = max(0, min(offset, len(self.text)))
         i = bisect_right(self.starts, offset) - 1
-        return Position(offset, i + 1, offset - self.starts[i] + 1)
+        return LineColumn(offset, i + 1, offset - self.starts[i] + 1)
 
     def line_count(self) -> int:
         """Number of lines as an editor counts them (a final newline ends the last line)."""
@@ -87,7 +86,7 @@ class LineIndex:
 
 def parse_cursor(spec: str, text: str) -> int:
     """``--cursor``: ``N`` is a 0-based character offset (the length of the prefix); ``LINE:COL`` is
-    1-based (:func:`fimconstrain.decoding.positions.cursor_offset`)."""
+    1-based (:func:`fimconstrain.decoding.loop.positions.cursor_offset`)."""
     from .engine.errors import FimConstrainError
 
     try:
@@ -107,20 +106,20 @@ def _engine():
 
 
 def _uncompletable():
-    from fimconstrain.engine.errors import UncompletableError
+    from .engine.errors import UncompletableError
 
     return UncompletableError
 
 
 @dataclass
-class Verdict:
+class CheckVerdict:
     dead_at: int | None  # first offset that makes the text uncompletable, or None
     complete: bool  # text is a complete valid program
 
 
 def check_text(
     text: str, language: str, start_checker=None, start: int = 0, feed_chunk: int = 0, python_version=None
-) -> Verdict:
+) -> CheckVerdict:
     """Check ``text`` (from ``start``, continuing ``start_checker`` if given) as the syntax of
     ``python_version`` (default: the newest)."""
     fc = _engine()
@@ -131,25 +130,25 @@ def check_text(
         except _uncompletable():
             c = None
         if c is not None:
-            return Verdict(None, bool(c.is_complete()))
+            return CheckVerdict(None, bool(c.is_complete()))
     checker = (
         start_checker
         if start_checker is not None
         else fc.fim_checker("", "", language=language, python_version=python_version)
     )
-    from fimconstrain.engine.rejection import first_rejection
+    from .engine.rejection import first_rejection
 
     dead, checker = first_rejection(checker, text, start, chunk=feed_chunk if feed_chunk > 0 else 256)
     if dead is not None:
-        return Verdict(dead, False)
-    return Verdict(None, bool(checker.is_complete()))
+        return CheckVerdict(dead, False)
+    return CheckVerdict(None, bool(checker.is_complete()))
 
 
 # --------------------------------------------------------------------------
 # output
 
 
-def _caret_block(index: LineIndex, pos: Position) -> str:
+def _caret_block(index: LineIndex, pos: LineColumn) -> str:
     line = index.line_text(pos.line)
     # keep tabs so that the caret lines up with the source line as a terminal shows it
     pad = "".join(ch if ch == "\t" else " " for ch in line[: pos.col - 1])
@@ -175,7 +174,7 @@ def _describe_eof(name: str, index: LineIndex) -> str:
 
 def _version_note(name: str, text: str, args) -> None:
     """After an invalid verdict: say so when the file is valid at a newer Python version."""
-    from fimconstrain.engine.versions import format_version
+    from .engine.versions import format_version
 
     newer = _oldest_newer_accepting(text, args.language, args.python_version)
     if newer is not None:
@@ -298,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: subcommands with their own argument parsers, imported on use (they load torch and models)
 DELEGATED = {
     "complete": (
-        "fimconstrain.decoding.complete_file",
+        "fimconstrain.command_line.complete",
         "main_complete",
         "fill in the code at a cursor with a FIM model",
     ),
@@ -318,7 +317,7 @@ DELEGATED = {
         "print Tables I and II, the failure analysis and timing; draw Fig. 11",
     ),
     "export-gguf": (
-        "fimconstrain.decoding.gguf_export",
+        "fimconstrain.decoding.models.gguf_export",
         "main_export",
         "write a GPTBigCode checkpoint (the shipped model's architecture) as a GGUF file for llama.cpp",
     ),
@@ -328,7 +327,7 @@ DELEGATED = {
         "join the results of eval --shard runs in single-run order",
     ),
     "model": (
-        "fimconstrain.decoding.model_fetch",
+        "fimconstrain.command_line.model",
         "main_model",
         "fetch a known model by name (e.g. qwen2.5-coder-0.5b) into the cache, or list them",
     ),
@@ -369,7 +368,7 @@ def _freeze_for_exit() -> None:
 def _guarded(prog: str, run: Callable[[], int]) -> int:
     """``run()``'s exit code; a user's mistake (bad input, a file that cannot be opened) or Ctrl-C
     is one line on standard error, and only a bug prints a traceback (exit code 3)."""
-    from fimconstrain.engine.errors import FimConstrainError, InputError
+    from .engine.errors import FimConstrainError, InputError
 
     try:
         return run()

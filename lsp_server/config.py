@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from fimconstrain.decoding.models import RUNTIMES
-from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, SEMANTIC_DEFAULT
+from fimconstrain.decoding.loop.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, SEMANTIC_DEFAULT
+from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
+from fimconstrain.decoding.models.loading import RUNTIMES
 
 SECTION = "fimconstrain"
 MODES = ("fim", "prefix", "off")
@@ -68,18 +69,18 @@ class Settings:
     # or "3.8" .. "3.14". A document that parses only at a newer version is checked as that one
     python_version: str = "auto"
 
-    def model_key(self) -> tuple:
-        """The settings that need the model reloaded when they change."""
-        return (
-            self.model,
-            self.runtime,
-            self.fim_format,
-            self.device,
-            self.threads,
-            self.context,
-            self.trust_remote_code,
-            self.server,
-            self.server_model,
+    def model_choice(self) -> ModelChoice:
+        """The model these settings choose (the server reloads it when this changes)."""
+        server = None if self.server is None else ModelServer(self.server, self.server_model)
+        return ModelChoice(
+            model=self.model,
+            fim_format=self.fim_format,
+            trust_remote_code=self.trust_remote_code,
+            runtime=self.runtime,
+            threads=self.threads,
+            context=self.context,
+            device=self.device,
+            server=server,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def _languages(value: Any) -> tuple[str, ...]:
 
 
 def _python_version(value: Any) -> str:
-    from fimconstrain.decoding.python_version import normalize_setting
+    from fimconstrain.decoding.loop.python_version import normalize_setting
 
     return normalize_setting(value)
 

@@ -4,7 +4,7 @@ Everything here runs on the server's worker threads, one at a time (whichever ho
 :mod:`lsp_server.turns`: the model and the checker caches are used by one thread at a time);
 the event loop only waits on them. What a completion is (the cursor's context, the Python
 version, the end of the middle, the confidence gate) is the library's
-(:mod:`fimconstrain.decoding.editor`); a :class:`Job` is this server's side of one request:
+(:mod:`fimconstrain.decoding.loop.editor`); a :class:`Job` is this server's side of one request:
 ``$/cancelRequest``, a newer request for the same document and the deadline stop it within one
 decode step (``job.should_stop`` is polled once per step). The server gives a job its deadline
 when its work begins (:meth:`Job.begin`: when it first holds the turn), not when it arrives:
@@ -23,18 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fimconstrain.decoding.editor import ENDING_RESERVE_SECONDS, Completion, ShownItems, complete_at_cursor
-from fimconstrain.decoding.options import DecodeOptions
-from fimconstrain.decoding.result import StopReason
-from fimconstrain.decoding.server_api import ModelServerError
+from fimconstrain.decoding.loop.editor import (
+    ENDING_RESERVE_SECONDS,
+    Completion,
+    ShownItems,
+    complete_at_cursor,
+)
+from fimconstrain.decoding.loop.options import DecodeOptions
+from fimconstrain.decoding.loop.result import StopReason
+from fimconstrain.decoding.runtimes.server_api import ModelServerError
 from fimconstrain.engine.errors import FimConstrainError, Interrupted
-
-from .config import Settings
+from lsp_server.config import Settings
 
 if TYPE_CHECKING:
-    from fimconstrain.decoding.backend import ModelBackend
-    from fimconstrain.decoding.confidence import ConfidenceGate
-    from fimconstrain.decoding.editor import Decoder
+    from fimconstrain.decoding.loop.editor import Decoder
+    from fimconstrain.decoding.models.confidence import ConfidenceGate
+    from fimconstrain.decoding.runtimes.backend import ModelBackend
     from fimconstrain.engine.versions import PythonVersion
 
 log = logging.getLogger(__name__)
@@ -169,27 +173,23 @@ class Engine:
         start = time.perf_counter()
         self.loaded, self.error, self.server_error = None, None, None
         self.shown = ShownItems()  # (another model's items are not this one's)
-        from fimconstrain.decoding.confidence import ConfidenceGate
-        from fimconstrain.decoding.generate import FimDecoder
+        from fimconstrain.decoding.loop.generate import FimDecoder
+        from fimconstrain.decoding.model_choice import ModelChoice
+        from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 
-        decoder: Decoder
-        if settings.server is not None and backend is None:
-            from fimconstrain.decoding.models import load_tokenizer
-            from fimconstrain.decoding.server_backend import ServerBackend, ServerDecoder
-
-            # the model is read here only for its tokenizer and format
-            tokenizer, fmt = load_tokenizer(settings.model, settings.fim_format, settings.trust_remote_code)
-            served = ServerBackend(settings.server, tokenizer, fmt, model=settings.server_model)
-            decoder, name, fim_format = ServerDecoder(served), served.name, fmt.name
-            apply_window(decoder, settings)
-            gate = ConfidenceGate()  # no threshold is fitted for a server's model
-        else:
-            backend = backend or self._load_backend(settings)
-            decoder, name, fim_format = FimDecoder(backend), backend.name, backend.fim_format.name
-            apply_window(decoder, settings)
-            gate = ConfidenceGate.for_model(backend.name or None)
+        if backend is None and settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
+            raise RuntimeError(
+                f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
+                f"set fimconstrain.model to a model directory"
+            )
+        # a backend given is run here; else the settings' model, here or on its server, offline
+        choice = settings.model_choice() if backend is None else ModelChoice()
+        # (no progress bar: a bar on standard error is an error line in an editor's log)
+        decoder, gate = choice.open(backend, progress=False)
+        name, fim_format = decoder.backend.name, decoder.backend.fim_format.name
+        apply_window(decoder, settings)
         if settings.semantic:
-            from fimconstrain.decoding import jedi_attributes
+            from fimconstrain.decoding.loop import jedi_attributes
 
             jedi = jedi_attributes.shared()
             if jedi is not None:
@@ -207,27 +207,6 @@ class Engine:
         self.loaded = loaded
         return loaded
 
-    @staticmethod
-    def _load_backend(settings: Settings) -> ModelBackend:
-        """The configured model (default: the shipped one) on the configured runtime, offline."""
-        from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, load_model
-
-        if settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
-            raise RuntimeError(
-                f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
-                f"set fimconstrain.model to a model directory"
-            )
-        return load_model(
-            settings.model,
-            runtime=settings.runtime,
-            fim_format=settings.fim_format,
-            device=settings.device,
-            threads=settings.threads,
-            context=settings.context,
-            trust_remote_code=settings.trust_remote_code,
-            progress=False,  # a bar on standard error is an error line in an editor's log
-        )
-
     def complete(self, job: Job, prefix: str, suffix: str, settings: Settings, items: int) -> list[str]:
         """Up to ``items`` distinct valid middles the confidence gate shows (greedy first, then
         sampled), most confident first; [] when stopped or impossible (see :meth:`scored`)."""
@@ -237,7 +216,7 @@ class Engine:
         self, job: Job, prefix: str, suffix: str, settings: Settings, items: int
     ) -> list[tuple[str, float]]:
         """:meth:`complete`'s middles with their mean token log-probabilities, by the library's
-        editor policy (:func:`fimconstrain.decoding.editor.complete_at_cursor`) at
+        editor policy (:func:`fimconstrain.decoding.loop.editor.complete_at_cursor`) at
         ``job.python_version`` (or a newer version the document parses at: ``job.used_version``)."""
         loaded = self.loaded
         if loaded is None:
@@ -277,13 +256,13 @@ def remembered_rate(backend: ModelBackend, settings: Settings) -> float:
     """The model's reading rate (:func:`reading_rate`) as measured at an earlier load of the same
     model file with the same settings on this machine (kept in :data:`RATES_FILE` under the cache
     folder: a restart skips the ~100-token prefill); measured, and kept, when there is none."""
-    from fimconstrain.decoding.vocab import cache_root
+    from fimconstrain.cache_folder import cache_root
 
     path = cache_root() / RATES_FILE
     model = Path(backend.name)
     stat = model.stat() if model.exists() else None
     identity = stat and (stat.st_size, stat.st_mtime_ns)
-    key = repr((backend.name, identity, settings.model_key(), os.cpu_count()))
+    key = repr((backend.name, identity, settings.model_choice(), os.cpu_count()))
     try:
         rates = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
@@ -331,8 +310,8 @@ def apply_window(decoder: Decoder, settings: Settings, rate: float | None = None
     """Give a decoder the prompt window of ``settings``: :func:`fitted_window` tokens of prompt
     and middle, the suffix at most ``suffixTokens`` of them, the prefix cut in whole strides so
     that typing keeps the cache (a server's prompt cache too)."""
-    from fimconstrain.decoding.fim_formats import PromptCut
-    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
     if isinstance(decoder, FimDecoder):
         decoder.window = fitted_window(settings, decoder.backend.context_window, rate)

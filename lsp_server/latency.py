@@ -52,7 +52,7 @@ def _text(insert_text: str | StringValue) -> str:
 def _position(text: str, offset: int):
     from lsprotocol import types
 
-    from .documents import UTF16, position_at
+    from lsp_server.documents import UTF16, position_at
 
     line, character = position_at(text, offset, UTF16)
     return types.Position(line=line, character=character)

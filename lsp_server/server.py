@@ -38,17 +38,16 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from fimconstrain.decoding.editor import wants_multiline
-from fimconstrain.decoding.python_version import Choice, Chooser
+from fimconstrain.decoding.loop.editor import wants_multiline
+from fimconstrain.decoding.loop.python_version import Choice, Chooser
 from fimconstrain.engine import clear_caches
 from fimconstrain.engine.errors import Interrupted
-
-from .collector import Collector
-from .config import SECTION, Settings, section, update
-from .documents import UTF8, Documents, encoding_name, offset_at, uri_path
-from .engine import Engine, Job
-from .turns import Ticket, Turns
-from .version import __version__
+from lsp_server.collector import Collector
+from lsp_server.config import SECTION, Settings, section, update
+from lsp_server.documents import UTF8, Documents, encoding_name, offset_at, uri_path
+from lsp_server.engine import Engine, Job
+from lsp_server.turns import Ticket, Turns
+from lsp_server.version import __version__
 
 T = TypeVar("T")
 
@@ -326,7 +325,7 @@ class FimServer(LanguageServer):
         if self.settings != before:
             old, new = before.to_dict(), self.settings.to_dict()
             log.info("settings from %s: %s", origin, {k: v for k, v in new.items() if old[k] != v})
-        return self.settings.model_key() != before.model_key()
+        return self.settings.model_choice() != before.model_choice()
 
     def want_model(self, key_changed: bool) -> bool:
         if self.settings.mode == "off":

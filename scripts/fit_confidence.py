@@ -5,13 +5,13 @@ The cuts are the editor-quality benchmark's kinds (mid-line, new line, block bod
 the standard-library files the shipped model never trained on (``training.json``'s held-out list,
 or all of them for a model trained on installed code),
 never from the benchmark's files (installed packages). ``--model NAME`` fits a known model
-(:mod:`fimconstrain.decoding.known_models`) on the same files: its threshold goes into its
+(:mod:`fimconstrain.decoding.models.known_models`) on the same files: its threshold goes into its
 registry entry (printed; ``--write`` is for the shipped model's ``confidence.json``).
 Each request goes through the editor's policy (what the server
-runs: :func:`fimconstrain.decoding.editor.complete_at_cursor`) with a gate that
+runs: :func:`fimconstrain.decoding.loop.editor.complete_at_cursor`) with a gate that
 shows everything; an item is good when its edit similarity to the true middle is at least 0.7.
 The threshold maximises good items shown minus junk items shown
-(:func:`fimconstrain.decoding.confidence.fit_threshold`). ``--write`` stores it in the model's
+(:func:`fimconstrain.decoding.models.confidence.fit_threshold`). ``--write`` stores it in the model's
 ``confidence.json``.
 
     python scripts/fit_confidence.py --limit 40 --per-file 3 --write
@@ -31,9 +31,9 @@ import editor_quality as EQ
 
 
 def main(argv=None) -> int:
-    from fimconstrain.decoding.confidence import FILE_NAME, ConfidenceGate, fit_threshold
-    from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
-    from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
+    from fimconstrain.decoding.loop.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
+    from fimconstrain.decoding.models.confidence import FILE_NAME, ConfidenceGate, fit_threshold
+    from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
     from fimconstrain.evaluation.datasets import heldout_stdlib_files
 
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=40, workers=False)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pinned llama.cpp binding of the GGUF backend (fimconstrain/decoding/llama_backend.py):
+# The pinned llama.cpp binding of the GGUF backend (fimconstrain/decoding/runtimes/llama_backend.py):
 # llama-cpp-python from PyPI, which is a source distribution only, built once into a wheel that is
 # cached outside the repository and then installed into the given interpreter's environment.
 #

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fimconstrain.decoding.oracle import ast_parses
+from fimconstrain.decoding.loop.oracle import ast_parses
 
 #: SPDX identifiers of the licenses taken (variants of MIT and BSD included)
 ALLOWED_SPDX = frozenset(

@@ -38,9 +38,9 @@ from tqdm import tqdm
 from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fimconstrain.decoding.fim_formats import split_budget
-from fimconstrain.decoding.oracle import ast_parses
-from fimconstrain.decoding.vocab import train_byte_level_bpe
+from fimconstrain.decoding.loop.oracle import ast_parses
+from fimconstrain.decoding.tokens.fim_formats import split_budget
+from fimconstrain.decoding.tokens.token_bytes import train_byte_level_bpe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from permissive_code import CodeFile, collect, write_manifest
@@ -279,7 +279,7 @@ def save(model, tokenizer, out: Path) -> None:
     half.to(torch.float16).save_pretrained(out)
     tokenizer.save_pretrained(out)
     if importlib.util.find_spec("gguf") is not None:
-        from fimconstrain.decoding.gguf_export import export_gguf
+        from fimconstrain.decoding.models.gguf_export import export_gguf
 
         export_gguf(out, out / "model.gguf")
 

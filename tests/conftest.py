@@ -18,7 +18,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from fimconstrain.decoding.oracle import ast_error, ast_parses
+from fimconstrain.decoding.loop.oracle import ast_error, ast_parses
 from fimconstrain.time_limit import time_limit
 
 REPO = Path(__file__).resolve().parents[1]

@@ -323,7 +323,7 @@ def test_complete_reads_stdin_and_reports_where_the_time_went():
 
 
 def test_readme_explains_every_stopped_value():
-    from fimconstrain.decoding.result import StopReason
+    from fimconstrain.decoding.loop.result import StopReason
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for reason in StopReason:
@@ -359,13 +359,13 @@ def test_subcommand_with_a_missing_file_is_one_line(tmp_path, argv):
 
 
 def test_ctrl_c_in_a_subcommand_is_one_line(monkeypatch, capsys):
-    import fimconstrain.decoding.complete_file as complete_file
+    import fimconstrain.command_line.complete as complete_command
     from fimconstrain import cli
 
     def interrupted(argv):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(complete_file, "main_complete", interrupted)
+    monkeypatch.setattr(complete_command, "main_complete", interrupted)
     try:
         rc = cli.main(["complete", "x.py", "--cursor", "1:1"])
     except KeyboardInterrupt:
@@ -391,7 +391,7 @@ def test_only_a_program_run_skips_the_last_collection():
 @pytest.mark.slow
 def test_complete_loads_the_model_once():
     code = (
-        "import fimconstrain.decoding.models as models\nfrom fimconstrain.cli import main\n"
+        "import fimconstrain.decoding.models.loading as models\nfrom fimconstrain.cli import main\n"
         "calls, load = [], models.load_model\n"
         "def counted(*args, **kwargs):\n    calls.append(args)\n    return load(*args, **kwargs)\n"
         "models.load_model = counted\n"

@@ -4,7 +4,6 @@ interpreter it runs on. One grammar serves 3.8 through 3.14 through version gate
 
 from __future__ import annotations
 
-import argparse
 import re
 
 from .errors import InputError
@@ -49,32 +48,3 @@ def parse_python_version(value: VersionLike | None) -> PythonVersion:
 
 def format_version(version: PythonVersion) -> str:
     return f"{version[0]}.{version[1]}"
-
-
-def python_version_arg(value: str) -> PythonVersion:
-    """argparse ``type`` of ``--python-version``: ``"3.12"`` as ``(3, 12)``; a bad or unsupported
-    value is a usage error (exit code 2) that names the supported range."""
-    try:
-        return parse_python_version(value)
-    except InputError:
-        raise argparse.ArgumentTypeError(
-            f"expected a Python version from {format_version(OLDEST)} to {format_version(NEWEST)} "
-            f"such as {format_version(NEWEST)}, not {value!r}"
-        ) from None
-
-
-def add_python_version_option(
-    parser: argparse.ArgumentParser,
-    default: str | None = None,
-    default_note: str = "the newest, so that valid code of any version is accepted",
-) -> None:
-    """``--python-version X.Y`` (default: ``default``, else the newest supported version)."""
-    parser.add_argument(
-        "--python-version",
-        type=python_version_arg,
-        default=default or format_version(NEWEST),
-        metavar="X.Y",
-        help=f"target Python version, {format_version(OLDEST)} to {format_version(NEWEST)}: the syntax "
-        f"that version's ast.parse accepts is valid, newer syntax is not "
-        f"(default: %(default)s, {default_note})",
-    )

@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-from ..decoding.command_line import HelpFormatter
+from ..command_line.arguments import HelpFormatter
 
 #: command -> (module, function, summary)
 COMMANDS = {

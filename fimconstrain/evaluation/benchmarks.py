@@ -164,7 +164,7 @@ def dataset_lines(examples: Iterable[Example]) -> bytes:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ExecutionVerdict:
     """Whether a middle passes the task's tests, and if not why (:mod:`.execution`'s failure
     kinds, ``"wrong output"`` or ``"differs"`` for SAFIM API holes); seconds spent running it."""
 
@@ -177,7 +177,7 @@ def is_benchmark(example: Example) -> bool:
     return "benchmark" in example.meta
 
 
-def judge(example: Example, middle: str, limits: Limits | None = None) -> Verdict:
+def judge(example: Example, middle: str, limits: Limits | None = None) -> ExecutionVerdict:
     """Run (or, for SAFIM API holes, compare) ``middle`` in ``example``'s program, within
     ``limits`` (default: the benchmark's own time limit, :data:`WALL_SECONDS`)."""
     meta = example.meta
@@ -186,14 +186,14 @@ def judge(example: Example, middle: str, limits: Limits | None = None) -> Verdic
     if meta["benchmark"] == "humaneval-infilling":
         source = f"{program}\n{meta['test']}\ncheck({meta['entry_point']})\n"
         outcome = run_program(source, limits=limits)
-        return Verdict(outcome.passed, outcome.failure, outcome.seconds)
+        return ExecutionVerdict(outcome.passed, outcome.failure, outcome.seconds)
     if meta["subset"] == "api":
         same = _same_api_call(example, middle)
-        return Verdict(same, None if same else "differs", 0.0)
+        return ExecutionVerdict(same, None if same else "differs", 0.0)
     return _judge_io(program, meta["unit_tests"], limits)
 
 
-def _judge_io(program: str, tests: list[dict], limits: Limits) -> Verdict:
+def _judge_io(program: str, tests: list[dict], limits: Limits) -> ExecutionVerdict:
     """SAFIM block/control: every test's input on standard input, the output one of those accepted;
     stops at the first test that fails."""
     seconds = 0.0
@@ -201,10 +201,10 @@ def _judge_io(program: str, tests: list[dict], limits: Limits) -> Verdict:
         outcome = run_program(program, stdin=test["input"], limits=limits)
         seconds += outcome.seconds
         if not outcome.passed:
-            return Verdict(False, outcome.failure, seconds)
+            return ExecutionVerdict(False, outcome.failure, seconds)
         if not any(same_output(outcome.stdout, expected) for expected in test["output"]):
-            return Verdict(False, "wrong output", seconds)
-    return Verdict(True, None, seconds)
+            return ExecutionVerdict(False, "wrong output", seconds)
+    return ExecutionVerdict(True, None, seconds)
 
 
 #: tokens ExecEval compares in any case
@@ -255,7 +255,7 @@ def first_line_exact(middle: str, truth: str) -> bool:
 def add_benchmark_options(ap: argparse.ArgumentParser) -> None:
     """``--benchmark``, ``--subset``, ``--data`` and the execution limits, for ``fimconstrain eval``
     and ``fimconstrain dataset``."""
-    from ..decoding.command_line import positive_float, positive_int
+    from ..command_line.arguments import positive_float, positive_int
 
     group = ap.add_argument_group("benchmarks of the field (run with their tests)")
     group.add_argument(

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..decoding.oracle import ast_parses
+from ..decoding.loop.oracle import ast_parses
 from .benchmarks import add_benchmark_options
 from .examples import Example
 
@@ -490,9 +490,14 @@ def _benchmark_command(ap: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain dataset``."""
-    from ..decoding.command_line import HelpFormatter, non_negative_int, positive_int
-    from ..decoding.models import DEFAULT_MODEL_DIR
-    from ..engine.versions import add_python_version_option, format_version
+    from ..command_line.arguments import (
+        HelpFormatter,
+        add_python_version_option,
+        non_negative_int,
+        positive_int,
+    )
+    from ..decoding.models.loading import DEFAULT_MODEL_DIR
+    from ..engine.versions import format_version
 
     ap = argparse.ArgumentParser(
         prog="fimconstrain dataset",

@@ -11,31 +11,23 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..decoding.editor import wants_multiline
-from ..decoding.options import DecodeOptions
+from ..command_line.arguments import model_choice
+from ..decoding.loop.editor import wants_multiline
+from ..decoding.loop.options import DecodeOptions
 from .examples import Example
 from .modes import CONSTRAINED, MODES
-from .provenance import Provenance, Settings, model_folder, record_key, weights_sha256
+from .provenance import Provenance, RunSettings, model_folder, record_key, weights_sha256
 from .records import base_record, checked_fields, result_fields, sample_id, truncated_fields
 
 
 def open_decoder(args: argparse.Namespace):
     """Load the model and return (provenance, decoder): what a process running experiments needs."""
-    from ..decoding.generate import FimDecoder
-    from ..decoding.models import load_model
     from ..engine.versions import format_version
 
-    loaded = load_model(
-        args.model,
-        runtime=args.runtime,
-        fim_format=args.fim_format,
-        trust_remote_code=args.trust_remote_code,
-        device=args.device,
-        threads=args.threads,
-        context=args.context,
-    )
+    decoder, _ = model_choice(args).open(order=args.order, python_version=args.python_version)
+    loaded = decoder.backend
     folder = model_folder(loaded.name)
-    settings = Settings(
+    settings = RunSettings(
         args.max_new_tokens,
         args.top_k,
         args.temperature,
@@ -48,7 +40,6 @@ def open_decoder(args: argparse.Namespace):
         args.shape,
     )
     provenance = Provenance(str(folder), weights_sha256(folder), loaded.fim_format.name, settings)
-    decoder = FimDecoder(loaded, order=args.order, python_version=args.python_version)
     return provenance, decoder
 
 
@@ -124,7 +115,7 @@ def run_example(
 
 def _shape(mode: str, shape: str, example: Example) -> dict:
     """The project's constrained mode under ``--shape cursor``: one line or a block as the cursor
-    asks (:func:`~fimconstrain.decoding.editor.wants_multiline`, the editor's rule); else nothing."""
+    asks (:func:`~fimconstrain.decoding.loop.editor.wants_multiline`, the editor's rule); else nothing."""
     if mode != "constrained" or shape != "cursor":
         return {}
     single_line = not wants_multiline(example.prefix, example.suffix)

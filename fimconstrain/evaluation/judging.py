@@ -14,12 +14,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .benchmarks import Verdict, first_line_exact, is_benchmark, judge
+from .benchmarks import ExecutionVerdict, first_line_exact, is_benchmark, judge
 from .examples import Example
 from .execution import Limits
 
 #: a record's two runs under way (its middle's, the task's empty middle's), or None: not a benchmark's
-Pending = tuple[Future[Verdict], Future[Verdict]] | None
+Pending = tuple[Future[ExecutionVerdict], Future[ExecutionVerdict]] | None
 #: batches of records judged ahead of the one being written (a bound on memory and on what an
 #: interrupted run loses)
 WINDOW = 8
@@ -34,7 +34,7 @@ class Judge:
         self.examples = {(ds["sha256"], ex.id): ex for ds, examples in datasets for ex in examples}
         self.limits = limits
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="judge")
-        self.floors: dict[tuple[str, str], Future[Verdict]] = {}
+        self.floors: dict[tuple[str, str], Future[ExecutionVerdict]] = {}
 
     def __enter__(self) -> Judge:
         return self

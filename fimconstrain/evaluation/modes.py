@@ -1,10 +1,10 @@
 """The decoding modes an evaluation compares (paper 004 §VII-B) and what each means in ``--help``
 and in the report; what each decodes with is the library's preset
-(:data:`fimconstrain.decoding.options.EVALUATION_PRESETS`)."""
+(:data:`fimconstrain.decoding.loop.options.EVALUATION_PRESETS`)."""
 
 from __future__ import annotations
 
-from ..decoding.options import EVALUATION_PRESETS, PAPER_TOP_K
+from ..decoding.loop.options import EVALUATION_PRESETS, PAPER_TOP_K
 
 __all__ = ["CONSTRAINED", "DEFAULT_MODES", "MODES", "MODE_HELP", "MODE_NOTES", "PAPER_TOP_K"]
 

@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..decoding.models import ModelNotFoundError
+from ..decoding.models.loading import ModelNotFoundError
 
 #: files that hold a checkpoint's weights, in the formats transformers reads (a GGUF beside them
 #: is a copy for llama.cpp, which loads it as a file of its own)
@@ -59,7 +59,7 @@ def weights_sha256(folder: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Settings:
+class RunSettings:
     """Every decoding setting a record depends on (paper 004 §VII-B: greedy, top 50, 500 tokens)."""
 
     max_new_tokens: int = 64
@@ -72,7 +72,7 @@ class Settings:
     device: str = "cpu"
     dtype: str = "torch.float32"
     #: constrained middles: "cursor", one line or a block as the cursor asks (the editor's
-    #: :func:`~fimconstrain.decoding.editor.wants_multiline`); "free", the paper's (no line policy)
+    #: :func:`~fimconstrain.decoding.loop.editor.wants_multiline`); "free", the paper's (no line policy)
     shape: str = "cursor"
 
 
@@ -83,7 +83,7 @@ class Provenance:
     model: str  # the resolved folder the weights came from
     weights_sha256: str
     fim_format: str
-    settings: Settings
+    settings: RunSettings
 
     def to_dict(self) -> dict:
         return asdict(self)

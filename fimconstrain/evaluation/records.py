@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 
-from ..decoding.options import DecodeOptions
-from ..decoding.oracle import ast_parses
+from ..decoding.loop.options import DecodeOptions
+from ..decoding.loop.oracle import ast_parses
 from .examples import Example
 from .provenance import Provenance, record_key
 
@@ -80,7 +80,7 @@ def result_fields(result, example: Example, middle: str | None = None) -> dict:
 def online_parse_seconds(decoder, result, example: Example) -> list[float]:
     """The checked baseline's work at each step: one timed ``ast.parse`` of the file with the
     middle written so far (the last step, a stop token, checks the whole middle again)."""
-    from ..decoding.validity import middle_of
+    from ..decoding.loop.validity import middle_of
 
     times = []
     for step in range(result.steps):
@@ -104,7 +104,7 @@ def truncated_fields(result, example: Example) -> dict:
 def checked_fields(decoder, result, example: Example) -> dict:
     """Checked-unconstrained from an unconstrained run: its tokens cut to the longest prefix that
     parses (§VII-B; greedy decoding would repeat the same tokens), timed as checking online."""
-    from ..decoding.validity import longest_valid_prefix
+    from ..decoding.loop.validity import longest_valid_prefix
 
     middle = longest_valid_prefix(example.prefix, decoder.codec, result.token_ids, example.suffix)
     parses = online_parse_seconds(decoder, result, example)

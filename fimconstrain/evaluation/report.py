@@ -26,7 +26,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..decoding.command_line import HelpFormatter
+from ..command_line.arguments import HelpFormatter
 from ..engine.errors import InputError
 from .benchmark_report import benchmark_summary, format_benchmark
 from .inputs import one_line_errors, read_results

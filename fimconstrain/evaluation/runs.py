@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..decoding.command_line import (
+from ..command_line.arguments import (
     HelpFormatter,
     add_model_options,
     non_negative_float,
@@ -19,7 +19,7 @@ from ..decoding.command_line import (
     positive_int,
     probability,
 )
-from ..decoding.models import DEFAULT_MODEL_DIR
+from ..decoding.models.loading import DEFAULT_MODEL_DIR
 from ..engine.errors import InputError
 from .benchmarks import add_benchmark_options, benchmark_datasets, limits_of
 from .examples import Example
@@ -34,7 +34,8 @@ from .sharding import add_distribution_options, select_shard
 
 def eval_parser() -> argparse.ArgumentParser:
     """Options of ``fimconstrain eval`` (the model options are ``fimconstrain complete``'s)."""
-    from ..engine.versions import add_python_version_option, format_version
+    from ..command_line.arguments import add_python_version_option
+    from ..engine.versions import format_version
     from .datasets import interpreter_version
 
     ap = argparse.ArgumentParser(

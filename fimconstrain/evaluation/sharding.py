@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..decoding.command_line import HelpFormatter, positive_int
+from ..command_line.arguments import HelpFormatter, positive_int
 from ..engine.errors import InputError
 from .examples import Example
 from .inputs import one_line_errors, read_dataset, read_results

@@ -2,7 +2,7 @@
 
 ``build_tiny_model(directory)`` writes a 2-layer GPTBigCode (SantaCoder's
 architecture and FIM tokens) and a byte-level BPE tokenizer trained on a few
-standard-library files; load it with ``fimconstrain.decoding.models.load_model(directory)``
+standard-library files; load it with ``fimconstrain.decoding.models.loading.load_model(directory)``
 or point the language server at it with ``{"model": directory}``. Its completions
 are random but still valid: the constraint does that.
 ``python -m fimconstrain.evaluation.tiny_model DIR`` builds one from the command line.
@@ -35,7 +35,7 @@ def build_tiny_model(
     import torch
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
 
-    from ..decoding.vocab import train_byte_level_bpe
+    from ..decoding.tokens.token_bytes import train_byte_level_bpe
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     names = list(_TEXTS)

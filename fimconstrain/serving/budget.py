@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..decoding.constraint import ConstraintState
-from ..decoding.fim_formats import TextCodec
+from ..decoding.loop.constraint import ConstraintState
+from ..decoding.tokens.fim_formats import TextCodec
 
 #: how much one token may lengthen the shortest finish (a token such as ``([{`` opens three
 #: brackets): nearer the end than this, each candidate's own finish is measured

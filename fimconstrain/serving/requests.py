@@ -9,7 +9,7 @@ stop token passes only when ``prefix + middle + suffix`` is a complete program; 
 the request's ``max_tokens`` only tokens after which the file can still be finished in time
 (:mod:`.budget`). The token-mask
 store of the request's version screens every check past the first candidate, and the full mask
-checks only the tokens it lets through (:mod:`fimconstrain.decoding.constraint`): the same
+checks only the tokens it lets through (:mod:`fimconstrain.decoding.loop.constraint`): the same
 tokens pass, fewer are fed to the checker.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..decoding.constraint import ConstraintState, passing_tokens
-from ..decoding.fim_formats import TextCodec, resolve_format, special_token_ids
-from ..decoding.mask_store import MaskStores
+from ..decoding.loop.constraint import ConstraintState, passing_tokens
+from ..decoding.masks.store import MaskStores
+from ..decoding.tokens.fim_formats import TextCodec, resolve_format, special_token_ids
 from ..engine.checker import fim_checker
 from ..engine.errors import FimConstrainError
 from ..engine.versions import format_version, parse_python_version

@@ -6,12 +6,12 @@ context, so a FIM constraint (paper 004: ``prefix + middle + suffix`` must stay 
 has to be a custom logits processor.  Per request, ``SamplingParams.extra_args`` (the
 OpenAI-compatible server's ``vllm_xargs``) carries ``fim_prefix``, ``fim_suffix`` and optionally
 ``fim_python_version`` and ``fim_top_k``; a request without ``fim_prefix`` is left alone, and a
-bad value fails the request at admission (:meth:`FimLogitsProcessor.validate_params`).
+bad value fails the request at admission (:meth:`VllmFimProcessor.validate_params`).
 
 Both of vLLM's model runners load every class of the ``vllm.logits_processors`` entry-point
 group, and each insists on its own interface: V2 checks that the class is a subclass of its
 ``LogitsProcessor`` and builds it with ``(vllm_config, req_states)``; V1 builds it with
-``(vllm_config, device, is_pin_memory)``.  :class:`FimLogitsProcessor` is a subclass of both
+``(vllm_config, device, is_pin_memory)``.  :class:`VllmFimProcessor` is a subclass of both
 interfaces (of those this vLLM has) and, when built, returns the runner's own processor
 (:class:`.vllm_runner_v1.FimProcessorV1` or :class:`.vllm_runner_v2.FimProcessorV2`).  Installing
 this package never breaks an engine: a processor that cannot be built (no tokenizer, an
@@ -69,7 +69,7 @@ def build_for_runner(vllm_config: Any, *runner_args: Any) -> Any:
         return Passthrough()
 
 
-class FimLogitsProcessor(*_interfaces()):  # type: ignore[misc]
+class VllmFimProcessor(*_interfaces()):  # type: ignore[misc]
     """The plugin class: builds the processor of the runner that loads it (see the module)."""
 
     def __new__(cls, vllm_config: Any, *runner_args: Any) -> Any:

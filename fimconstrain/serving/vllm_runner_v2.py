@@ -5,7 +5,7 @@ request carries and builds this class when a V2 runner loads the plugin.
 How the worker drives it, and what this class does at each call:
 
 * ``validate_params`` (frontend, at admission): the plugin class checks the arguments
-  (:class:`.vllm_processor.FimLogitsProcessor`, the class the runner loaded); a bad one fails
+  (:class:`.vllm_processor.VllmFimProcessor`, the class the runner loaded); a bad one fails
   the request.
 * ``add_request(slot, params)``: the request enters a slot (slots are recycled: whatever the
   slot held is dropped); its checker is built in the process that owns it.  There is no remove

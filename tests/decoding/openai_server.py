@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fimconstrain.decoding.backend import ModelBackend
+from fimconstrain.decoding.runtimes.backend import ModelBackend
 
 
 class OpenAIServer(ThreadingHTTPServer):

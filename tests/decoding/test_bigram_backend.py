@@ -15,10 +15,10 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
 import fimconstrain
-from fimconstrain.decoding.bigram_backend import BigramBackend
-from fimconstrain.decoding.generate import FimDecoder
-from fimconstrain.decoding.options import MODES, DecodeOptions
-from fimconstrain.decoding.validity import parses
+from fimconstrain.decoding.loop.generate import FimDecoder
+from fimconstrain.decoding.loop.options import MODES, DecodeOptions
+from fimconstrain.decoding.loop.validity import parses
+from fimconstrain.decoding.runtimes.bigram_backend import BigramBackend
 
 #: code a bigram learns PEP 695 generics from: after ``def config`` comes ``[T]``
 GENERIC = "def config[T](value: T) -> T:\n    return value\n\n\n"
@@ -48,7 +48,7 @@ def generic(tokenizer) -> BigramBackend:
 
 
 def test_the_backend_imports_no_torch_model(bigram):
-    assert type(bigram).__module__ == "fimconstrain.decoding.bigram_backend"
+    assert type(bigram).__module__ == "fimconstrain.decoding.runtimes.bigram_backend"
     logits = bigram.start().prefill([1, 2, 3])
     assert logits is not None and logits.shape == (bigram.vocab_size,) and logits.dtype.name == "float32"
 
@@ -105,8 +105,8 @@ def test_the_evaluation_runs_through_the_bigram(bigram):
 def test_requires_python_keeps_3_12_syntax_out(generic, tmp_path):
     """Under ``requires-python = ">=3.10"`` the middle after ``def config`` is 3.10 syntax, though
     the model's favourite is a PEP 695 type parameter list (which it writes without the file)."""
-    from fimconstrain.decoding.complete_file import complete_file
-    from fimconstrain.decoding.positions import cursor_offset
+    from fimconstrain.command_line.complete import complete_file
+    from fimconstrain.decoding.loop.positions import cursor_offset
 
     text = "import os\n\n\ndef config():\n    return os.sep\n"
     cursor = "4:11"  # after "def config"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fimconstrain.decoding.confidence import FILE_NAME, ConfidenceGate, fit_threshold
+from fimconstrain.decoding.models.confidence import FILE_NAME, ConfidenceGate, fit_threshold
 
 
 def test_the_threshold_keeps_the_confident_good_items():

@@ -8,7 +8,7 @@ import ast
 import pytest
 
 import fimconstrain
-from fimconstrain.decoding.end_of_middle import (
+from fimconstrain.decoding.loop.end_of_middle import (
     block_ends_in,
     drop_repetition,
     finish_middle,

@@ -26,8 +26,13 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import fimconstrain  # noqa: E402
-from fimconstrain.decoding.constraint import ConstraintState  # noqa: E402
-from fimconstrain.decoding.fim_formats import (  # noqa: E402
+from fimconstrain.decoding.loop.constraint import ConstraintState  # noqa: E402
+from fimconstrain.decoding.loop.generate import FimDecoder  # noqa: E402
+from fimconstrain.decoding.loop.logits_processor import TransformersFimProcessor  # noqa: E402
+from fimconstrain.decoding.loop.options import Controls  # noqa: E402
+from fimconstrain.decoding.loop.validity import longest_valid_prefix, middle_of, parses  # noqa: E402
+from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
+from fimconstrain.decoding.tokens.fim_formats import (  # noqa: E402
     FORMATS,
     FimFormatError,
     TextCodec,
@@ -36,11 +41,6 @@ from fimconstrain.decoding.fim_formats import (  # noqa: E402
     get_format,
     split_budget,
 )
-from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
-from fimconstrain.decoding.logits_processor import FimLogitsProcessor  # noqa: E402
-from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, ModelNotFoundError, load_model  # noqa: E402
-from fimconstrain.decoding.options import Controls  # noqa: E402
-from fimconstrain.decoding.validity import longest_valid_prefix, middle_of, parses  # noqa: E402
 
 # (prefix, suffix) pairs: an open expression, a statement to fill inside a block, a call's arguments
 CASES = [
@@ -232,7 +232,7 @@ def test_load_hub_id_from_local_cache(tiny_dir, tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
     code = (
-        "from fimconstrain.decoding.models import load_model; m = load_model('fimconstrain-tests/tiny'); "
+        "from fimconstrain.decoding.models.loading import load_model; m = load_model('fimconstrain-tests/tiny'); "
         "print(m.fim_format.name, m.context_window)"
     )
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_TELEMETRY": "1"}
@@ -562,9 +562,9 @@ def test_a_block_ends_before_a_line_that_leaves_it(tiny):
 def test_a_middle_no_cut_completes_is_finished_by_the_search_and_not_shown(tiny):
     """The editor asks for no finish search, but a stop that leaves the file invalid is never the
     answer: the search ends it as the last resort, and an editor does not show that middle."""
-    from fimconstrain.decoding.confidence import ConfidenceGate
-    from fimconstrain.decoding.editor import shows
-    from fimconstrain.decoding.options import DecodeOptions
+    from fimconstrain.decoding.loop.editor import shows
+    from fimconstrain.decoding.loop.options import DecodeOptions
+    from fimconstrain.decoding.models.confidence import ConfidenceGate
 
     decoder = _preferring(tiny, ("(",), ("(",), ("(",), ("(",))
     options = DecodeOptions.editor(single_line=True, max_new_tokens=4, semantic=False)
@@ -734,8 +734,8 @@ def test_a_constrained_cut_judges_by_the_prefix_checker(tiny, version):
     """At another version than the running one, a constrained run judges middles by reading on
     from its checker after the prefix: the same verdict as :func:`parses` of the whole file, and
     the same longest valid prefix."""
-    from fimconstrain.decoding.options import DecodeOptions
-    from fimconstrain.decoding.run import Run
+    from fimconstrain.decoding.loop.options import DecodeOptions
+    from fimconstrain.decoding.loop.run import Run
 
     codec = TextCodec(tiny.tokenizer)
     decoder = FimDecoder(tiny)
@@ -799,8 +799,8 @@ def test_verdicts_without_states_match_the_states(tiny, version, tmp_path):
     of the vocabulary, at cuts in code, in a string, after a held-back byte and while healing;
     with the token-mask store as well, which rules tokens out unchecked and vouches for others
     (:meth:`.MaskStore.sure`), and the unscreened walk is the reference."""
-    from fimconstrain.decoding.constraint import passing_candidates, passing_tokens
-    from fimconstrain.decoding.mask_store import MaskStore, unpack
+    from fimconstrain.decoding.loop.constraint import passing_candidates, passing_tokens
+    from fimconstrain.decoding.masks.store import MaskStore, unpack
 
     codec = TextCodec(tiny.tokenizer)
     store = MaskStore.load_or_build(
@@ -844,8 +844,8 @@ def test_tokens_vouched_after_their_first_character(tiny, tmp_path, prefix, suff
     """A token whose text is a character and then another token's text (`` b``: a blank, then
     ``b``) passes on the store's word for that other token after the character
     (:meth:`.TextCodec.tail`); the walk's verdicts stay those of the walk without a store."""
-    from fimconstrain.decoding.constraint import passing_tokens
-    from fimconstrain.decoding.mask_store import MaskStore, unpack
+    from fimconstrain.decoding.loop.constraint import passing_tokens
+    from fimconstrain.decoding.masks.store import MaskStore, unpack
 
     codec = TextCodec(tiny.tokenizer)
     store = MaskStore.load_or_build(tiny.tokenizer, cache_dir=tmp_path, progress=False)
@@ -881,7 +881,7 @@ def test_logits_processor_masks_to_first_k_passing(tiny, k, store):
     prefix, suffix = "values = [1, 2", "]\n"  # complete already; no non-ASCII character can come next
     tok = tiny.tokenizer
     scores = torch.randn(2, len(tok), generator=torch.Generator().manual_seed(k))
-    proc = FimLogitsProcessor(tok, prefix, suffix, prompt_length=3, k=k, mask_store=store)
+    proc = TransformersFimProcessor(tok, prefix, suffix, prompt_length=3, k=k, mask_store=store)
     assert (proc.store is not None) == bool(store)
     out = proc(torch.zeros(2, 3, dtype=torch.long), scores.clone())
     for row in range(2):
@@ -896,7 +896,7 @@ def test_logits_processor_with_generate(tiny):
     prefix, suffix = CASES[3]
     decoder = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     prompt = build_prompt(tiny.fim_format, decoder.codec, prefix, suffix)
-    proc = FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=len(prompt), k=1)
+    proc = TransformersFimProcessor(tiny.tokenizer, prefix, suffix, prompt_length=len(prompt), k=1)
     with torch.no_grad():
         out = tiny.model.generate(
             torch.tensor([prompt]),
@@ -927,8 +927,8 @@ needs_default = pytest.mark.skipif(
 
 @needs_default
 def test_default_model_completes_a_file(tmp_path):
-    from fimconstrain.decoding.complete_file import complete_file
-    from fimconstrain.decoding.positions import cursor_offset
+    from fimconstrain.command_line.complete import complete_file
+    from fimconstrain.decoding.loop.positions import cursor_offset
 
     path = tmp_path / "sample.py"
     path.write_text(
@@ -949,7 +949,7 @@ def test_default_model_completes_a_file(tmp_path):
 
 
 def test_cursor_offset():
-    from fimconstrain.decoding.positions import cursor_offset
+    from fimconstrain.decoding.loop.positions import cursor_offset
 
     text = "ab\r\ncd\nef"
     assert [cursor_offset(text, c) for c in ("1:1", "1:3", "2:1", "3:2", "4", 0)] == [0, 2, 4, 8, 4, 0]
@@ -959,7 +959,7 @@ def test_cursor_offset():
 
 
 def test_complete_command_json(tiny_dir, tmp_path, capsys):
-    from fimconstrain.decoding.complete_file import main_complete
+    from fimconstrain.command_line.complete import main_complete
 
     path = tmp_path / "f.py"
     path.write_text("def f(x):\n    return x\n")
@@ -1014,7 +1014,7 @@ def test_prefilter_chooses_the_same_tokens_with_fewer_checks(tiny, case, tmp_pat
 
 
 def test_complete_command_options(tiny_dir, tmp_path, capsys, monkeypatch):
-    from fimconstrain.decoding.complete_file import main_complete
+    from fimconstrain.command_line.complete import main_complete
 
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))
     path = tmp_path / "f.py"
@@ -1043,8 +1043,8 @@ def test_python_version_constrains_generation(tiny):
     with pytest.raises(fimconstrain.InputError):
         FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format, python_version="2.7")
     with pytest.raises(fimconstrain.UncompletableError):
-        FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.11")
-    FimLogitsProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.12")
+        TransformersFimProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.11")
+    TransformersFimProcessor(tiny.tokenizer, prefix, suffix, prompt_length=3, python_version="3.12")
 
 
 def test_mask_store_per_version(tiny, tmp_path, monkeypatch):
@@ -1065,7 +1065,7 @@ def test_mask_store_per_version(tiny, tmp_path, monkeypatch):
 
 
 def test_complete_command_python_version(tiny_dir, tmp_path, capsys):
-    from fimconstrain.decoding.complete_file import main_complete
+    from fimconstrain.command_line.complete import main_complete
 
     path = tmp_path / "alias.py"
     path.write_text("type X = int\ny = \n")

@@ -25,10 +25,16 @@ pytest.importorskip("gguf")
 
 from conftest import require_llama_cpp
 
-from fimconstrain.decoding import gguf_export, models
-from fimconstrain.decoding.gguf_export import ExportError, export_gguf
-from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, default_gguf, load_model, runtime_for
-from fimconstrain.decoding.options import MODES, DecodeOptions
+from fimconstrain.decoding.loop.options import MODES, DecodeOptions
+from fimconstrain.decoding.models import gguf_export
+from fimconstrain.decoding.models import loading as models
+from fimconstrain.decoding.models.gguf_export import ExportError, export_gguf
+from fimconstrain.decoding.models.loading import (
+    DEFAULT_MODEL_DIR,
+    default_gguf,
+    load_model,
+    runtime_for,
+)
 from fimconstrain.engine.errors import FimConstrainError
 
 
@@ -109,7 +115,7 @@ def test_the_rebuilt_tokenizer_splits_code_as_the_checkpoint_and_llama_cpp(llama
 
 
 def test_a_format_the_table_lacks_comes_from_the_file_markers(llama):
-    from fimconstrain.decoding.llama_backend import gguf_fim_format
+    from fimconstrain.decoding.runtimes.llama_backend import gguf_fim_format
 
     vocab = llama.tokenizer.get_vocab()
     metadata = {
@@ -131,7 +137,7 @@ def test_a_format_the_table_lacks_comes_from_the_file_markers(llama):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_greedy_middles_match_transformers_in_every_mode(llama, hf, mode, tmp_path, monkeypatch):
-    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.decoding.loop.generate import FimDecoder
 
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path))  # prefix mode and the pre-filter build masks
     ours, theirs = FimDecoder(llama), FimDecoder(hf)
@@ -160,7 +166,7 @@ def test_a_prefill_reuses_the_cache_of_the_shared_prompt_prefix(llama):
 
 def test_a_prefill_that_may_stop_reads_pieces_of_about_a_quarter_second(llama, monkeypatch):
     """How late a deadline is seen: pieces sized by the reading rate measured, within the range."""
-    from fimconstrain.decoding import llama_backend
+    from fimconstrain.decoding.runtimes import llama_backend
 
     ids = llama.tokenizer.encode("def area(width, height):\n    return width * height\n" * 12)
     llama.start().prefill(ids)
@@ -218,7 +224,7 @@ def test_a_session_goes_on_where_it_was_after_another_used_the_context(llama):
 def test_without_room_for_a_copy_a_paused_session_reads_its_tokens_again(llama, monkeypatch):
     import numpy as np
 
-    from fimconstrain.decoding import llama_backend
+    from fimconstrain.decoding.runtimes import llama_backend
 
     monkeypatch.setattr(llama_backend, "SAVED_STATE_BYTES", 0)
     a_ids = llama.tokenizer.encode("class Point:\n    def __init__(self, x, y):\n        self.x = ")
@@ -286,7 +292,7 @@ def test_auto_runs_the_shipped_model_on_llama_cpp_when_installed(llama):
 
 
 def test_without_llama_cpp_a_gguf_is_a_one_line_error(monkeypatch):
-    from fimconstrain.decoding.llama_backend import LlamaCppMissingError
+    from fimconstrain.decoding.runtimes.llama_backend import LlamaCppMissingError
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now fails
     with pytest.raises(LlamaCppMissingError, match=r"pip install 'fimconstrain\[llama\]'") as error:
@@ -304,7 +310,7 @@ def test_an_editor_prompt_cut_keeps_its_start_when_characters_are_typed_at_the_c
     """With a :class:`PromptCut` the suffix keeps at most its share and the prefix's cut moves
     in whole strides: a prompt after 1-3 characters typed at the cursor shares all but its tail
     with the one before (the key/value cache reused); cut token by token it shares nothing."""
-    from fimconstrain.decoding.fim_formats import PromptCut, TextCodec, build_prompt
+    from fimconstrain.decoding.tokens.fim_formats import PromptCut, TextCodec, build_prompt
 
     codec = TextCodec(llama.tokenizer)
     text = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(60))

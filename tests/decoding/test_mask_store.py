@@ -10,7 +10,7 @@ import pytest
 from conftest import read_utf8, sample_stdlib
 
 import fimconstrain
-from fimconstrain.decoding.mask_store import (
+from fimconstrain.decoding.masks.store import (
     Alphabet,
     MaskStore,
     mask_logits,
@@ -19,8 +19,8 @@ from fimconstrain.decoding.mask_store import (
     prefix_logits,
     unpack,
 )
-from fimconstrain.decoding.vocab import (
-    Vocabulary,
+from fimconstrain.decoding.tokens.token_bytes import (
+    TokenBytes,
     from_strings,
     split_utf8,
     stdlib_texts,
@@ -225,7 +225,7 @@ def test_small_vocabulary_masks():
 def test_unfinished_utf8_and_held_characters():
     """A token ending inside a character is allowed where some character could go; while the
     decoder holds part of a character every text token is allowed."""
-    store = MaskStore.build(Vocabulary((b"x", b"=", b" ", b"\xc3", b"\xe2\x82")), progress=False)
+    store = MaskStore.build(TokenBytes((b"x", b"=", b" ", b"\xc3", b"\xe2\x82")), progress=False)
     c = fimconstrain.fim_checker("s = '")
     assert store.allowed(c)[3:].all()  # inside a string any character fits
     c = fimconstrain.fim_checker("x = 1")
@@ -366,7 +366,7 @@ def test_memos_stay_bounded_and_a_tiny_bound_changes_no_mask(tokenizer, store, m
     """The composed masks and the unions of ``fresh`` rows are memoised up to ``MEMO_SIZE``
     each (a long-running server meets ever new parser answers); with a bound of 1 every mask
     is the same."""
-    import fimconstrain.decoding.mask_store as mask_store
+    import fimconstrain.decoding.masks.store as mask_store
 
     checkers = [fimconstrain.fim_checker(text[:cut]) for text, cut in positions(tokenizer, 6, 4, seed=5)]
     normal = [store.mask(c).copy() for c in checkers]

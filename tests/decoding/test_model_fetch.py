@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from fimconstrain.decoding import model_fetch
-from fimconstrain.decoding.confidence import ConfidenceGate
-from fimconstrain.decoding.known_models import (
+from fimconstrain.command_line.model import main_model
+from fimconstrain.decoding.models import fetch as model_fetch
+from fimconstrain.decoding.models.confidence import ConfidenceGate
+from fimconstrain.decoding.models.known_models import (
     KNOWN_MODELS,
     KnownModel,
     cached_path,
     known_model,
     split_parts,
 )
-from fimconstrain.decoding.model_fetch import main_model
-from fimconstrain.decoding.models import ModelNotFoundError, gguf_file, runtime_for
+from fimconstrain.decoding.models.loading import ModelNotFoundError, gguf_file, runtime_for
 
 NAME = "fake-coder"
 DATA = [b"GGUF" + bytes(range(256)) * 3, b"second part " * 50, b"the end"]

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from fimconstrain.decoding.models import load_model
+from fimconstrain.decoding.models.loading import load_model
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import numpy as np  # noqa: E402
 
-from fimconstrain.decoding import transformers_backend  # noqa: E402
-from fimconstrain.decoding.models import load_model  # noqa: E402
+from fimconstrain.decoding.models.loading import load_model  # noqa: E402
+from fimconstrain.decoding.runtimes import transformers_backend  # noqa: E402
 
 
 @pytest.fixture(scope="module")

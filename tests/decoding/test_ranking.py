@@ -1,11 +1,11 @@
-"""The walk order of candidate tokens (:mod:`fimconstrain.decoding.ranking`), and its narrowing:
+"""The walk order of candidate tokens (:mod:`fimconstrain.decoding.loop.ranking`), and its narrowing:
 a scan past the top asks once for a cheap superset of the passing tokens and walks only those."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fimconstrain.decoding.ranking import ranked_tokens
+from fimconstrain.decoding.loop.ranking import ranked_tokens
 
 
 def test_the_top_then_the_rest_by_key_never_twice_never_masked():

@@ -22,10 +22,10 @@ pytest.importorskip("transformers")
 
 from conftest import missing, require_llama_cpp
 
-from fimconstrain.decoding.editor import Deadline, complete_at_cursor, wants_multiline
-from fimconstrain.decoding.known_models import QWEN_0_5B, cached_path, is_fetched
-from fimconstrain.decoding.options import DecodeOptions
-from fimconstrain.decoding.positions import NEWLINE
+from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
+from fimconstrain.decoding.loop.options import DecodeOptions
+from fimconstrain.decoding.loop.positions import NEWLINE
+from fimconstrain.decoding.models.known_models import QWEN_0_5B, cached_path, is_fetched
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "benchmarks"
 #: single-line tasks, spread over HumanEval's problems (every 86th of 1,033)
@@ -39,10 +39,10 @@ def qwen():
     require_llama_cpp()
     if not is_fetched(QWEN_0_5B):
         missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
-    from fimconstrain.decoding.fim_formats import PromptCut
-    from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import load_model
-    from fimconstrain.decoding.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.loop.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW
+    from fimconstrain.decoding.models.loading import load_model
+    from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
     backend = load_model(QWEN_0_5B.name, threads=2)
     cut = PromptCut(EDITOR_SUFFIX_TOKENS)  # the editor's window, as the server and `complete` read
@@ -53,7 +53,7 @@ def test_the_prompt_uses_the_models_own_fim_tokens(qwen):
     """Qwen2.5-Coder was trained with ``<|fim_prefix|>`` (151659), ``<|fim_middle|>`` (151660) and
     ``<|fim_suffix|>`` (151661); the prompt is built with exactly those, suffix first (SPM:
     ``<|fim_prefix|><|fim_suffix|> suffix <|fim_middle|> prefix``), the order it is prompted in."""
-    from fimconstrain.decoding.fim_formats import build_prompt
+    from fimconstrain.decoding.tokens.fim_formats import build_prompt
 
     codec = qwen.codec
     assert qwen.order == "spm"

@@ -40,14 +40,14 @@ pytest.importorskip("transformers")
 from conftest import missing, require_llama_cpp
 from stdlib_cursors import stdlib_cursors
 
-from fimconstrain.decoding.editor import wants_multiline
-from fimconstrain.decoding.fim_formats import PromptCut
-from fimconstrain.decoding.generate import FimDecoder
-from fimconstrain.decoding.known_models import QWEN_0_5B, cached_path, is_fetched
-from fimconstrain.decoding.options import DecodeOptions
-from fimconstrain.decoding.result import FimResult
-from fimconstrain.decoding.server_backend import open_server
-from fimconstrain.decoding.validity import parses
+from fimconstrain.decoding.loop.editor import wants_multiline
+from fimconstrain.decoding.loop.generate import FimDecoder
+from fimconstrain.decoding.loop.options import DecodeOptions
+from fimconstrain.decoding.loop.result import FimResult
+from fimconstrain.decoding.loop.validity import parses
+from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
+from fimconstrain.decoding.models.known_models import QWEN_0_5B, cached_path, is_fetched
+from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
 pytestmark = [pytest.mark.slow, pytest.mark.time_limit(900)]
 #: the editor's fitted prompt window on a slow machine, and the suffix's share of it
@@ -109,7 +109,7 @@ def agree(here: FimResult, there: FimResult) -> bool:
 
 def compare(model, url: str, cuts: list[tuple[str, str]]) -> list[tuple[FimResult, FimResult]]:
     here = FimDecoder(model, **SETTINGS)
-    there = open_server(url, model, **SETTINGS)
+    there = ModelChoice(server=ModelServer(url)).open(model, **SETTINGS).decoder
     assert there.backend.steered and not there.backend.info.by_id  # (text prompts, tokens named by text)
     pairs = []
     for prefix, suffix in cuts:
@@ -122,7 +122,7 @@ def compare(model, url: str, cuts: list[tuple[str, str]]) -> list[tuple[FimResul
 @pytest.fixture(scope="module")
 def shipped():
     require_llama_cpp()
-    from fimconstrain.decoding.models import default_gguf, load_model
+    from fimconstrain.decoding.models.loading import default_gguf, load_model
 
     model = load_model(None, runtime="llama", threads=1, progress=False)
     for url in serve(default_gguf(), threads=1):  # (stopped when the module is done)
@@ -134,7 +134,7 @@ def qwen():
     require_llama_cpp()
     if not is_fetched(QWEN_0_5B):
         missing(f"{QWEN_0_5B.name} is not fetched: fimconstrain model get {QWEN_0_5B.name}")
-    from fimconstrain.decoding.models import load_model
+    from fimconstrain.decoding.models.loading import load_model
 
     model = load_model(QWEN_0_5B.name, runtime="llama", threads=2, progress=False)
     for url in serve(cached_path(QWEN_0_5B), threads=2):

@@ -18,14 +18,14 @@ import numpy as np  # noqa: E402
 
 pytest.importorskip("transformers")
 
-from fimconstrain.decoding import jedi_attributes  # noqa: E402
-from fimconstrain.decoding.constraint import ConstraintState  # noqa: E402
-from fimconstrain.decoding.fim_formats import TextCodec  # noqa: E402
-from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
-from fimconstrain.decoding.models import load_model  # noqa: E402
-from fimconstrain.decoding.options import SEMANTIC_DEFAULT  # noqa: E402
-from fimconstrain.decoding.ranking import ranked_tokens  # noqa: E402
-from fimconstrain.decoding.semantic import SemanticGuide, SemanticOptions  # noqa: E402
+from fimconstrain.decoding.loop import jedi_attributes  # noqa: E402
+from fimconstrain.decoding.loop.constraint import ConstraintState  # noqa: E402
+from fimconstrain.decoding.loop.generate import FimDecoder  # noqa: E402
+from fimconstrain.decoding.loop.options import SEMANTIC_DEFAULT  # noqa: E402
+from fimconstrain.decoding.loop.ranking import ranked_tokens  # noqa: E402
+from fimconstrain.decoding.loop.semantic import SemanticGuide, SemanticOptions  # noqa: E402
+from fimconstrain.decoding.models.loading import load_model  # noqa: E402
+from fimconstrain.decoding.tokens.fim_formats import TextCodec  # noqa: E402
 from fimconstrain.engine.checker import fim_checker  # noqa: E402
 from fimconstrain.engine.completion_engine import UNKNOWN, NamePoint  # noqa: E402
 from fimconstrain.engine.name_check import NameCheck  # noqa: E402
@@ -213,7 +213,7 @@ def test_jedi_knows_modules_for_sure_and_instances_only_roughly():
 
 
 def test_the_command_line_switch():
-    from fimconstrain.decoding.complete_file import build_parser
+    from fimconstrain.command_line.complete import build_parser
 
     parse = build_parser().parse_args
     assert parse(["f.py", "--cursor", "1:1"]).semantic is SEMANTIC_DEFAULT

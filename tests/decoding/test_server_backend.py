@@ -1,4 +1,4 @@
-"""A model server as a model backend (:mod:`fimconstrain.decoding.server_backend`): the one decode
+"""A model server as a model backend (:mod:`fimconstrain.decoding.runtimes.server_backend`): the one decode
 loop runs over an OpenAI-compatible server, so its greedy middles are the ones made here with the
 same model, whether the server names tokens by id (vLLM) or by text (llama-cpp-python's), and
 however few alternatives it tells (the loop asks again with ``logit_bias``). A server that tells
@@ -21,12 +21,13 @@ pytest.importorskip("transformers")
 from openai_server import OpenAIServer
 from stdlib_cursors import STDLIB, stdlib_cursors
 
-from fimconstrain.decoding.bigram_backend import BigramBackend
-from fimconstrain.decoding.generate import FimDecoder
-from fimconstrain.decoding.options import Controls, DecodeOptions
-from fimconstrain.decoding.result import StopReason
-from fimconstrain.decoding.server_api import ModelServerError
-from fimconstrain.decoding.server_backend import ServerBackend, ServerDecoder
+from fimconstrain.decoding.loop.generate import FimDecoder
+from fimconstrain.decoding.loop.options import Controls, DecodeOptions
+from fimconstrain.decoding.loop.result import StopReason
+from fimconstrain.decoding.loop.server_decoder import ServerDecoder
+from fimconstrain.decoding.runtimes.bigram_backend import BigramBackend
+from fimconstrain.decoding.runtimes.server_api import ModelServerError
+from fimconstrain.decoding.runtimes.server_backend import ServerBackend
 
 #: prompt and middle, the same for both decoders (a server that names no window gets 2048)
 WINDOW = 512
@@ -122,7 +123,7 @@ def test_greedy_middles_through_a_server_are_the_ones_made_here(
 def test_a_server_that_tells_no_log_probabilities_is_checked_and_says_so(
     serve, bigram, tiny_dir, tmp_path, capsys
 ):
-    from fimconstrain.decoding.complete_file import main_complete
+    from fimconstrain.command_line.complete import main_complete
 
     server = serve(naming=None)
     decoder = through(server, bigram)
@@ -152,7 +153,7 @@ def test_a_stopped_request_hangs_up_at_once(serve, bigram):
 
 
 def test_a_server_that_is_down_refuses_falls_silent_or_reads_text_otherwise_is_one_error(serve, bigram):
-    from fimconstrain.decoding.models import load_tokenizer
+    from fimconstrain.decoding.models.loading import load_tokenizer
 
     server = serve()
     url = server.url

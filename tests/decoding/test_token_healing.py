@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import fimconstrain  # noqa: E402
-from fimconstrain.decoding.constraint import ConstraintState, healed_tail, rest_of_healing  # noqa: E402
-from fimconstrain.decoding.fim_formats import build_prompt  # noqa: E402
-from fimconstrain.decoding.generate import FimDecoder  # noqa: E402
-from fimconstrain.decoding.models import load_model  # noqa: E402
-from fimconstrain.decoding.options import MODES  # noqa: E402
-from fimconstrain.decoding.validity import middle_of  # noqa: E402
+from fimconstrain.decoding.loop.constraint import ConstraintState, healed_tail, rest_of_healing  # noqa: E402
+from fimconstrain.decoding.loop.generate import FimDecoder  # noqa: E402
+from fimconstrain.decoding.loop.options import MODES  # noqa: E402
+from fimconstrain.decoding.loop.validity import middle_of  # noqa: E402
+from fimconstrain.decoding.models.loading import load_model  # noqa: E402
+from fimconstrain.decoding.tokens.fim_formats import build_prompt  # noqa: E402
 
 PREFIXES = ["def f(items):\n    retu", "import os\nname = os.pa", "x = value_of", "total = 1 +"]
 
@@ -162,7 +162,7 @@ def test_the_middle_never_fuses_with_a_name_after_the_cursor(decoder):
 
 
 def test_no_end_of_middle_cut_fuses_with_the_suffix():
-    from fimconstrain.decoding.end_of_middle import finish_middle
+    from fimconstrain.decoding.loop.end_of_middle import finish_middle
 
     checker = fimconstrain.fim_checker("x = ", "value\n")
     assert finish_middle(checker, "other", suffix="value\n") is None
@@ -192,7 +192,7 @@ def test_the_healing_index_keeps_every_token_that_can_write_the_healed_text(deco
 def test_healing_steps_walk_only_what_can_heal_and_choose_the_same(decoder, monkeypatch, temperature):
     """With the index, decoding chooses the very tokens the walk over the whole vocabulary
     chose, and checks fewer candidates."""
-    from fimconstrain.decoding.healing_index import HealingIndex
+    from fimconstrain.decoding.tokens.healing_index import HealingIndex
 
     runs = {}
     for use_index in (True, False):

@@ -12,12 +12,22 @@ import numpy as np
 import pytest
 
 import fimconstrain
-from fimconstrain.decoding.fim_formats import _UNICODE_TO_BYTE, TextCodec, detect_format, special_token_ids
-from fimconstrain.decoding.healing_index import HealingIndex, HealingTable
-from fimconstrain.decoding.mask_store import MaskStore
-from fimconstrain.decoding.models import DEFAULT_MODEL_DIR, default_gguf
-from fimconstrain.decoding.vocab import SPECIAL_TOKENS, stdlib_texts, train_byte_level_bpe, vocabulary
-from fimconstrain.decoding.vocabulary import Vocabulary
+from fimconstrain.decoding.loop.decode_vocabulary import DecodeVocabulary
+from fimconstrain.decoding.masks.store import MaskStore
+from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR, default_gguf
+from fimconstrain.decoding.tokens.fim_formats import (
+    _UNICODE_TO_BYTE,
+    TextCodec,
+    detect_format,
+    special_token_ids,
+)
+from fimconstrain.decoding.tokens.healing_index import HealingIndex, HealingTable
+from fimconstrain.decoding.tokens.token_bytes import (
+    SPECIAL_TOKENS,
+    stdlib_texts,
+    train_byte_level_bpe,
+    vocabulary,
+)
 
 PREFIXES = ["", "import os\n", "def f(x):\n    return x", "s = 'abc", "if a:\n    b = [1,\n"]
 
@@ -52,7 +62,7 @@ def tokenizer(request):
 
 
 def backend_of(tokenizer, extra: int = 3):
-    """What :class:`Vocabulary` reads of a model backend; the logits ``extra`` ids wider than
+    """What :class:`DecodeVocabulary` reads of a model backend; the logits ``extra`` ids wider than
     the tokenizer."""
     return SimpleNamespace(
         tokenizer=tokenizer,
@@ -89,13 +99,13 @@ def test_codec_tables_are_those_of_each_token(tokenizer):
 
 
 def test_the_tables_read_back_equal_those_built_fresh(tokenizer, cache):
-    built = Vocabulary(backend_of(tokenizer))
+    built = DecodeVocabulary(backend_of(tokenizer))
     index = built.healing_index(built.width)
     path = built.cache_path()
     assert path.exists() and path.parent == cache / "vocab"
     assert path.stem == vocabulary(tokenizer, built.width).fingerprint()  # the mask store's key
     fresh = HealingIndex(TextCodec(tokenizer), built.width)  # no cache at all
-    read = Vocabulary(backend_of(tokenizer))
+    read = DecodeVocabulary(backend_of(tokenizer))
     again = read.healing_index(read.width)
     for other in (fresh, again):
         assert (other.texts, other.ids, list(other.always)) == (index.texts, index.ids, list(index.always))
@@ -128,11 +138,11 @@ def damage(path, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["cut", "noise", "format", "vocab"])
 def test_a_damaged_or_stale_tables_file_is_built_again(small, how):
-    built = Vocabulary(backend_of(small))
+    built = DecodeVocabulary(backend_of(small))
     index = built.healing_index(built.width)
     path = built.cache_path()
     damage(path, how)
-    read = Vocabulary(backend_of(small))
+    read = DecodeVocabulary(backend_of(small))
     again = read.healing_index(read.width)
     assert (again.texts, again.ids, list(again.always)) == (index.texts, index.ids, list(index.always))
     assert read.codec.tails() == TextCodec(small).tails()
@@ -201,7 +211,7 @@ def test_a_damaged_or_stale_store_is_built_again(store_tokenizer, how):
 def test_a_decoder_prepares_at_load_what_a_request_reads(shipped, cache):
     """The background thread reads the store of the version last used and the tables; the
     request's store is the one loaded without it."""
-    from fimconstrain.decoding.generate import FimDecoder
+    from fimconstrain.decoding.loop.generate import FimDecoder
 
     backend = backend_of(shipped, extra=0)
     vocab = vocabulary(shipped, backend.vocab_size)
@@ -226,7 +236,7 @@ def test_a_decoder_prepares_at_load_what_a_request_reads(shipped, cache):
 
 def test_the_tokenizer_of_a_gguf_file_is_cached_by_the_file_identity(cache, tmp_path):
     pytest.importorskip("gguf")
-    from fimconstrain.decoding.llama_backend import TOKENIZER_PROBE, gguf_identity, gguf_tokenizer
+    from fimconstrain.decoding.runtimes.llama_backend import TOKENIZER_PROBE, gguf_identity, gguf_tokenizer
 
     model = tmp_path / "model.gguf"
     model.write_bytes(default_gguf().read_bytes())
@@ -265,7 +275,7 @@ def test_the_training_window_is_read_from_the_gguf_metadata(tmp_path):
     """llama.cpp opens a model once, with its training window capped: the window comes from the
     metadata (``<architecture>.context_length``), read without loading the tensors."""
     gguf = pytest.importorskip("gguf")
-    from fimconstrain.decoding.llama_backend import gguf_training_window
+    from fimconstrain.decoding.runtimes.llama_backend import gguf_training_window
 
     assert gguf_training_window(default_gguf()) == 1024
     path = tmp_path / "long.gguf"

@@ -219,7 +219,7 @@ def starcoder2_dir(tmp_path_factory) -> Path:
     """A random 2-layer Starcoder2 with StarCoder's FIM tokens: another architecture and format."""
     from transformers import PreTrainedTokenizerFast, Starcoder2Config, Starcoder2ForCausalLM
 
-    from fimconstrain.decoding.vocab import SPECIAL_TOKENS, train_byte_level_bpe
+    from fimconstrain.decoding.tokens.token_bytes import SPECIAL_TOKENS, train_byte_level_bpe
 
     texts = [
         Path(torch.__file__).read_text(encoding="utf-8"),

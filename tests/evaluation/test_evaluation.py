@@ -20,7 +20,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("matplotlib")
 
 from fimconstrain.cli import main as cli  # noqa: E402
-from fimconstrain.decoding.oracle import ast_parses  # noqa: E402
+from fimconstrain.decoding.loop.oracle import ast_parses  # noqa: E402
 from fimconstrain.evaluation import runs  # noqa: E402
 from fimconstrain.evaluation.datasets import main_build, read_examples  # noqa: E402
 from fimconstrain.evaluation.inputs import read_results  # noqa: E402

@@ -25,7 +25,7 @@ from conftest import require_llama_cpp  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
-from fimconstrain.decoding.models import default_gguf  # noqa: E402
+from fimconstrain.decoding.models.loading import default_gguf  # noqa: E402
 from lsp_server.server import BACKGROUND_DOCUMENT_CHARS  # noqa: E402
 
 SERVER = ClientServerConfig(

@@ -32,7 +32,7 @@ def _gguf():
         if os.environ.get("CI"):
             pytest.fail("llama-cpp-python is not installed")
         pytest.skip("llama-cpp-python is not installed")
-    from fimconstrain.decoding.models import default_gguf
+    from fimconstrain.decoding.models.loading import default_gguf
 
     return default_gguf()
 
@@ -118,10 +118,10 @@ def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail()
 def test_in_spm_order_typing_reads_only_the_prompts_last_tokens_again():
     """Suffix first (``<PRE><SUF> suffix <MID> prefix``), a character typed at the cursor changes
     only the prompt's end: the suffix and the markers come from the key/value cache."""
-    from fimconstrain.decoding.fim_formats import PromptCut
-    from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import load_model
-    from fimconstrain.decoding.options import DecodeOptions
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.loop.options import DecodeOptions
+    from fimconstrain.decoding.models.loading import load_model
+    from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
     backend = load_model(str(_gguf()), runtime="llama", threads=1, progress=False)
     decoder = FimDecoder(backend, order="spm", window=256, cut=PromptCut(24))

@@ -60,10 +60,10 @@ def test_settings_match_the_server():
         assert default == server_defaults[key], key
     assert declared["mode"]["enum"] == list(MODES)
     assert declared["multiline"]["enum"] == list(MULTILINE)
-    from fimconstrain.decoding.python_version import CHOICES
+    from fimconstrain.decoding.loop.python_version import CHOICES
 
     assert declared["pythonVersion"]["enum"] == list(CHOICES)
-    from fimconstrain.decoding.fim_formats import FORMATS
+    from fimconstrain.decoding.tokens.fim_formats import FORMATS
 
     assert set(declared["fimFormat"]["enum"]) == {""} | set(FORMATS)
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from fimconstrain import fim_checker
-from fimconstrain.decoding.constraint import ConstraintState
+from fimconstrain.decoding.loop.constraint import ConstraintState
 from fimconstrain.serving.requests import FimArgs, RequestConstraint, TokenTable
 from fimconstrain.serving.support import SamplerSupport
 

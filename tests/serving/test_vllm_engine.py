@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from fimconstrain import fim_checker
-from fimconstrain.decoding.models import DEFAULT_MODEL_DIR
+from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 from fimconstrain.serving.local_server import VllmServer, vllm_python
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,14 +164,14 @@ def test_bad_arguments_are_refused_at_admission(server, xargs, key):
 
 
 def test_the_editor_backend_constrains_on_the_server(server):
-    """``ServerDecoder`` over the shipped model's tokenizer: the server says it constrains and
+    """A server's decoder over the shipped model's tokenizer: the server says it constrains and
     names tokens by id; the editor's policy runs on it; a checked middle is cut to a valid prefix
     here; a stopped request ends at once and the server goes on serving."""
-    from fimconstrain.decoding.editor import complete_at_cursor
-    from fimconstrain.decoding.options import Controls, DecodeOptions
-    from fimconstrain.decoding.server_backend import open_server
+    from fimconstrain.decoding.loop.editor import complete_at_cursor
+    from fimconstrain.decoding.loop.options import Controls, DecodeOptions
+    from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
 
-    decoder = open_server(server.url, None)
+    decoder = ModelChoice(server=ModelServer(server.url)).open().decoder
     info = decoder.backend.info
     assert decoder.constrains and (info.model, info.window, info.by_id, info.tells) == (
         "fim",
@@ -303,17 +303,17 @@ def test_without_the_plugin_the_loop_here_makes_the_middles_made_in_process(serv
     aside: at most one may part); every middle parses. A middle cut at its best stop (the budget
     ran out) may end elsewhere: that cut weighs the stop token's probability, which the server
     tells only among its likeliest 20 (docs/serving.md)."""
-    from fimconstrain.decoding.editor import wants_multiline
-    from fimconstrain.decoding.generate import FimDecoder
-    from fimconstrain.decoding.models import load_model
-    from fimconstrain.decoding.options import DecodeOptions
-    from fimconstrain.decoding.result import StopReason
-    from fimconstrain.decoding.server_backend import open_server
-    from fimconstrain.decoding.validity import parses
+    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.loop.generate import FimDecoder
+    from fimconstrain.decoding.loop.options import DecodeOptions
+    from fimconstrain.decoding.loop.result import StopReason
+    from fimconstrain.decoding.loop.validity import parses
+    from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
+    from fimconstrain.decoding.models.loading import load_model
 
     model = load_model(None, runtime="transformers", progress=False)
     here = FimDecoder(model, window=512)
-    there = open_server(server.url, model, plugin=False, window=512)
+    there = ModelChoice(server=ModelServer(server.url, plugin=False)).open(model, window=512).decoder
     assert there.backend.steered and there.backend.info.by_id and not there.constrains
     parted, cut_elsewhere = [], 0
     for prefix, suffix, _ in heldout_cuts(12, room=600):

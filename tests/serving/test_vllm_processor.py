@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from fimconstrain import fim_checker
-from fimconstrain.decoding.fim_formats import TextCodec
+from fimconstrain.decoding.tokens.fim_formats import TextCodec
 
 
 def require(name: str):
@@ -43,7 +43,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (  # noqa: E402
     build_custom_logits_processors,
 )
 
-from fimconstrain.serving.vllm_processor import FimLogitsProcessor  # noqa: E402
+from fimconstrain.serving.vllm_processor import VllmFimProcessor  # noqa: E402
 from fimconstrain.serving.vllm_runner_v2 import FimProcessorV2  # noqa: E402
 
 
@@ -143,7 +143,7 @@ def fim_params(i: int, eos: int, **sampling) -> SamplingParams:
     prefix, suffix, version = CUTS[i]
     extra = {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version, "fim_top_k": TOP_K}
     params = SamplingParams(max_tokens=64, extra_args=extra, stop_token_ids=[eos], **sampling)
-    FimLogitsProcessor.validate_params(params)
+    VllmFimProcessor.validate_params(params)
     return params
 
 
@@ -228,8 +228,8 @@ def test_bad_arguments_fail_at_admission():
         {"fim_prefix": "x", "fim_python_version": 3.12},
     ):
         with pytest.raises(ValueError, match="fim_"):
-            FimLogitsProcessor.validate_params(SamplingParams(extra_args=extra))
-    FimLogitsProcessor.validate_params(SamplingParams(extra_args={"other": 1}))  # not FIM: fine
+            VllmFimProcessor.validate_params(SamplingParams(extra_args=extra))
+    VllmFimProcessor.validate_params(SamplingParams(extra_args={"other": 1}))  # not FIM: fine
 
 
 def sampler_keeps(logits_row: torch.Tensor, params: SamplingParams) -> set[int]:

@@ -1,0 +1,480 @@
+"""The constraint on a middle, token by token: which next tokens keep ``prefix + middle +
+suffix`` completable (paper 004 §IV-§V's checker, fed the text each token adds).
+
+It reads the model's vocabulary only through a :class:`.fim_formats.TextCodec`, and logits not
+at all: any model backend (:mod:`.backend`) is constrained the same way. Token healing (the
+prefix's last token written again, :func:`healed_tail`) and UTF-8 characters split across
+tokens are handled here, where the text is.
+
+A state may carry the token-mask store of its checker's grammar (:mod:`.mask_store`): then it
+is the pre-filter of every walk over candidates, in every backend. A state feeds its first
+candidate to the checker as it is (a step whose favourite passes needs no mask); from the
+second on, a token the store rules out is rejected without a check (:meth:`ConstraintState.child`),
+and a scan of the whole vocabulary reads only the tokens the store allows
+(:meth:`ConstraintState.narrow`, :meth:`ConstraintState.admitted`). The store is sound (a
+superset of the tokens the checker accepts), so the same tokens pass as without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from itertools import product
+from typing import TYPE_CHECKING
+
+from ...engine.checker import Checker
+from ..tokens.fim_formats import REPLACEMENT, TextCodec
+from .positions import last_line
+
+if TYPE_CHECKING:  # numpy and the store load with a store, not with this module (`--help` stays light)
+    import numpy as np
+
+    from ..masks.store import MaskStore
+
+#: candidates a state feeds to the checker before the token-mask store screens the rest
+SCREEN_AFTER = 1
+_DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
+
+
+class ConstraintState:
+    """The FIM checker after the middle's tokens so far; which next tokens keep the file completable.
+
+    Text is the tokenizer's own decoding; the checker is fed the difference that
+    a candidate token makes to it.  The difference is taken over the last few
+    tokens (decoding is local for byte-level BPE and SentencePiece), with the
+    whole middle as the fallback.  A token that ends inside a UTF-8 character
+    has that character held back (it decodes to U+FFFD for now) until it is
+    whole, and passes only if some character it could become is acceptable
+    next; bytes that can never be a character stay U+FFFD and are checked as such.
+    """
+
+    def __init__(
+        self,
+        checker: Checker,
+        codec: TextCodec,
+        ids: tuple[int, ...] = (),
+        held: int = 0,
+        healing: str = "",
+        word_suffix: bool = False,
+        ends_in_word: bool = False,
+        store: MaskStore | None = None,
+    ):
+        self.checker = checker
+        self.codec = codec
+        self.ids = ids
+        self.held = held  # trailing U+FFFD characters of the decoded middle that the checker has not seen
+        #: text taken off the prompt's end (token healing) that the tokens must write again first;
+        #: the checker, built after the whole prefix, sees only what comes after it
+        self.healing = healing
+        #: token healing at the right edge: when the suffix starts with a name character, a
+        #: middle may not end in one (the two would fuse into a name nobody wrote)
+        self.word_suffix = word_suffix
+        self.ends_in_word = ends_in_word
+        self._children: dict[int, ConstraintState | None] = {}
+        #: the checker after each first character a candidate's text has had (see _feed)
+        self._after_first: dict[str, Checker | None] = {}
+        #: per first character shared by two candidates' texts: the store's vouched tokens
+        #: after it (:meth:`_rest_vouched`; b"" once it has been asked for once)
+        self._sure_after_first: dict[str, bytes] = {}
+        self._can_end: bool | None = None
+        self._window_text: str | None = None
+        #: the decoded middle ends on a whole character (or on bytes that never become one), so
+        #: a token's text can be read from its bytes alone (:meth:`.TextCodec.piece`)
+        self._ends_whole: bool | None = None
+        #: the token-mask store of the checker's grammar and version: the pre-filter of the checks
+        self.store = store
+        self._words: np.ndarray | None = None  # the store's mask after this state (computed once)
+        self._bits = b""  # the same as bytes (token t: bit t % 8 of byte t // 8), for one-token tests
+        self._sure_bits = b""  # the store's tokens that certainly pass (MaskStore.sure), as bytes
+        self.fed = 0  # candidates fed to the checker after this state
+        self.vouched = 0  # candidates passed on the store's word (whole, or all but their first character)
+
+    def child(self, token: int) -> ConstraintState | None:
+        """The state after ``token``, or None when no continuation can make a valid file (cached)."""
+        children = self._children
+        if token in children:
+            return children[token]
+        self.fed += 1
+        nxt = children[token] = self._advance(token)
+        return nxt
+
+    def candidate(self, token: int) -> ConstraintState | None:
+        """:meth:`child` for a candidate of a walk: with a store, once this state has fed
+        :data:`SCREEN_AFTER` candidates, a token the store rules out is None at once, never
+        fed to the checker (nor cached). The walks that end sooner (most steps: the favourite
+        passes) pay for no mask, which costs about as much as a few checks."""
+        if token not in self._children and self._screened_out(token):
+            return None
+        return self.child(token)
+
+    def _screened_out(self, token: int) -> bool:
+        """Whether the store rules ``token`` out unchecked (only past :data:`SCREEN_AFTER`
+        candidates fed)."""
+        return self.fed >= SCREEN_AFTER and self.store is not None and not self.admits(token)
+
+    def passes(self, token: int) -> bool:
+        """Whether :meth:`candidate` would give a state for ``token``, told without building
+        that state where the token's text is whole characters after whole characters (a mask
+        needs only the verdicts; the committed token's state is built when it is committed)."""
+        children = self._children
+        if token in children:
+            return children[token] is not None
+        if self._screened_out(token):
+            return False
+        return self._verdict(token)
+
+    def _verdict(self, token: int) -> bool:
+        """:meth:`passes` for a token the store has not ruled out."""
+        piece = None if self.healing else self._piece(token)
+        if piece is None:
+            return self.child(token) is not None
+        if self._certain(token):
+            self.vouched += 1
+            return True
+        self.fed += 1
+        return not piece or self._passes_piece(token, piece)
+
+    def _certain(self, token: int) -> bool:
+        """Whether the store vouches that ``token``'s bytes, read as they are, pass
+        (:meth:`.MaskStore.sure`; asked once the mask is asked for, past :data:`SCREEN_AFTER`)."""
+        if self.fed < SCREEN_AFTER or self.store is None:
+            return False
+        return _has(self._sure_bytes(), token)
+
+    def _sure_bytes(self) -> bytes:
+        """:meth:`.MaskStore.sure` after this state as bytes (computed once; empty without a store)."""
+        bits = self._sure_bits
+        if not bits and self.store is not None:
+            bits = self._sure_bits = _as_bytes(self.store.sure(self.checker))
+        return bits
+
+    def passing(
+        self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int], whole: bool = False
+    ) -> Iterator[int]:
+        """The tokens of ``ranked``, in order, that pass (:func:`passing_tokens`). Once the
+        store screens the walk, the tokens it rules out or vouches for cost a bit test each,
+        read here rather than through :meth:`passes` (a whole mask is mostly such tokens).
+        ``whole``: the walk goes to the end of ``ranked``, so the store screens it from the
+        first token (else from past :data:`SCREEN_AFTER` fed)."""
+        tokens = iter(ranked)
+        if not whole or self.mask() is None:
+            for token in tokens:
+                if token in stop_ids:
+                    if self.can_end():
+                        yield token
+                elif token not in banned_ids and self.passes(token):
+                    yield token
+                if self.fed >= SCREEN_AFTER and self.mask() is not None:
+                    break
+            else:
+                return
+        allowed = self._admitted_bytes()
+        # a token's text is read from its bytes (and the store's vouch holds for it) only after
+        # whole characters, not while healing: else each token goes the way of :meth:`passes`
+        by_bytes = not self.healing and self.ends_whole()
+        sure = self._sure_bytes() if by_bytes else b""
+        pieces = self.codec.pieces() if by_bytes else []
+        size, children, n_pieces = len(allowed) * 8, self._children, len(pieces)
+        for token in tokens:
+            if token in stop_ids:
+                if self.can_end():
+                    yield token
+            elif not (0 <= token < size and allowed[token >> 3] >> (token & 7) & 1) or token in banned_ids:
+                continue
+            elif token in children:
+                if children[token] is not None:
+                    yield token
+            else:
+                text = pieces[token] if token < n_pieces else None
+                if text is None:
+                    if self._verdict(token):
+                        yield token
+                elif sure[token >> 3] >> (token & 7) & 1:
+                    self.vouched += 1
+                    yield token
+                else:
+                    self.fed += 1
+                    if not text or self._passes_piece(token, text):
+                        yield token
+
+    def _passes_piece(self, token: int, piece: str) -> bool:
+        """Whether the checker takes ``piece`` (``token``'s text): its first character is fed
+        once per character (:meth:`_after`); the rest is vouched for by the store when it is
+        itself a token's text (:meth:`.TextCodec.tail`), else fed."""
+        after = self._after(piece[0])
+        if after is None or len(piece) == 1:
+            return after is not None
+        if self._rest_vouched(piece[0], after, self.codec.tail(token)):
+            self.vouched += 1
+            return True
+        return after.feed(piece[1:]) is not None
+
+    def _rest_vouched(self, first: str, after: Checker, rest: int) -> bool:
+        """Whether the store vouches for token ``rest`` after ``after`` (the checker after
+        ``first``): then the checker takes ``first`` and ``rest``'s text, the token's whole text.
+        The store is asked from the second candidate starting with ``first`` on: one ask costs
+        a few checks, and tokens that start with a blank (``" name"``), most of a step's checks,
+        share it."""
+        if rest < 0 or self.store is None:
+            return False
+        bits = self._sure_after_first.get(first)
+        if bits is None:
+            self._sure_after_first[first] = b""
+            return False
+        if not bits:
+            bits = self._sure_after_first[first] = _as_bytes(self.store.sure(after))
+        return _has(bits, rest)
+
+    def mask(self) -> np.ndarray | None:
+        """The store's bitset of the tokens that may pass after this state (``uint64`` words,
+        computed once); None without a store, or while healing (the tokens then write prefix
+        text again, a state the store does not know)."""
+        if self._words is None and self.store is not None and not self.healing:
+            self._words = self.store.mask(self.checker, self.held)
+        return self._words
+
+    def admits(self, token: int) -> bool:
+        """Whether the store lets ``token`` through to the exact check (True without a mask);
+        ids outside the store's vocabulary are never text."""
+        bits = self._admitted_bytes()
+        return _has(bits, token) if bits else True
+
+    def _admitted_bytes(self) -> bytes:
+        """:meth:`mask` as bytes (empty without a mask)."""
+        bits = self._bits
+        if not bits:
+            words = self.mask()
+            if words is not None:
+                bits = self._bits = _as_bytes(words)
+        return bits
+
+    def narrow(self, keys: np.ndarray, also: Iterable[int] = ()) -> np.ndarray:
+        """``keys`` (a logits row) with the tokens the store rules out at -inf, those of ``also``
+        (stop tokens) kept; ``keys`` themselves without a mask."""
+        words = self.mask()
+        if words is None or self.store is None:
+            return keys
+        from ..masks.store import mask_logits, unpack
+
+        return mask_logits(keys, unpack(words, self.store.vocab_size), also)
+
+    def admitted(self, size: int) -> Iterable[int]:
+        """The token ids below ``size`` that the store lets through (all of them without a mask),
+        ascending: what a scan of the whole vocabulary checks."""
+        words = self.mask()
+        if words is None or self.store is None:
+            return range(size)
+        import numpy as np
+
+        from ..masks.store import unpack
+
+        return np.flatnonzero(unpack(words, self.store.vocab_size)[:size]).tolist()
+
+    def _seen(self, ids: tuple[int, ...]) -> str:
+        """The decoding of ``ids`` (a tail of the middle) without the held-back characters."""
+        text = self.codec.decode(list(ids))
+        return text[: len(text) - self.held] if self.held else text
+
+    def ends_whole(self) -> bool:
+        """Whether the middle's bytes so far end where no later byte changes their text (cached)."""
+        if self._ends_whole is None:
+            self._ends_whole = not self.held and not self.codec.unfinished_char(list(self.ids[-4:]))
+        return self._ends_whole
+
+    def _piece(self, token: int) -> str | None:
+        """The text ``token`` adds, read from its bytes (:meth:`.TextCodec.piece`) when the
+        middle ends whole; None when only the decoder can tell."""
+        return self.codec.piece(token) if self.ends_whole() else None
+
+    def added_text(self, token: int) -> str | None:
+        """The text ``token`` adds to the middle (None if the decoder rewrote earlier text)."""
+        piece = self._piece(token)
+        return piece if piece is not None else self._decoded_text(token)
+
+    def _decoded_text(self, token: int) -> str | None:
+        """:meth:`added_text` by the tokenizer's decoder: the window's decoding with and
+        without ``token``, the whole middle's where the window's is rewritten."""
+        window = self.ids[-_DECODE_WINDOW:]
+        if self._window_text is None:
+            self._window_text = self._seen(window)
+        text = self.codec.decode(list(window) + [token])
+        if text.startswith(self._window_text):
+            return text[len(self._window_text) :]
+        base, text = self._seen(self.ids), self.codec.decode(list(self.ids) + [token])
+        return text[len(base) :] if text.startswith(base) else None
+
+    def _advance(self, token: int) -> ConstraintState | None:
+        piece = self._piece(token)
+        #: the common case: whole characters after whole characters, nothing to hold back
+        whole = piece is not None
+        new = piece if whole else self._decoded_text(token)
+        if new is None:
+            return None
+        ids = self.ids + (token,)
+        if self.healing:
+            healing = rest_of_healing(self.healing, new)
+            if healing is None:
+                return None
+            if healing:
+                return ConstraintState(
+                    self.checker, self.codec, ids, 0, healing, self.word_suffix, store=self.store
+                )
+            new = new[len(self.healing) :]
+        unfinished = b"" if whole else self.codec.unfinished_char(list(ids[-4:]))
+        held = min(len(unfinished), len(new) - len(new.rstrip(REPLACEMENT)))
+        if held:
+            new = new[:-held]
+        nxt = self._feed(new) if new else self.checker
+        if nxt is None or (held and not any(nxt.feed(ch) for ch in utf8_completions(unfinished))):
+            return None
+        ends_in_word = is_word_char(new[-1]) if new else self.ends_in_word
+        state = ConstraintState(nxt, self.codec, ids, held, "", self.word_suffix, ends_in_word, self.store)
+        if whole:
+            state._ends_whole = True
+        return state
+
+    def _feed(self, text: str) -> Checker | None:
+        """The checker after ``text``.  The candidates of one step that start with the same
+        character share the checker after it: that character usually ends the symbol in
+        progress (``foo`` then ``(``, ``.``, `` ``), and the parser's step for the ended symbol
+        is the dear part of a candidate's check, the same for all of them."""
+        after = self._after(text[0])
+        if after is None or len(text) == 1:
+            return after
+        return after.feed(text[1:])
+
+    def _after(self, first: str) -> Checker | None:
+        """The checker after the character ``first`` (cached per state, see :meth:`_feed`)."""
+        if first in self._after_first:
+            return self._after_first[first]
+        after = self._after_first[first] = self.checker.feed(first)
+        return after
+
+    def end_inside(self, token: int, suffix: str) -> str | None:
+        """The start of ``token``'s text (maybe empty) that completes the file when the rest of
+        the token is the suffix's own beginning, not only blanks: the model has written past
+        the end of the middle and into the suffix. None if there is no such cut."""
+        new = self.added_text(token)
+        if not new or self.held or self.healing or not suffix:
+            return None
+        for cut in range(len(new) - 1, -1, -1):
+            rest = new[cut:]
+            if rest.strip() and suffix.startswith(rest):
+                if self.word_suffix and (is_word_char(new[cut - 1]) if cut else self.ends_in_word):
+                    continue  # the middle's last name would run into the suffix's first
+                end = self.checker.feed(new[:cut]) if cut else self.final_checker()
+                if end is not None and end.is_complete():
+                    return new[:cut]
+        return None
+
+    def final_checker(self) -> Checker | None:
+        """The checker with the held-back characters fed as U+FFFD, as they stay in the final text."""
+        return self.checker.feed(REPLACEMENT * self.held) if self.held else self.checker
+
+    def can_end(self) -> bool:
+        """Whether prefix + middle + suffix is a complete program now (cached)."""
+        if self._can_end is None:
+            fused = self.word_suffix and self.ends_in_word
+            final = None if self.healing or fused else self.final_checker()
+            self._can_end = final is not None and final.is_complete()
+        return self._can_end
+
+
+def _as_bytes(words: np.ndarray) -> bytes:
+    """A store's bitset (``uint64`` words) as bytes, token t at bit t % 8 of byte t // 8: a
+    one-token test on bytes is cheaper than on the array."""
+    return words.view("u1").tobytes()
+
+
+def _has(bits: bytes, token: int) -> bool:
+    """Whether ``token`` is in a bitset read as bytes (token t: bit t % 8 of byte t // 8)."""
+    return 0 <= token < len(bits) * 8 and bool(bits[token >> 3] >> (token & 7) & 1)
+
+
+def is_word_char(ch: str) -> bool:
+    """Whether ``ch`` can continue a name: a middle ending in one fuses with a suffix starting in one."""
+    return ("a" + ch).isidentifier()
+
+
+def rest_of_healing(healing: str, new: str) -> str | None:
+    """What is left to write of the healed text ``healing`` after a token that writes ``new``:
+    ``""`` once it is all written (``new`` may go on past it), None when ``new`` strays from it."""
+    if healing.startswith(new):
+        return healing[len(new) :]
+    return "" if new.startswith(healing) else None
+
+
+def healed_tail(codec: TextCodec, prefix: str, limit: int = 16) -> str:
+    """Token healing (the left edge): the text of the prefix's last token when the cursor may
+    split a token there (``retu|``, ``self.na|``, ``x =|``): the prompt ends before it, and the
+    first generated tokens must write it again, so the model continues from a boundary it was
+    trained on instead of one the cursor made. Empty when nothing should be healed (no token,
+    a line break, a line's indentation). Blanks after code on the line (``for x in |``) are
+    healed: byte-level tokenizers attach a space to the word after it, and a model shown a lone
+    space writes its own (``in  values``)."""
+    ids = codec.encode(prefix[-4 * limit :]) if prefix else []
+    if not ids:
+        return ""
+    tail = codec.decode(ids[-1:])
+    if len(tail) > limit or REPLACEMENT in tail or not prefix.endswith(tail) or "\n" in tail or "\r" in tail:
+        return ""
+    if not tail.strip() and not last_line(prefix[: len(prefix) - len(tail)]).strip():
+        return ""  # indentation: healing it would let the model re-indent
+    return tail
+
+
+@lru_cache(maxsize=4096)
+def utf8_completions(unfinished: bytes) -> tuple[str, ...]:
+    """Characters whose UTF-8 starts with ``unfinished``: the first that can start a name,
+    continue one, or be any.
+
+    Python accepts a non-ASCII character only in a name (identifier characters) or
+    in a string or comment (any character), so these three stand for all of them.
+    """
+    size = 2 if unfinished[0] < 0xE0 else 3 if unfinished[0] < 0xF0 else 4
+    found: dict[str, str] = {}
+    for rest in product(range(0x80, 0xC0), repeat=size - len(unfinished)):
+        try:
+            ch = (unfinished + bytes(rest)).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found.setdefault("any", ch)
+        if ch.isidentifier():
+            found.setdefault("start", ch)
+        if ("a" + ch).isidentifier():
+            found.setdefault("continue", ch)
+        if len(found) == 3:
+            break
+    return tuple(dict.fromkeys(found.values()))
+
+
+def passing_tokens(
+    state: ConstraintState,
+    ranked: Iterable[int],
+    stop_ids: set[int],
+    banned_ids: set[int],
+    whole: bool = False,
+) -> Iterator[int]:
+    """The tokens of ``ranked``, in order, that pass: :func:`passing_candidates` without the
+    states after them (:meth:`ConstraintState.passing`; ``whole``: all of ``ranked`` is
+    walked), for the walks that build a mask."""
+    return state.passing(ranked, stop_ids, banned_ids, whole)
+
+
+def passing_candidates(
+    state: ConstraintState, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int]
+) -> Iterator[tuple[int, ConstraintState]]:
+    """The tokens of ``ranked``, in order, that pass.
+
+    A stop token passes when the file is complete; any other when it keeps the file completable.
+    With a store on ``state``, every candidate after the first checked is screened by it first
+    (:meth:`ConstraintState.child`): the same tokens pass, fewer are fed to the checker.
+    """
+    for token in ranked:
+        if token in stop_ids:
+            if state.can_end():
+                yield token, state
+        elif token not in banned_ids:
+            nxt = state.candidate(token)
+            if nxt is not None:
+                yield token, nxt
