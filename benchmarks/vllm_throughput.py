@@ -2,7 +2,7 @@
 """vLLM throughput: tokens per second of a real vLLM engine serving the shipped model, with and
 without the FIM constraint plugin, and the constraint's share of the step.
 
-One vLLM OpenAI-compatible server (``fimconstrain.serving.local_server.VllmServer``, started from
+One vLLM OpenAI-compatible server (``vllm_server.VllmServer``, started from
 the vLLM environment of ``bash scripts/vllm_toolchain.sh``, whose engine loads the plugin through
 its entry point) serves every measurement. Requests are held-out editor cursors
 (``editor_quality.py``'s files and cuts): the prompt is the model's PSM FIM prompt around the
@@ -46,7 +46,7 @@ import _common as C
 import editor_quality as EQ
 
 from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
-from fimconstrain.serving.local_server import VllmServer, vllm_python
+from vllm_server import VllmServer, vllm_python
 
 MODES = ("unconstrained", "constrained")
 NAME = "fim"

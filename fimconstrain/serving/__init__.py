@@ -4,6 +4,6 @@
 batch's candidates in this process and :mod:`.pool` in worker processes that own the requests;
 :mod:`.vllm_processor` is the vLLM plugin, which builds the processor of the model runner that
 loads it (:mod:`.vllm_runner_v1`, :mod:`.vllm_runner_v2`) over either. Only those three import
-vLLM, so the rest runs (and is benchmarked) without it; :mod:`.local_server` starts a vLLM server
-from its own environment (tests, benchmarks).
+vLLM, so the rest runs (and is benchmarked) without it (``benchmarks/vllm_server.py`` starts a
+vLLM server from its own environment for the tests and benchmarks).
 """

@@ -27,9 +27,10 @@ import pytest
 
 from fimconstrain import fim_checker
 from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
-from fimconstrain.serving.local_server import VllmServer, vllm_python
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))  # the vLLM server the benchmarks start too
+from vllm_server import VllmServer, vllm_python  # noqa: E402
 pytestmark = [pytest.mark.time_limit(900), pytest.mark.filterwarnings("ignore::SyntaxWarning")]
 
 #: (prefix, suffix, python version): cuts of the kind an editor sends, at several versions
