@@ -28,7 +28,7 @@ from .known_models import KNOWN_MODELS, cached_path, is_fetched
 if TYPE_CHECKING:
     from ..runtimes.backend import ModelBackend
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[2] / "default_model"
 #: the shipped model's weights (one copy: llama.cpp's is made from them, :func:`default_gguf`)
 DEFAULT_WEIGHTS = DEFAULT_MODEL_DIR / "model.safetensors"
 #: the name of the GGUF copy a checkpoint directory may hold (training writes one)
