@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fimconstrain.decoding.loop.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, SEMANTIC_DEFAULT
-from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
+from fimconstrain.decoding.model_choice import ModelChoice
 from fimconstrain.decoding.models.loading import RUNTIMES
 
 SECTION = "fimconstrain"
@@ -71,17 +71,7 @@ class Settings:
 
     def model_choice(self) -> ModelChoice:
         """The model these settings choose (the server reloads it when this changes)."""
-        server = None if self.server is None else ModelServer(self.server, self.server_model)
-        return ModelChoice(
-            model=self.model,
-            fim_format=self.fim_format,
-            trust_remote_code=self.trust_remote_code,
-            runtime=self.runtime,
-            threads=self.threads,
-            context=self.context,
-            device=self.device,
-            server=server,
-        )
+        return ModelChoice.of(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,5 +1,5 @@
 """What the command lines take in: argument types with their ranges, the model options (read
-back as one :class:`~fimconstrain.decoding.model_choice.ModelChoice`), the Python version, and
+back as one :meth:`~fimconstrain.decoding.model_choice.ModelChoice.of`), the Python version, and
 the source file.
 
 Torch-free on purpose: ``fimconstrain --help``, ``complete --help`` and ``check`` parse their
@@ -16,7 +16,7 @@ import sys
 from bisect import bisect_right
 
 from ..decoding.loop.positions import line_starts
-from ..decoding.model_choice import ModelChoice, ModelServer
+from ..decoding.model_choice import ModelServer
 from ..decoding.tokens.fim_formats import get_format
 from ..engine.errors import FimConstrainError, InputError
 from ..engine.versions import NEWEST, OLDEST, PythonVersion, format_version, parse_python_version
@@ -141,22 +141,6 @@ def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", thread
         help="prompt order: prefix-suffix or suffix-prefix (default: the FIM format's, docs/models.md)",
     )
     ap.add_argument("--trust-remote-code", action="store_true", help="run a model's own code (trusted only)")
-
-
-def model_choice(args: argparse.Namespace) -> ModelChoice:
-    """The model that :func:`add_model_options` (and :func:`add_server_options`, where the command
-    takes them) chose."""
-    server = getattr(args, "server", None)
-    return ModelChoice(
-        model=args.model,
-        fim_format=args.fim_format,
-        trust_remote_code=args.trust_remote_code,
-        runtime=args.runtime,
-        threads=args.threads,
-        context=args.context,
-        device=getattr(args, "device", "cpu"),
-        server=None if server is None else ModelServer(server, args.server_model, args.server_timeout),
-    )
 
 
 positive_int = _checked(int, lambda value: value >= 1, "at least 1")

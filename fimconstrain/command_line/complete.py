@@ -25,7 +25,6 @@ from .arguments import (
     HelpFormatter,
     add_model_options,
     add_server_options,
-    model_choice,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -151,7 +150,7 @@ def main_complete(argv: list[str] | None = None) -> int:
         done = complete_file(
             args.file,
             args.cursor,
-            model_choice(args),
+            ModelChoice.of(args),
             python_version=args.python_version,
             multiline=args.multiline,
             order=args.order,

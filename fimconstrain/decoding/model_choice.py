@@ -57,6 +57,20 @@ class ModelChoice:
     #: the server that runs the model instead of this process; None: loaded here
     server: ModelServer | None = None
 
+    @classmethod
+    def of(cls, settings: Any) -> ModelChoice:
+        """The choice that ``settings`` spell by these fields' names: the command lines' options
+        (:func:`fimconstrain.command_line.arguments.add_model_options`), the language server's
+        settings. A field they lack keeps its default; ``server`` (a URL), ``server_model`` and
+        ``server_timeout`` spell the :class:`ModelServer`."""
+        local = ("model", "fim_format", "trust_remote_code", "runtime", "threads", "context", "device")
+        given = {name: getattr(settings, name) for name in local if hasattr(settings, name)}
+        url = getattr(settings, "server", None)
+        if url is not None:
+            timeout = getattr(settings, "server_timeout", DEFAULT_TIMEOUT)
+            given["server"] = ModelServer(url, getattr(settings, "server_model", None), timeout)
+        return cls(**given)
+
     def open(
         self,
         backend: ModelBackend | None = None,

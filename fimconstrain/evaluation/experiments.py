@@ -11,9 +11,9 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..command_line.arguments import model_choice
 from ..decoding.loop.editor import wants_multiline
 from ..decoding.loop.options import DecodeOptions
+from ..decoding.model_choice import ModelChoice
 from .examples import Example
 from .modes import CONSTRAINED, MODES
 from .provenance import Provenance, RunSettings, model_folder, record_key, weights_sha256
@@ -24,7 +24,7 @@ def open_decoder(args: argparse.Namespace):
     """Load the model and return (provenance, decoder): what a process running experiments needs."""
     from ..engine.versions import format_version
 
-    decoder, _ = model_choice(args).open(order=args.order, python_version=args.python_version)
+    decoder, _ = ModelChoice.of(args).open(order=args.order, python_version=args.python_version)
     loaded = decoder.backend
     folder = model_folder(loaded.name)
     settings = RunSettings(

@@ -1,6 +1,6 @@
-"""A model server as a model backend: the one decode loop (:mod:`fimconstrain.decoding.loop.generate`) runs over an
-OpenAI-compatible ``/v1/completions`` endpoint, so a server's middles are constrained, healed and
-ended exactly as a model here ends them (issue 50).
+"""A model server as a model backend: the one decode loop (:mod:`..loop.generate`) runs over an
+OpenAI-compatible ``/v1/completions`` endpoint, so a server's middles are constrained, healed
+and ended exactly as a model here ends them (issue 50).
 
 A step needs the next token's logits; a server tells only the likeliest :data:`ALTERNATIVES`
 (``logprobs``). So a session's logits are those log-probabilities, every other token at -inf,
