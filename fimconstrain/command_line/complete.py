@@ -36,6 +36,23 @@ if TYPE_CHECKING:
     from ..decoding.runtimes.backend import ModelBackend
 
 
+#: the options of ``complete`` that are :class:`~fimconstrain.decoding.loop.options.DecodeOptions`
+#: fields of the same names
+DECODE_FIELDS = (
+    "mode",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "finish_in_budget",
+    "best_stop",
+    "prefilter",
+    "finish_search",
+    "semantic",
+)
+
+
 def complete_file(
     path: str | Path, cursor: str | int, model: ModelChoice | ModelBackend | None = None, **options: Any
 ) -> CursorCompletion:
@@ -156,17 +173,7 @@ def main_complete(argv: list[str] | None = None) -> int:
             order=args.order,
             progress=not args.json,
             timings=timings,
-            mode=args.mode,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            seed=args.seed,
-            finish_in_budget=args.finish_in_budget,
-            best_stop=args.best_stop,
-            prefilter=args.prefilter,
-            finish_search=args.finish_search,
-            semantic=args.semantic,
+            **{name: getattr(args, name) for name in DECODE_FIELDS},
         )
     except (FimConstrainError, ModelServerError) as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)
