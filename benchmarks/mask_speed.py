@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results
 
 import fimconstrain
-from fimconstrain.decoding.masks.store import Alphabet, MaskStore
+from fimconstrain.decoding.masks.builder import Alphabet
+from fimconstrain.decoding.masks.store import MaskStore
 from fimconstrain.decoding.tokens.token_bytes import split_utf8, stdlib_tokenizer, token_steps, vocabulary
 
 

@@ -10,8 +10,8 @@ import pytest
 from conftest import read_utf8, sample_stdlib
 
 import fimconstrain
+from fimconstrain.decoding.masks.builder import Alphabet
 from fimconstrain.decoding.masks.store import (
-    Alphabet,
     MaskStore,
     mask_logits,
     pack,

@@ -19,7 +19,8 @@ import numpy as np
 
 from ...engine.checker import check_characters
 from ...engine.versions import PythonVersion, VersionLike, format_version, parse_python_version
-from ..masks.store import MaskStore, SavedStore
+from ..masks.cache import SavedStore
+from ..masks.store import MaskStore
 from ..runtimes.backend import GenerationRequest, ModelBackend
 from ..tokens.fim_formats import FimFormat, PromptCut, TextCodec, build_prompt
 from .constraint import healed_tail
