@@ -44,9 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 import editor_quality as EQ
+from vllm_server import VllmServer, vllm_python
 
 from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
-from vllm_server import VllmServer, vllm_python
 
 MODES = ("unconstrained", "constrained")
 NAME = "fim"

@@ -57,7 +57,7 @@ def _checked(kind, ok, requirement: str):
 
 
 def fim_format_name(text: str) -> str:
-    """An argparse type: a FIM format's name or alias (:data:`.fim_formats.FORMATS`), checked
+    """An argparse type: a FIM format's name or alias (:data:`..decoding.tokens.fim_formats.FORMATS`), checked
     before any model is loaded."""
     try:
         get_format(text)

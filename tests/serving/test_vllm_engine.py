@@ -31,6 +31,7 @@ from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))  # the vLLM server the benchmarks start too
 from vllm_server import VllmServer, vllm_python  # noqa: E402
+
 pytestmark = [pytest.mark.time_limit(900), pytest.mark.filterwarnings("ignore::SyntaxWarning")]
 
 #: (prefix, suffix, python version): cuts of the kind an editor sends, at several versions

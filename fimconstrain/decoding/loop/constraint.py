@@ -1,12 +1,12 @@
 """The constraint on a middle, token by token: which next tokens keep ``prefix + middle +
 suffix`` completable (paper 004 §IV-§V's checker, fed the text each token adds).
 
-It reads the model's vocabulary only through a :class:`.fim_formats.TextCodec`, and logits not
-at all: any model backend (:mod:`.backend`) is constrained the same way. Token healing (the
+It reads the model's vocabulary only through a :class:`..tokens.fim_formats.TextCodec`, and logits not
+at all: any model backend (:mod:`..runtimes.backend`) is constrained the same way. Token healing (the
 prefix's last token written again, :func:`healed_tail`) and UTF-8 characters split across
 tokens are handled here, where the text is.
 
-A state may carry the token-mask store of its checker's grammar (:mod:`.mask_store`): then it
+A state may carry the token-mask store of its checker's grammar (:mod:`..masks.store`): then it
 is the pre-filter of every walk over candidates, in every backend. A state feeds its first
 candidate to the checker as it is (a step whose favourite passes needs no mask); from the
 second on, a token the store rules out is rejected without a check (:meth:`ConstraintState.child`),

@@ -1,7 +1,7 @@
 """A model's vocabulary as the decode loop sees it: its text codec, the tokens that end a middle,
 the tokens that never write one, and the tables built once per vocabulary.
 
-The tables: every token's bytes (:func:`.vocab.vocabulary`, padded to the logits width; their
+The tables: every token's bytes (:func:`..tokens.token_bytes.vocabulary`, padded to the logits width; their
 fingerprint is the key of every cache of this vocabulary, the token-mask store's included), the
 token-healing index's sorted texts and the codec's tails (:meth:`.TextCodec.tail`). The last two
 are kept on disk, ``<cache root>/vocab/<fingerprint>.npz``, beside the mask stores: numpy arrays

@@ -5,7 +5,7 @@ The cursor's context says whether a line or a block is wanted (:func:`wants_mult
 middle is constrained at the file's Python version (:mod:`.python_version`; a file that parses
 only at a newer version is completed as that one, never refused), ended by the one end-of-middle
 policy (:meth:`.options.DecodeOptions.editor`), and shown only when it is valid, not blank, and
-the model's confidence in it passes the model's fitted threshold (:mod:`.confidence`): valid and
+the model's confidence in it passes the model's fitted threshold (:mod:`..models.confidence`): valid and
 likely, or nothing.
 """
 

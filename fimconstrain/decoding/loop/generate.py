@@ -4,7 +4,7 @@ Constrained decoding walks the model's candidates best first (greedy) or in a se
 order (sampling: the first candidate that passes is an exact draw from the distribution
 restricted to passing tokens) and takes the first whose text keeps ``prefix + middle + suffix``
 completable; a stop token passes only when the program is complete (paper 004 §VII). The model
-is reached only through :mod:`.backend` (prefill, step, logits as numpy arrays), so transformers,
+is reached only through :mod:`..runtimes.backend` (prefill, step, logits as numpy arrays), so transformers,
 a bigram model or a model server run the same loop.
 """
 
@@ -37,9 +37,9 @@ class FimDecoder:
     """Fills the middle between a prefix and a suffix with a model backend, in any mode.
 
     ``order``: the prompt's order, ``"psm"`` or ``"spm"`` (default: the format's,
-    :attr:`.fim_formats.FimFormat.order`); ``window``: tokens of prompt and
+    :attr:`..tokens.fim_formats.FimFormat.order`); ``window``: tokens of prompt and
     middle together (at most, and by default, the model's); ``cut``: how a prompt longer than that is cut (an
-    editor's: a short suffix and a prefix cut that typing keeps, :class:`.fim_formats.PromptCut`;
+    editor's: a short suffix and a prefix cut that typing keeps, :class:`..tokens.fim_formats.PromptCut`;
     default: halves); ``python_version`` (``"3.12"`` or ``(3, 12)``;
     default: the newest): the syntax the constraint accepts unless a call's options say.
     With ``prepare`` (default), a background thread loads (or builds) the vocabulary's tables
@@ -297,7 +297,7 @@ class FimDecoder:
     ) -> tuple[int | None, float]:
         """The token ``run`` takes after ``logits`` (None: none passes; ``whole``: no more will be
         told, see :meth:`.run.Run.choose`), and their log-normaliser: 0 for a ``partial`` row
-        (log-probabilities already, :attr:`.backend.ModelSession.partial`)."""
+        (log-probabilities already, :attr:`..runtimes.backend.ModelSession.partial`)."""
         keys = ranking_keys(logits, options.temperature, options.top_p, rng)
         normaliser = 0.0 if partial else log_normaliser(logits)
         started = time.perf_counter()

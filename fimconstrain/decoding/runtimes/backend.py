@@ -1,8 +1,8 @@
 """The seam between the decode loop and a model runtime: what the loop needs from a model.
 
-The loop (:mod:`.generate`) prefills a prompt, steps one token at a time and reads the
+The loop (:mod:`..loop.generate`) prefills a prompt, steps one token at a time and reads the
 next-token logits as a numpy array; the constraint reads the vocabulary through the tokenizer
-(token texts and bytes, :class:`.fim_formats.TextCodec`) and keeps the special ids out of a
+(token texts and bytes, :class:`..tokens.fim_formats.TextCodec`) and keeps the special ids out of a
 middle. Nothing else of the model is seen, so any runtime that offers these (transformers,
 :mod:`.transformers_backend`; llama.cpp, :mod:`.llama_backend`; a model server, which tells only
 its likeliest tokens, :mod:`.server_backend`; a pure-numpy bigram model, :mod:`.bigram_backend`)

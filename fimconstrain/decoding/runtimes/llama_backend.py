@@ -5,7 +5,7 @@ here against 3.4 ms under transformers (``benchmarks/editor_quality.py``). The c
 reads the vocabulary through a Hugging Face tokenizer rebuilt from the GGUF's own metadata
 (transformers' GGUF tokenizer builders), checked at load against llama.cpp's tokenization of
 a probe text. The FIM markers come from the file's ``tokenizer.ggml.fim_*_token_id`` keys,
-matched against the project's format table (:mod:`.fim_formats`); a file without them has
+matched against the project's format table (:mod:`..tokens.fim_formats`); a file without them has
 its format detected from the vocabulary.
 
 One llama.cpp context serves the backend's sessions, one llama.cpp call at a time (a lock): a

@@ -299,7 +299,7 @@ class TextCodec:
         return table
 
     def use_token_bytes(self, token_bytes: Sequence[bytes | None]) -> None:
-        """Make the :meth:`pieces` table from every token's bytes as :func:`.vocab.vocabulary`
+        """Make the :meth:`pieces` table from every token's bytes as :func:`.token_bytes.vocabulary`
         reads them (None for special tokens) when it is not made yet: the same texts, without
         reading the tokenizer again."""
         if self._piece_table is not None or not self._bytes_only or len(token_bytes) < self._known:

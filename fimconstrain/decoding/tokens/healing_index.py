@@ -2,7 +2,7 @@
 
 While the first tokens must write the healed end of the prefix again (``self.na|`` healed
 to ``self.`` + "na..."), a token passes only if its text is a start of what is left to write
-or writes all of it and goes on (:func:`.constraint.rest_of_healing`).  The model, prompted
+or writes all of it and goes on (:func:`..loop.constraint.rest_of_healing`).  The model, prompted
 before the healed text, often ranks such tokens far down: walking the ranking checked hundreds
 of candidates per healing step (2,396 in one step of a held-out mid-line request).  This index
 gives the tokens that can pass directly, so that the walk sees only them, in the model's order.
