@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.append(str(HERE.parent / "scripts"))  # helpers kept out of the library: tokenizer_training
 RESULTS_DIR = HERE / "results"
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__", ".git", ".venv", "node_modules"}
 

@@ -37,16 +37,11 @@ from _common import (
     timed,
     write_results,
 )
+from tokenizer_training import SPECIAL_TOKENS, stdlib_tokenizer
 
 import fimconstrain
 from fimconstrain.decoding.masks.store import MaskStore, unpack
-from fimconstrain.decoding.tokens.token_bytes import (
-    SPECIAL_TOKENS,
-    split_utf8,
-    stdlib_tokenizer,
-    token_steps,
-    vocabulary,
-)
+from fimconstrain.decoding.tokens.token_bytes import split_utf8, token_steps, vocabulary
 from fimconstrain.engine.grammar import load_builtin
 
 OPENERS, CLOSERS = {'"("', '"["', '"{"'}, {'")"', '"]"', '"}"'}

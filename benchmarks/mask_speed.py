@@ -22,11 +22,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results
+from tokenizer_training import stdlib_tokenizer
 
 import fimconstrain
 from fimconstrain.decoding.masks.builder import Alphabet
 from fimconstrain.decoding.masks.store import MaskStore
-from fimconstrain.decoding.tokens.token_bytes import split_utf8, stdlib_tokenizer, token_steps, vocabulary
+from fimconstrain.decoding.tokens.token_bytes import split_utf8, token_steps, vocabulary
 
 
 def percentiles(us: list[float]) -> dict:

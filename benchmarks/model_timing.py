@@ -35,10 +35,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS_DIR, table, write_results
 from batch_constraint import cuts
+from tokenizer_training import SANTACODER_TOKENS, train_byte_level_bpe
 
 from fimconstrain.decoding.loop.generate import FimDecoder
 from fimconstrain.decoding.tokens.fim_formats import build_prompt
-from fimconstrain.evaluation.tiny_model import SANTACODER_TOKENS
 from fimconstrain.serving.batch import InlineChecker, RowQuery, constrain
 from fimconstrain.serving.requests import FimArgs, TokenTable
 from fimconstrain.serving.support import SamplerSupport
@@ -92,8 +92,6 @@ def tokenizer_for(vocab: int, cache: Path):
     """A byte-level BPE of ``vocab`` tokens trained on the standard library (kept in ``cache``)."""
     from _common import list_py_files, read_utf8, stdlib_root
     from transformers import PreTrainedTokenizerFast
-
-    from fimconstrain.decoding.tokens.token_bytes import train_byte_level_bpe
 
     path = cache / f"model_timing_tokenizer_{vocab}.json"
     if not path.is_file():

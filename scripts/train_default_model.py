@@ -40,10 +40,10 @@ from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedToke
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fimconstrain.decoding.loop.oracle import ast_parses
 from fimconstrain.decoding.tokens.fim_formats import split_budget
-from fimconstrain.decoding.tokens.token_bytes import train_byte_level_bpe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from permissive_code import CodeFile, collect, write_manifest
+from tokenizer_training import train_byte_level_bpe
 
 EOT, PRE, MID, SUF, PAD = "<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"
 SPECIAL_TOKENS = [EOT, PRE, MID, SUF, PAD]

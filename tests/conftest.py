@@ -22,6 +22,7 @@ from fimconstrain.decoding.loop.oracle import ast_error, ast_parses
 from fimconstrain.time_limit import time_limit
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.append(str(REPO / "scripts"))  # helpers kept out of the library: tiny_model, tokenizer_training
 EXAMPLES = REPO / "examples"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 DEFAULT_TIME_LIMIT = 600

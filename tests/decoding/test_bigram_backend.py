@@ -27,9 +27,8 @@ GENERIC = "def config[T](value: T) -> T:\n    return value\n\n\n"
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
     """The tiny model's byte-level BPE tokenizer (SantaCoder's FIM tokens); its weights unused."""
+    from tiny_model import build_tiny_model
     from transformers import AutoTokenizer
-
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
 
     return AutoTokenizer.from_pretrained(build_tiny_model(tmp_path_factory.mktemp("bigram_tok")))
 
@@ -90,10 +89,10 @@ def test_the_evaluation_runs_through_the_bigram(bigram):
     from fimconstrain.evaluation.examples import Example
     from fimconstrain.evaluation.experiments import run_example
     from fimconstrain.evaluation.modes import DEFAULT_MODES
-    from fimconstrain.evaluation.provenance import Provenance, Settings
+    from fimconstrain.evaluation.provenance import Provenance, RunSettings
 
     example = Example("e1", "boundary", "a.py", "0" * 64, "x = (1 +", " 2", ")\nprint(x)\n")
-    provenance = Provenance("bigram", "0" * 64, bigram.fim_format.name, Settings(max_new_tokens=8))
+    provenance = Provenance("bigram", "0" * 64, bigram.fim_format.name, RunSettings(max_new_tokens=8))
     records = list(
         run_example(FimDecoder(bigram), {"name": "d", "sha256": "1" * 64}, example, DEFAULT_MODES, provenance)
     )

@@ -57,7 +57,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer GPTBigCode and a 600-token byte-level BPE tokenizer with SantaCoder's FIM tokens."""
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 
@@ -232,7 +232,8 @@ def test_load_hub_id_from_local_cache(tiny_dir, tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
     code = (
-        "from fimconstrain.decoding.models.loading import load_model; m = load_model('fimconstrain-tests/tiny'); "
+        "from fimconstrain.decoding.models.loading import load_model\n"
+        "m = load_model('fimconstrain-tests/tiny'); "
         "print(m.fim_format.name, m.context_window)"
     )
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_TELEMETRY": "1"}

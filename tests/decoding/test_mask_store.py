@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 from conftest import read_utf8, sample_stdlib
+from tokenizer_training import stdlib_texts, train_byte_level_bpe
 
 import fimconstrain
 from fimconstrain.decoding.masks.builder import Alphabet
@@ -23,9 +24,7 @@ from fimconstrain.decoding.tokens.token_bytes import (
     TokenBytes,
     from_strings,
     split_utf8,
-    stdlib_texts,
     token_steps,
-    train_byte_level_bpe,
     vocabulary,
 )
 

@@ -12,7 +12,7 @@ from fimconstrain.decoding.models.loading import load_model
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_loading"))
 

@@ -17,7 +17,7 @@ from fimconstrain.decoding.runtimes import transformers_backend  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return load_model(build_tiny_model(Path(tmp_path_factory.mktemp("tiny_prefill")), context=512))
 

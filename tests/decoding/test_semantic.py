@@ -38,7 +38,7 @@ UNSURE = "from os import *\n\ndef wrap(text):\n    return"  # a star import: the
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return load_model(build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256))
 

@@ -35,7 +35,7 @@ WINDOW = 512
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("server_tok"))
 

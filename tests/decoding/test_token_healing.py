@@ -23,7 +23,7 @@ PREFIXES = ["def f(items):\n    retu", "import os\nname = os.pa", "x = value_of"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return load_model(build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256))
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tokenizer_training import SPECIAL_TOKENS, stdlib_texts, train_byte_level_bpe
 
 import fimconstrain
 from fimconstrain.decoding.loop.decode_vocabulary import DecodeVocabulary
@@ -22,12 +23,7 @@ from fimconstrain.decoding.tokens.fim_formats import (
     special_token_ids,
 )
 from fimconstrain.decoding.tokens.healing_index import HealingIndex, HealingTable
-from fimconstrain.decoding.tokens.token_bytes import (
-    SPECIAL_TOKENS,
-    stdlib_texts,
-    train_byte_level_bpe,
-    vocabulary,
-)
+from fimconstrain.decoding.tokens.token_bytes import vocabulary
 
 PREFIXES = ["", "import os\n", "def f(x):\n    return x", "s = 'abc", "if a:\n    b = [1,\n"]
 

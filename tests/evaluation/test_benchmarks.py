@@ -124,7 +124,7 @@ BUDGET = ["--max-new-tokens", "8", "--top-k", "10"]
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=512)
 
@@ -217,9 +217,8 @@ def test_samples_need_a_temperature(tiny_dir, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def starcoder2_dir(tmp_path_factory) -> Path:
     """A random 2-layer Starcoder2 with StarCoder's FIM tokens: another architecture and format."""
+    from tokenizer_training import SPECIAL_TOKENS, train_byte_level_bpe
     from transformers import PreTrainedTokenizerFast, Starcoder2Config, Starcoder2ForCausalLM
-
-    from fimconstrain.decoding.tokens.token_bytes import SPECIAL_TOKENS, train_byte_level_bpe
 
     texts = [
         Path(torch.__file__).read_text(encoding="utf-8"),

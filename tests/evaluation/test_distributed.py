@@ -33,7 +33,7 @@ def require(name: str):
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 

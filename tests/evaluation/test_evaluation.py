@@ -37,7 +37,7 @@ BUDGET = ["--max-new-tokens", "12", "--top-k", "10"]
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer GPTBigCode and a 600-token byte-level BPE tokenizer with SantaCoder's FIM tokens."""
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 

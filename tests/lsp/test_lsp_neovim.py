@@ -140,7 +140,7 @@ def nvim() -> str:
 
 @pytest.mark.time_limit(180)
 def test_neovim_accepts_an_inline_completion(nvim, tmp_path):
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model")
     source = tmp_path / "work" / "example.py"

@@ -1,7 +1,7 @@
 """The language server end to end: pytest-lsp drives ``python -m lsp_server`` over stdio.
 
 The server runs a tiny randomly initialised FIM model (built once per module by
-``fimconstrain.evaluation.tiny_model``), so completions are nonsense but must still be valid:
+``scripts/tiny_model.py``), so completions are nonsense but must still be valid:
 every item, inserted at the cursor, must make the file parse.  Nothing here
 asserts on timings; early stops are checked through the server's log.
 """
@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.time_limit(120), pytest.mark.filterwarnings("ignore::S
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("lsp_tiny_model"))
 

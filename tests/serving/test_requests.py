@@ -29,9 +29,8 @@ SAMPLERS = [None, SamplerSupport(greedy=True), SamplerSupport(min_p=0.2, tempera
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> Path:
+    from tiny_model import build_tiny_model
     from transformers import AutoTokenizer
-
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
 
     return AutoTokenizer.from_pretrained(build_tiny_model(tmp_path_factory.mktemp("tiny"), context=256))
 

@@ -50,7 +50,7 @@ from fimconstrain.serving.vllm_runner_v2 import FimProcessorV2  # noqa: E402
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A tiny random FIM model (SantaCoder's tokens)."""
-    from fimconstrain.evaluation.tiny_model import build_tiny_model
+    from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), context=256)
 

@@ -2,17 +2,16 @@
 
 The mask store works on these bytes, so it serves any Hugging Face tokenizer (byte-level BPE,
 SentencePiece with byte fallback, plain word pieces) and can fingerprint the vocabulary for its
-disk cache. ``train_byte_level_bpe`` builds a local tokenizer for tests and benchmarks (no hub).
+disk cache. (The local tokenizers of the tests and benchmarks are trained by
+``scripts/tokenizer_training.py``, outside the library.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from .fim_formats import byte_level_all, byte_scheme
 
@@ -95,70 +94,6 @@ def vocabulary(tokenizer, size: int | None = None) -> TokenBytes:
 def from_strings(tokens: Sequence[str | None]) -> TokenBytes:
     """A vocabulary given as token texts (None for special tokens), e.g. for small tests."""
     return TokenBytes(tuple(None if t is None else t.encode("utf-8") for t in tokens))
-
-
-SPECIAL_TOKENS = ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
-
-
-def train_byte_level_bpe(
-    texts: Iterable[str],
-    vocab_size: int,
-    path: Path | str | None = None,
-    special_tokens: list[str] = SPECIAL_TOKENS,
-    min_frequency: int = 2,
-):
-    """A byte-level BPE ``tokenizers.Tokenizer`` (GPT-2 pre-tokenisation without an added prefix
-    space; StarCoder's FIM tokens unless told otherwise) trained on ``texts``; cached at
-    ``path`` (a tokenizer.json) when given."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    if path is not None and Path(path).exists():
-        return Tokenizer.from_file(str(path))
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=special_tokens,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        tok.save(tmp)
-        os.replace(tmp, path)
-    return tok
-
-
-def stdlib_texts(limit: int | None = None) -> list[str]:
-    """The standard library's ``.py`` files as text (sorted, site-packages skipped): training data."""
-    import sysconfig
-
-    root = Path(sysconfig.get_paths()["stdlib"])
-    texts = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__")
-        )
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                try:
-                    texts.append((Path(dirpath) / name).read_text("utf-8"))
-                except (OSError, UnicodeDecodeError):
-                    continue
-                if limit is not None and len(texts) >= limit:
-                    return texts
-    return texts
-
-
-def stdlib_tokenizer(vocab_size: int):
-    """A byte-level BPE of ``vocab_size`` tokens trained on the standard library (cached under
-    :func:`cache_root`; training takes seconds to a minute)."""
-    path = cache_root() / "tokenizers" / f"stdlib-bpe-{vocab_size}.json"
-    return train_byte_level_bpe(stdlib_texts() if not path.exists() else (), vocab_size, path)
 
 
 def token_steps(vocab: TokenBytes, ids: Iterable[int]):

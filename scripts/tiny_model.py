@@ -5,7 +5,8 @@ architecture and FIM tokens) and a byte-level BPE tokenizer trained on a few
 standard-library files; load it with ``fimconstrain.decoding.models.loading.load_model(directory)``
 or point the language server at it with ``{"model": directory}``. Its completions
 are random but still valid: the constraint does that.
-``python -m fimconstrain.evaluation.tiny_model DIR`` builds one from the command line.
+``python scripts/tiny_model.py DIR`` builds one from the command line. Not part of the library:
+tests import it as ``tiny_model`` (``tests/conftest.py`` puts ``scripts/`` on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-#: SantaCoder's special tokens (its FIM markers use hyphens)
-SANTACODER_TOKENS = ["<|endoftext|>", "<fim-prefix>", "<fim-middle>", "<fim-suffix>", "<fim-pad>"]
+from tokenizer_training import SANTACODER_TOKENS, train_byte_level_bpe
+
 _TEXTS = ("textwrap.py", "string.py", "json/decoder.py")
 
 
@@ -34,8 +35,6 @@ def build_tiny_model(
     """
     import torch
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, PreTrainedTokenizerFast
-
-    from ..decoding.tokens.token_bytes import train_byte_level_bpe
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     names = list(_TEXTS)
@@ -69,9 +68,7 @@ def build_tiny_model(
 if __name__ == "__main__":
     import argparse
 
-    ap = argparse.ArgumentParser(
-        prog="python -m fimconstrain.evaluation.tiny_model", description="Build a random FIM model."
-    )
+    ap = argparse.ArgumentParser(prog="python scripts/tiny_model.py", description="Build a random FIM model.")
     ap.add_argument("directory")
     ap.add_argument(
         "--shipped-size",
