@@ -3,7 +3,8 @@
 
 The baseline is checked out into a temporary git worktree; the script then runs alternately
 (baseline, current, baseline, current, ... ``--rounds`` times) with ``PYTHONPATH`` pointing
-at each tree, so both see the same machine load. Each run's output goes to the terminal under
+at each tree, so both see the same machine load; where the working tree runs the compiled engine, the
+baseline's is compiled first. Each run's output goes to the terminal under
 a header, and its JSON result (the script's ``--out``) is kept under
 ``benchmarks/results/ab/<script>.<side>.<round>.json`` for side-by-side reading.
 
@@ -43,6 +44,16 @@ def _own_grammars(tree: Path) -> None:
         link.symlink_to(tree / "grammars", target_is_directory=True)
 
 
+def _own_engine(tree: Path) -> None:
+    """Compile ``tree``'s engine in place where the working tree runs a compiled one, so that both
+    sides run the same kind of engine (a new worktree has no build: it would run the sources)."""
+    if not any((REPO / "fimconstrain" / "engine").glob("*.so")):
+        return
+    print("ab: compiling the baseline's engine (about a minute)", file=sys.stderr, flush=True)
+    build = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
+    subprocess.run(build, cwd=tree, check=True, stdout=subprocess.DEVNULL)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -67,6 +78,7 @@ def main(argv=None) -> int:
             ["git", "worktree", "add", "--detach", "-q", str(baseline), args.baseline], cwd=REPO, check=True
         )
         _own_grammars(baseline)
+        _own_engine(baseline)
         try:
             for round_ in range(1, args.rounds + 1):
                 for side, tree in (("baseline", baseline), ("current", REPO)):
