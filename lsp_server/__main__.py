@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.cancel_all("exit")
         server.worker.shutdown(wait=False, cancel_futures=True)
-    code = 0 if server.protocol._shutdown else 1
+    code = 0 if server.shut_down else 1
     # the worker may still be inside a model load or a forward pass: don't wait for it
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -112,6 +112,11 @@ class FimProtocol(LanguageServerProtocol):
     JSON, an InvalidRequest answer for every request after ``shutdown``, and document sync that
     a bad edit cannot break."""
 
+    @property
+    def shut_down(self) -> bool:
+        """Whether the client has asked the server to shut down (an exit then ends it cleanly)."""
+        return self._shutdown
+
     def reply_parse_error(self, error: Exception) -> None:
         """Answer a message whose body is not JSON (JSON-RPC: error -32700, id null)."""
         log.warning("a message that is not JSON was answered with a parse error: %s", error)
@@ -244,6 +249,12 @@ class FimServer(LanguageServer):
         log.setLevel(logging.DEBUG)
 
     # ------------------------------------------------------------ plumbing
+
+    @property
+    def shut_down(self) -> bool:
+        """Whether the client has asked this server to shut down (its exit code is then 0)."""
+        assert isinstance(self.protocol, FimProtocol)  # made with protocol_cls=FimProtocol
+        return self.protocol.shut_down
 
     def attach_loop(self) -> None:
         if self.loop is None:
