@@ -28,12 +28,14 @@ REPO = HERE.parent
 
 
 def run(tree: Path, script: Path, args: list[str], out: Path) -> int:
-    """Run the benchmark ``script`` against ``tree``'s package."""
+    """Run the benchmark ``script`` against ``tree``'s package, in ``tree``: a process it starts
+    with ``python -m`` (the names guide's jedi worker) imports the package of the folder it runs
+    in. An argument naming a path of this checkout is made absolute, so it means the same on
+    both sides."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    command = [sys.executable, str(script), *args, "--out", str(out)]
-    return subprocess.run(
-        command, cwd=REPO, env=env
-    ).returncode  # relative arguments mean the same on both sides
+    absolute = [str(REPO / arg) if (REPO / arg).exists() else arg for arg in args]
+    command = [sys.executable, str(script), *absolute, "--out", str(out)]
+    return subprocess.run(command, cwd=tree, env=env).returncode
 
 
 def _own_grammars(tree: Path) -> None:

@@ -4,13 +4,13 @@ file stays valid Python.  Run it with ``python -m lsp_server`` (stdio) or the
 ``fimconstrain-lsp`` console script; see docs/lsp.md.
 """
 
-from lsp_server.version import __version__
+from .version import __version__
 
 __all__ = ["__version__", "create_server"]
 
 
 def create_server():
     """The server with all handlers registered (imports pygls lazily)."""
-    from lsp_server.server import create_server as _create
+    from .server import create_server as _create
 
     return _create()

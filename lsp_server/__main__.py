@@ -8,11 +8,11 @@ import os
 import sys
 
 from fimconstrain.command_line.arguments import positive_int
-from lsp_server.transport import MAX_MESSAGE_BYTES, serve_stdio, serve_tcp
+from .transport import MAX_MESSAGE_BYTES, serve_stdio, serve_tcp
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lsp_server.version import __version__
+    from .version import __version__
 
     ap = argparse.ArgumentParser(
         prog="fimconstrain-lsp",
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     root.setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.INFO)
     logging.getLogger("pygls").setLevel(max(logging.WARNING, getattr(logging, args.log_level)))
 
-    from lsp_server.server import create_server
+    from .server import create_server
 
     server = create_server()
     server.collector.install()  # this process is the server's: no full collection mid-request

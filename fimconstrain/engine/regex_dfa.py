@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from .errors import GrammarError
+from fimconstrain.engine.errors import GrammarError
 
 # The standard library's regex parser: ``re._parser`` from 3.11, ``sre_parse`` before (typeshed
 # knows only the old names; an import by name, since mypyc compiles one branch of a version test)

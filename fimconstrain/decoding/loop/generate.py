@@ -206,10 +206,12 @@ class FimDecoder:
             len(prompt),
             version,
             healing,
-            masks=(lambda: self.mask_store(version)) if constrained else None,
         )
         if constrained:
-            run.start_constraint(suffix if options.mode == "constrained" else "", controls.interrupt_setup)
+            started = time.perf_counter()
+            store = self.mask_store(version)  # (loaded once per decoder: setup time)
+            text = suffix if options.mode == "constrained" else ""
+            run.start_constraint(text, controls.interrupt_setup, store, since=started)
             if options.semantic:
                 run.start_semantic(options.semantic)
         sampling = options.temperature > 0

@@ -60,7 +60,6 @@ class Run:
         prompt_tokens: int,
         version: PythonVersion,
         healing: str = "",
-        masks: Callable[[], MaskStore] | None = None,
     ):
         self.vocabulary = vocabulary
         self.options = options
@@ -78,9 +77,6 @@ class Run:
         self.stop_points: list[tuple[float, int, ConstraintState]] = []
         self.result = FimResult("", options.mode, False, StopReason.EOS, 0, prompt_tokens)
         self.semantic: SemanticGuide | None = None
-        #: the token-mask store of the run's version (got when the constraint starts): the
-        #: pre-filter of every check past a step's first candidate, and of every scan
-        self.masks = masks
         #: constrained one-line middles: where the line ends (:func:`.end_of_middle.keeps_line_break`),
         #: the middle at the valid end of its line once a token reaches it, and the steps on which
         #: the favourite token was refused for breaking the line where the file does not parse
@@ -114,12 +110,20 @@ class Run:
         self.result.semantic = self.semantic.stats
         self.result.setup_seconds += time.perf_counter() - start
 
-    def start_constraint(self, suffix: str, should_stop: Callable[[], bool] | None = None) -> None:
-        """Build the checker (the one-time cost): for the whole file, or the prefix only."""
-        start = time.perf_counter()
+    def start_constraint(
+        self,
+        suffix: str,
+        should_stop: Callable[[], bool] | None = None,
+        store: MaskStore | None = None,
+        since: float | None = None,
+    ) -> None:
+        """Build the checker (the one-time cost): for the whole file, or the prefix only.
+        ``store``: the token-mask store of the run's version, the pre-filter of every check past
+        a step's first candidate and of every scan; ``since``: when the setup began (the store's
+        loading is setup too; default: now)."""
+        start = time.perf_counter() if since is None else since
         checker = fim_checker(self.prefix, suffix, python_version=self.version, should_stop=should_stop)
         word_suffix = bool(suffix) and is_word_char(suffix[0])
-        store = self.masks() if self.masks is not None else None  # (loaded once per decoder)
         self.state = ConstraintState(
             checker, self.vocabulary.codec, healing=self.healing, word_suffix=word_suffix, store=store
         )
