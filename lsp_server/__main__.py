@@ -8,6 +8,7 @@ import os
 import sys
 
 from fimconstrain.command_line.arguments import positive_int
+
 from .transport import MAX_MESSAGE_BYTES, serve_stdio, serve_tcp
 
 
