@@ -33,7 +33,8 @@ from fimconstrain.decoding.loop.options import DecodeOptions
 from fimconstrain.decoding.loop.result import StopReason
 from fimconstrain.decoding.runtimes.server_api import ModelServerError
 from fimconstrain.engine.errors import FimConstrainError, Interrupted
-from lsp_server.config import Settings
+
+from .config import Settings
 
 if TYPE_CHECKING:
     from fimconstrain.decoding.loop.editor import Decoder

@@ -42,12 +42,13 @@ from fimconstrain.decoding.loop.editor import wants_multiline
 from fimconstrain.decoding.loop.python_version import Choice, Chooser
 from fimconstrain.engine import clear_caches
 from fimconstrain.engine.errors import Interrupted
-from lsp_server.collector import Collector
-from lsp_server.config import SECTION, Settings, section, update
-from lsp_server.documents import UTF8, Documents, encoding_name, offset_at, uri_path
-from lsp_server.engine import Engine, Job
-from lsp_server.turns import Ticket, Turns
-from lsp_server.version import __version__
+
+from .collector import Collector
+from .config import SECTION, Settings, section, update
+from .documents import UTF8, Documents, encoding_name, offset_at, uri_path
+from .engine import Engine, Job
+from .turns import Ticket, Turns
+from .version import __version__
 
 T = TypeVar("T")
 
