@@ -8,7 +8,7 @@ the engine fails the test instead of stalling the run: 600 s by default, or
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import random
 import sys
@@ -217,16 +217,10 @@ def engine():
 
 @pytest.fixture(scope="session")
 def load_script():
-    """Import a file of ``scripts/`` (not a package) by its name, once."""
+    """Import a file of ``scripts/`` (not a package; the folder is on ``sys.path``) by its name, once."""
 
     def load(name: str) -> ModuleType:
-        if name in sys.modules:
-            return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
+        return importlib.import_module(name)
 
     return load
 

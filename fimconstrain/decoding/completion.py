@@ -69,16 +69,16 @@ def complete_text(
     """
     setting = normalize_setting(python_version)  # a bad version fails before the model loads
     prefix, suffix = text[:offset], text[offset:]
-    choice = Chooser().choose(setting, path, named="--python-version")
+    target = Chooser().choose(setting, path, named="--python-version")
     options = replace(
         DecodeOptions.editor(single_line=not wants_multiline(prefix, suffix, multiline)),
-        python_version=choice.version,
+        python_version=target.version,
         **changes,
     )
     spent = {} if timings is None else timings
-    chosen, backend = (model, None) if isinstance(model, ModelChoice) else (ModelChoice(), model)
+    model_choice, backend = (model, None) if isinstance(model, ModelChoice) else (ModelChoice(), model)
     # the editor's prompt: its window, and a cut that typing keeps (:class:`.tokens.fim_formats.PromptCut`)
-    decoder, gate = chosen.open(
+    decoder, gate = model_choice.open(
         backend,
         progress=progress,
         timings=spent,
@@ -92,8 +92,8 @@ def complete_text(
     )
     spent["generate"] = time.perf_counter() - start
     result = completion.results[0]
-    version = completion.version or choice.version
-    source = choice.source if version == choice.version else f"the file does not parse as {choice.label}"
+    version = completion.version or target.version
+    source = target.source if version == target.version else f"the file does not parse as {target.label}"
     runtime = decoder.backend.runtime
     return CursorCompletion(
         result, shows(result, gate), version, source, runtime, decoder.mode_note(options.mode)
