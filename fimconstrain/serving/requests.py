@@ -7,7 +7,9 @@ paper 004 §VII-B's check made into a mask: the passing tokens among the request
 candidates; when none of them passes, every passing token of the vocabulary (the full mask); a
 stop token passes only when ``prefix + middle + suffix`` is a complete program; near the end of
 the request's ``max_tokens`` only tokens after which the file can still be finished in time
-(:mod:`.budget`). The token-mask
+(:mod:`.budget`); a request that names a ``fim_invented_stop`` (one of its ``stop_token_ids``) ends
+with that token exactly where that finish wrote text nobody typed, so that vLLM answers it as the
+``stop_reason`` (docs/serving.md). The token-mask
 store of the request's version screens every check past the first candidate, and the full mask
 checks only the tokens it lets through (:mod:`fimconstrain.decoding.loop.constraint`): the same
 tokens pass, fewer are fed to the checker.
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 #: the keys of ``SamplingParams.extra_args`` (``vllm_xargs``) that this constraint reads
 PREFIX, SUFFIX, VERSION, TOP_K = "fim_prefix", "fim_suffix", "fim_python_version", "fim_top_k"
+INVENTED_STOP = "fim_invented_stop"
 #: candidates checked before the full mask (FimDecoder's default)
 DEFAULT_TOP_K = 64
 
@@ -40,19 +43,30 @@ DEFAULT_TOP_K = 64
 @dataclass(frozen=True)
 class FimArgs:
     """A request's FIM arguments: the text around the cursor, the syntax it is checked as, and
-    its ``max_tokens`` (the tokens it may generate, its stop token included; None: unbounded)."""
+    its ``max_tokens`` (the tokens it may generate, its stop token included; None: unbounded);
+    ``invented_stop``: the stop token that ends a middle whose budget finish invented text (None:
+    the usual stop tokens end every middle)."""
 
     prefix: str
     suffix: str
     python_version: str
     top_k: int = DEFAULT_TOP_K
     budget: int | None = None
+    invented_stop: int | None = None
 
     @classmethod
     def of_request(cls, params: SamplingParams) -> FimArgs | None:
-        """The arguments of a request (None: not constrained), with its ``max_tokens``."""
+        """The arguments of a request (None: not constrained), with its ``max_tokens``; an
+        ``invented_stop`` must be one of its ``stop_token_ids``, so that vLLM reports it."""
         args = cls.from_extra_args(params.extra_args)
-        return None if args is None else replace(args, budget=params.max_tokens)
+        if args is None:
+            return None
+        if args.invented_stop is not None and args.invented_stop not in (params.stop_token_ids or ()):
+            raise ValueError(
+                f"{INVENTED_STOP} {args.invented_stop} must be one of the request's stop_token_ids, "
+                "so that the answer names it as its stop_reason"
+            )
+        return replace(args, budget=params.max_tokens)
 
     @classmethod
     def from_extra_args(cls, extra: Mapping[str, object] | None) -> FimArgs | None:
@@ -74,7 +88,10 @@ class FimArgs:
             parsed = parse_python_version(version)
         except FimConstrainError as error:
             raise ValueError(f"{VERSION}: {error}") from None
-        return cls(prefix, suffix, format_version(parsed), top_k)
+        marker = extra.get(INVENTED_STOP)
+        if marker is not None and (not isinstance(marker, int) or isinstance(marker, bool) or marker < 0):
+            raise ValueError(f"{INVENTED_STOP} must be a token id, not {marker!r}")
+        return cls(prefix, suffix, format_version(parsed), top_k, invented_stop=marker)
 
 
 @dataclass(frozen=True)
@@ -165,7 +182,7 @@ class RequestConstraint:
         for token in drafts:
             state = self._after(state, token)
         if state is None:
-            return sorted(self.stop_ids)
+            return self._stops_marked(sorted(self.stop_ids), ())
         if self.sampler is None:
             ranked = [t for t in candidates if t < self.table.size]
             passing = list(passing_tokens(state, ranked, self.stop_ids, self.banned_ids, whole=True))
@@ -176,11 +193,25 @@ class RequestConstraint:
             every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
             passing = list(passing_tokens(state, every, self.stop_ids, self.banned_ids, whole=True))
         if not passing:
-            return sorted(self.stop_ids)
+            return self._stops_marked(sorted(self.stop_ids), state.ids)
         if self.args.budget is None:
-            return passing
+            return self._stops_marked(passing, state.ids)
         left = self.args.budget - len(self.ids) - len(drafts)
-        return self.budget_end.within(state, passing, left)
+        return self._stops_marked(self.budget_end.within(state, passing, left), state.ids)
+
+    def _stops_marked(self, allowed: list[int], ids: tuple[int, ...]) -> list[int]:
+        """``allowed`` with its stop tokens as the request asked: its ``invented_stop`` alone where
+        the budget end forced a finish that invents into the middle ``ids``, every stop token but
+        that one elsewhere."""
+        marker = self.args.invented_stop
+        if marker is None or not any(t in self.stop_ids for t in allowed):
+            return allowed
+        kept = [t for t in allowed if t not in self.stop_ids]
+        if self.budget_end.invented(ids):
+            return [*kept, marker]
+        return [*kept, *(t for t in allowed if t in self.stop_ids and t != marker)] or sorted(
+            self.stop_ids - {marker}
+        )
 
     def _sampled_passing(
         self,

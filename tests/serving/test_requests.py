@@ -121,3 +121,49 @@ def test_a_request_from_sampling_params_carries_its_max_tokens():
     args = FimArgs.of_request(params)
     assert args is not None and (args.prefix, args.suffix, args.budget) == ("x = (", ")\n", 32)
     assert FimArgs.of_request(SimpleNamespace(extra_args={}, max_tokens=32)) is None
+
+
+@pytest.mark.parametrize(
+    "prefix, suffix, writes, invents",
+    [
+        ("x = ", "\n", (" +", " -"), True),
+        ("def f(a, b=", "):\n    pass\n", (" +", " -"), True),
+        ("x = (1", "\n", ("(", "["), False),
+    ],
+)
+def test_a_finish_that_invents_ends_with_the_stop_token_the_request_named(
+    table, prefix, suffix, writes, invents
+):
+    """Where the budget end has to write a finish that invents (a placeholder name where only an
+    expression ends the line), a request that named an ``invented_stop`` ends with it, and the
+    same middle ends with an ordinary stop token where it named none; a finish that only closes
+    what is open ends with an ordinary stop token either way."""
+    marker = min(table.special_ids - table.stop_ids)
+    openers = [table.codec.encode(text, leading_space=False)[0] for text in writes]
+    ends = []
+    for named in (marker, None):
+        args = FimArgs(prefix, suffix, "3.12", budget=4, invented_stop=named)
+        request = RequestConstraint(args, table, extra_stops=() if named is None else (marker,))
+        for _ in range(4):
+            token = request.allowed(openers)[0]
+            if token in request.stop_ids:
+                break
+            request.sync(len(request.ids), [token])
+        middle = table.codec.decode(request.ids)
+        after = fim_checker(prefix, suffix, python_version="3.12").feed(middle)
+        assert after is not None and after.is_complete(), middle
+        ends.append((middle, token))
+    (marked_middle, marked_stop), (middle, stop) = ends
+    assert marked_middle == middle
+    assert stop in table.stop_ids
+    assert marked_stop == (marker if invents else stop)
+
+
+def test_an_invented_stop_must_be_one_of_the_request_s_stop_tokens():
+    extra = {"fim_prefix": "x = ", "fim_suffix": "\n", "fim_invented_stop": 7}
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        FimArgs.of_request(SimpleNamespace(extra_args=extra, max_tokens=8, stop_token_ids=[]))
+    args = FimArgs.of_request(SimpleNamespace(extra_args=extra, max_tokens=8, stop_token_ids=[7]))
+    assert args is not None and args.invented_stop == 7
+    with pytest.raises(ValueError, match="token id"):
+        FimArgs.from_extra_args({**extra, "fim_invented_stop": "<fim_prefix>"})

@@ -10,6 +10,7 @@ it); under CI a missing environment fails these tests, elsewhere they skip.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import os
@@ -92,7 +93,7 @@ def fim_body(cut, max_tokens: int = 48, **extra) -> dict:
     prefix, suffix, version = cut
     return {
         "model": "fim",
-        "prompt": f"<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>",
+        "prompt": f"<fim-prefix>{prefix}<fim-suffix>{suffix}<fim-middle>",
         "max_tokens": max_tokens,
         "temperature": 0,
         "vllm_xargs": {"fim_prefix": prefix, "fim_suffix": suffix, "fim_python_version": version},
@@ -111,7 +112,7 @@ def assert_fits(cut, choice: dict) -> None:
     if choice["finish_reason"] == "stop":
         assert after.is_complete(), (cut, middle)
         if tuple(map(int, version.split("."))) <= sys.version_info[:2]:
-            compile(prefix + middle + suffix, "<middle>", "exec")
+            ast.parse(prefix + middle + suffix)  # (the project's oracle: a parse, not a compile)
 
 
 def test_the_engine_starts_and_serves_plain_requests_untouched(server):
@@ -295,6 +296,59 @@ def test_every_middle_ends_within_max_tokens_where_the_file_parses(server, max_t
         assert choice["finish_reason"] == "stop", (cut[0][-60:], choice["text"])
         assert answer["usage"]["completion_tokens"] <= max_tokens
         assert_fits(cut, choice)
+
+
+def random_span_cuts(n: int, seed: int = 11) -> list[tuple[str, str, str]]:
+    """``n`` cuts of another shape: a random span of 5-40 characters deleted at a random point of
+    a held-out standard-library file of 300-2,500 bytes (inside a name, across lines, anywhere)."""
+    from fimconstrain.evaluation.datasets import heldout_stdlib_files
+
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    rng = random.Random(seed)
+    files = [f for f in heldout_stdlib_files(DEFAULT_MODEL_DIR) if 300 <= f.stat().st_size <= 2_500]
+    cuts = []
+    while len(cuts) < n:
+        text = rng.choice(files).read_text(encoding="utf-8", errors="replace")
+        span = rng.randint(5, 40)
+        at = rng.randint(0, len(text) - span)
+        cuts.append((text[:at], text[at + span :], version))
+    return cuts
+
+
+@pytest.mark.parametrize("max_tokens", [32, 48, 64])
+def test_random_spans_end_within_max_tokens_where_the_file_parses(server, max_tokens):
+    """The budget end plans with the loop's own finish, names and literals as the last resort, and
+    never lets the middle go where no finish is known: a span deleted anywhere (inside a name of a
+    run of assignments, across a docstring's end) still ends with the stop token inside
+    ``max_tokens`` and parses. A request that names a ``fim_invented_stop`` gets the same middle,
+    ended by that token exactly where the finish invented text."""
+    from fimconstrain.decoding.models.loading import load_tokenizer
+
+    cuts = random_span_cuts(30)
+    tokenizer, _ = load_tokenizer(None)
+    marker = tokenizer.convert_tokens_to_ids("<fim-prefix>")
+
+    def ask(cut, marked: bool) -> dict:
+        if not marked:
+            return post(server, fim_body(cut, max_tokens=max_tokens))
+        body = fim_body(cut, max_tokens=max_tokens, stop_token_ids=[marker])
+        body["vllm_xargs"]["fim_invented_stop"] = marker
+        return post(server, body)
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda cut: ask(cut, False), cuts))
+        marked = list(pool.map(lambda cut: ask(cut, True), cuts)) if max_tokens == 48 else []
+    by_length = [cut[0][-40:] for cut, a in zip(cuts, answers) if a["choices"][0]["finish_reason"] != "stop"]
+    print(f"\nmax_tokens {max_tokens}: {len(by_length)} of {len(cuts)} ended by length")
+    assert not by_length, by_length
+    for cut, answer in zip(cuts, answers):
+        assert answer["usage"]["completion_tokens"] <= max_tokens
+        assert_fits(cut, answer["choices"][0])
+    for plain, named in zip(answers, marked):
+        assert named["choices"][0]["text"] == plain["choices"][0]["text"]
+        assert plain["choices"][0]["stop_reason"] is None
+    invented = sum(a["choices"][0]["stop_reason"] == marker for a in marked)
+    print(f"max_tokens {max_tokens}: {invented} of {len(marked)} marked as invented")
 
 
 def test_without_the_plugin_the_loop_here_makes_the_middles_made_in_process(server):

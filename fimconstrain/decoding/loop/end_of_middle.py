@@ -22,6 +22,7 @@ import re
 import time
 import tokenize
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..tokens.fim_formats import REPLACEMENT
 from .positions import NEWLINE, last_line
@@ -199,9 +200,9 @@ def rescue_middle(checker, middle: str, seconds: float) -> str | None:
 def _finished(
     checker, text: str, finish: bool = True, seconds: float | None = None
 ) -> tuple[str | None, bool]:
-    """``text``, or (with ``finish``) ``text`` plus the checker's shortest finish (searched for
-    at most ``seconds``, if given), if that completes the program; and whether that finish
-    invents something (:func:`invents`)."""
+    """``text``, or (with ``finish``) ``text`` plus its :func:`planned_finish` (searched for at
+    most ``seconds``, if given), if that completes the program; and whether that finish invents
+    something (:func:`invents`)."""
     after = checker.feed(text)
     if after is None:
         return None, False
@@ -209,17 +210,45 @@ def _finished(
         return text, False
     if not finish:
         return None, False
+    planned = planned_finish(after, seconds)
+    return (None, False) if planned is None else (text + planned.text, planned.invents)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A text that completes the file after a middle, and whether it writes something nobody
+    typed (:func:`invents`: a placeholder name, a literal), which an editor never shows."""
+
+    text: str
+    invents: bool
+
+
+#: the blanks the finish search puts before a closing symbol (``( ) )``): each costs a character
+#: here and a token on a server
+_SPACED_CLOSING = re.compile(r"[ \t]+(?=[)\]}:,])")
+
+
+def planned_finish(after, seconds: float | None = None) -> Finish | None:
+    """The finish of the middle ``after`` has read (a checker; ``Finish("", False)`` when the file
+    is complete now): the checker's shortest finish (the budget finish, docs/references.md [S9]:
+    closings first, names and literals as the last resort), searched for at most ``seconds``, drawn
+    as tight as still completes the file (no blanks before its closing symbols, none in front).
+    The one plan of an ending, for the decode loop here and the budget end on a server
+    (:mod:`fimconstrain.serving.budget`); None when none is found."""
+    if after.is_complete():
+        return Finish("", False)
     try:
         closing = after.shortest_finish(seconds=seconds)
     except Exception:  # the finisher is a heuristic search; never let it break a request
-        return None, False
+        return None
     if closing is None:
-        return None, False
-    tight = closing.lstrip(" \t")  # the search spaces symbols apart; a bracket needs no space
-    for candidate in dict.fromkeys((tight, closing)):
-        if _complete(checker, text + candidate):
-            return text + candidate, invents(candidate)
-    return None, False
+        return None
+    tight = closing.lstrip(" \t")
+    for candidate in dict.fromkeys((_SPACED_CLOSING.sub("", tight), tight, closing)):
+        done = after.feed(candidate)
+        if done is not None and done.is_complete():
+            return Finish(candidate, invents(candidate))
+    return None
 
 
 #: what a finish may write: blanks, closing brackets, ``:`` and ``,``, and ``pass`` as the body

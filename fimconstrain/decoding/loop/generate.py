@@ -277,6 +277,7 @@ class FimDecoder:
                 run.result.stopped = StopReason.BUDGET
             bar.close()
             run.result.model_seconds = model_seconds + session.seconds
+            invented = session.invented_end
         finally:
             session.close()
         run.result.generated = len(run.ids)
@@ -286,6 +287,8 @@ class FimDecoder:
                 run.cut_at_best_stop()  # (stopped becomes "best-stop" when it finds a cut)
             if options.finish_in_budget and (run.result.stopped.cut_short or options.drop_repeats):
                 run.finish()
+        if invented:  # (a server's finish: valid, and what nobody typed)
+            run.result.unshowable = True
 
     def _choose(
         self,

@@ -44,6 +44,9 @@ class ModelSession(Protocol):
     #: the others at -inf, their mass not missing; :meth:`reveal` tells more); else a whole row
     #: of logits, a token's log-probability its logit less the row's log-normaliser
     partial: bool
+    #: the runtime, not the model, ended the middle with text nobody typed (a plugged server's
+    #: budget finish that writes a placeholder name: docs/serving.md); an editor never shows it
+    invented_end: bool
 
     def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
         """The next-token logits after the prompt ``ids`` (float32, one per vocabulary id); None

@@ -74,6 +74,7 @@ class BigramSession:
     """A bigram model keeps nothing between steps but the last token."""
 
     partial = False  # (a whole row of logits)
+    invented_end = False  # (the model writes every token)
 
     def __init__(self, log_probs: np.ndarray):
         self.log_probs = log_probs

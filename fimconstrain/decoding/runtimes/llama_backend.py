@@ -426,6 +426,7 @@ class LlamaCppSession:
     :attr:`resumed` how often it got the context back after another session had used it."""
 
     partial = False  # (a whole row of logits)
+    invented_end = False  # (the model writes every token)
 
     def __init__(self, backend: LlamaCppBackend):
         self.backend = backend

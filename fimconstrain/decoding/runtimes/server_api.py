@@ -284,8 +284,10 @@ class CompletionStream:
             raise ModelServerError(f"model server {info.url}: {refusal}")
         self.pieces: queue.Queue[dict[str, Any] | BaseException | None] = queue.Queue()
         self.waiting: list[Told] = []
-        #: why the server ended the completion ("stop", "length"), once it has
+        #: why the server ended the completion ("stop", "length"), once it has, and the stop
+        #: token of ``stop_token_ids`` it ended at (vLLM's ``stop_reason``; None: another end)
         self.finish: str | None = None
+        self.stop_reason: int | str | None = None
         self.ended = False
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -325,6 +327,7 @@ class CompletionStream:
                 for choice in piece.get("choices", []):
                     self.waiting.extend(self._told(choice))
                     self.finish = choice.get("finish_reason") or self.finish
+                    self.stop_reason = choice.get("stop_reason", self.stop_reason)
         return self.waiting.pop(0) if self.waiting else None
 
     def _told(self, choice: dict[str, Any]) -> list[Told]:

@@ -88,6 +88,9 @@ class ServerBackend:
         self.stop_ids = frozenset(fim_format.stop_ids(tokenizer))
         eos = tokenizer.eos_token_id
         self.stop_id = eos if eos in self.stop_ids else min(self.stop_ids)
+        #: the token a plugged server ends a middle with where its budget finish invented text
+        #: (``fim_invented_stop``, docs/serving.md): the format's prefix marker, never a middle's
+        self.invented_stop = fim_format.marker_ids(tokenizer)["PRE"]
         #: ids of tokens a server that names them by text names
         self.names = None if self.info.by_id else TokenNames(vocabulary(tokenizer).pieces)
         #: log-probabilities are asked for only where the loop needs more than the server's own
@@ -129,6 +132,8 @@ class ServerSession:
         self.slow = False
         #: rows hold the tokens told, as log-probabilities (see :mod:`.backend`)
         self.partial = True
+        #: the server's plugin ended the middle with a budget finish that invents (see :mod:`.backend`)
+        self.invented_end = False
 
     def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
         self.ids, self.prompt_length, self.should_stop = list(ids), len(ids), should_stop
@@ -222,7 +227,9 @@ class ServerSession:
                 "fim_suffix": request.suffix if request.mode == "constrained" else "",
                 "fim_python_version": request.python_version,
                 "fim_top_k": request.top_k,
+                "fim_invented_stop": backend.invented_stop,
             }
+            body["stop_token_ids"] = [backend.invented_stop]
         start = time.perf_counter()
         self.completion = CompletionStream(info, body, backend.timeout, backend.codec, backend.names)
         self.biased, self.asks, self.slow = bool(bias), self.asks + 1, told and backend.lazy and not sampling
@@ -264,6 +271,7 @@ class ServerSession:
                 return self._ask({})
             self.known.setdefault(self.backend.stop_id, 0.0)  # the server stopped of itself here
             self.stopped_here = True
+            self.invented_end = completion.stop_reason == self.backend.invented_stop
         logits = np.full(self.backend.vocab_size, -np.inf, dtype=np.float32)
         for token, logprob in self.known.items():
             if 0 <= token < logits.shape[0]:

@@ -66,6 +66,7 @@ class TransformersSession:
     """One generation's key/value cache; :attr:`seconds` counts the forward passes."""
 
     partial = False  # (a whole row of logits)
+    invented_end = False  # (the model writes every token)
 
     def __init__(self, model: Any, cache_name: str):
         self.model, self.cache_name = model, cache_name
