@@ -92,6 +92,10 @@ class Job:
         self.paused = 0  # times it handed the worker to another request and waited for it back
         #: the modes the middles were made in ("checked": a model server without the plugin)
         self.modes: set[str] = set()
+        #: the text around the cursor it completes (None: not the document's own, as when it
+        #: extends a completion the editor selected), and the middle written so far
+        self.around: tuple[str, str] | None = None
+        self.middle = ""
 
     def begin(self, seconds: float) -> None:
         """Its work begins now (it holds the turn for the first time): the deadline is
@@ -131,6 +135,25 @@ class Job:
     def on_token(self, token: int) -> None:
         """Called for each token the decode loop chooses."""
         self.generated += 1
+
+    def on_middle(self, middle: str) -> None:
+        """Called after each token with the middle written so far (read by the event loop)."""
+        self.middle = middle
+
+    def typed_since(self, text: str) -> str | None:
+        """What was typed at this job's cursor when the document is now ``text``, where the middle
+        written so far spells it or may still write it (what it has written is where the typed
+        text goes): a request there is answered from this job's items once it ends
+        (:class:`~fimconstrain.decoding.loop.editor.ShownItems`), so it may run on. None: the
+        text went elsewhere (or the job is stopped, or is not at a cursor of the document)."""
+        if self.around is None or self.cancelled:
+            return None
+        prefix, suffix = self.around
+        if len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
+            return None
+        typed = text[len(prefix) : len(text) - len(suffix)]
+        middle = self.middle
+        return typed if middle.startswith(typed) or typed.startswith(middle) else None
 
     def note(self, done: Completion) -> None:
         """Take in what the completion's generations did: the version, where the time went,

@@ -7,10 +7,12 @@ a request on a large document hands the worker to a small one at its next decode
 of text read. A request's deadline (``deadlineMs``) counts from when its work begins, not from
 when it arrives: requests that arrive together are answered one after the other, each with
 what the whole deadline gives it; a newer request for the same document supersedes a queued
-one, which is answered (empty) at once. The loop never waits on a worker except through
-``asyncio.wait`` with a timeout (the deadline once the work began, :data:`QUEUE_WAIT_SECONDS`
-for it to begin), so a slow model, a huge file or a model that fails to load can delay or
-empty a completion but never stall other requests.
+one, which is answered (empty) at once, and the generation running for it unless the typed
+text follows what it writes: then it runs on (the client's cancel does not stop it either) and
+the newer request, queued behind it, is answered from its items. The loop never waits on a
+worker except through ``asyncio.wait`` with a timeout (the deadline once the work began,
+:data:`QUEUE_WAIT_SECONDS` for it to begin), so a slow model, a huge file or a model that fails
+to load can delay or empty a completion but never stall other requests.
 
 Custom notification ``fimconstrain/status`` (server -> client), params
 ``{"state": "busy" | "idle" | "error", "message": str, "model": str | null,
@@ -230,7 +232,10 @@ class FimServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="fimconstrain-worker")
         self.collector = Collector()  # full garbage collections only when the worker is idle
         self.turns = Turns(self.collector.when_idle)
-        self.jobs: dict[str, Job] = {}
+        self.jobs: dict[str, Job] = {}  # the newest request of each document
+        #: the request whose generation runs on the worker, by document (it may outlive its own
+        #: request: a client's cancel lets it run on while the typed text follows it)
+        self.generating: dict[str, Job] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
         self.model_ready: asyncio.Event | None = None
@@ -464,7 +469,21 @@ class FimServer(LanguageServer):
             else None
         )
 
+    def supersede(self, uri: str, text: str) -> None:
+        """A newer request for ``uri`` (whose document is now ``text``) arrived: the requests for it
+        that have not begun end now, as does the generation running for it unless characters were
+        typed at its cursor that follow what it writes (:meth:`Job.typed_since`; a request at the
+        same text, as after a change of settings, is a new question): then it runs on, and the newer request,
+        queued behind it, is answered from its items (at most one generation per document)."""
+        for older in {self.jobs.get(uri), self.generating.get(uri)}:
+            if older is not None and (older.started is None or not older.typed_since(text)):
+                older.cancel("superseded")
+
     def document_changed(self, uri: str, changes: list) -> None:
+        running = self.generating.get(uri)
+        doc = self.documents.get(uri)
+        if running is not None and doc is not None and running.typed_since(doc.text) is None:
+            running.cancel("superseded")  # the typed text left it behind: it stops at once
         entry = self.doc_versions.get(uri)
         if entry is not None and entry.verified and any(map(_major_change, changes)):
             entry.verified = False  # check the whole document again at the next completion
@@ -533,9 +552,8 @@ class FimServer(LanguageServer):
                 job.paused += 1
 
         job.checkpoint = checkpoint
-        previous = self.jobs.get(uri)
-        if previous is not None:
-            previous.cancel("superseded")
+        job.around = (prefix, suffix) if selected is None else None
+        self.supersede(uri, text)
         self.jobs[uri] = job
         self.running += 1
         if self.engine.loaded is not None:  # while the model loads, the status keeps saying so
@@ -543,8 +561,10 @@ class FimServer(LanguageServer):
         try:
             middles = await self._run(job, ticket, prefix, suffix, settings, items)
             self.note_version(uri, version, job.used_version)
-        except asyncio.CancelledError:
-            job.cancel("cancelled")
+        except asyncio.CancelledError:  # the client's: a generation the typed text follows runs on
+            now = self.documents.get(uri)
+            if job.started is None or now is None or not job.typed_since(now.text):
+                job.cancel("cancelled")
             raise
         finally:
             self.running -= 1
@@ -601,7 +621,12 @@ class FimServer(LanguageServer):
         job.begin(settings.deadline_ms / 1000)
         if job.cancelled:  # superseded or cancelled while it waited: nothing to do
             return []
-        return self.engine.complete(job, prefix, suffix, settings, items)
+        self.generating[job.uri] = job
+        try:
+            return self.engine.complete(job, prefix, suffix, settings, items)
+        finally:
+            if self.generating.get(job.uri) is job:
+                del self.generating[job.uri]
 
     async def _wait_for_work(self, job: Job, work: asyncio.Future) -> bool:
         """Wait for the job's work: for it to begin (up to :data:`QUEUE_WAIT_SECONDS`), then up
@@ -633,7 +658,7 @@ class FimServer(LanguageServer):
         return self.worker.submit(self.turns.run, ticket or Ticket(), partial(work, *args))
 
     def cancel_all(self, reason: str) -> None:
-        for job in list(self.jobs.values()):
+        for job in [*self.jobs.values(), *self.generating.values()]:
             job.cancel(reason)
 
 
@@ -739,8 +764,9 @@ def create_server() -> FimServer:
         ls.documents.close(uri)
         ls.doc_versions.pop(uri, None)
         ls.warned.discard(uri)
-        if uri in ls.jobs:
-            ls.jobs[uri].cancel("superseded")
+        for job in (ls.jobs.get(uri), ls.generating.get(uri)):
+            if job is not None:
+                job.cancel("superseded")
         if closed is not None and len(closed.text) >= LARGE_DOCUMENT_CHARS:
             # the engine keeps checkers of recent prefixes: drop them (on the worker, which owns
             # them), so that a large document's text and parse states are freed; a small one's

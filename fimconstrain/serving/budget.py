@@ -51,6 +51,10 @@ class Plan:
         return Plan(self.tokens[1:], self.invents)
 
 
+#: what :meth:`BudgetEnd.plan` finds for a middle not searched yet
+_UNSEARCHED = Plan((), invents=True)
+
+
 class BudgetEnd:
     """The finish plans of one request's middles, by their tokens (each searched for once), and
     the middles where it forced a token of a plan that invents (:meth:`invented`)."""
@@ -65,8 +69,8 @@ class BudgetEnd:
         None when there is none to plan (no finish found, or a character still half written).
         A plan's first token leads to the rest of it: a new search from there could choose
         another finish, longer than the budget has room for."""
-        known = self._plans.get(state.ids, ())
-        if known == () or (known is not None and not known.tokens and not _valid_now(state)):
+        known = self._plans.get(state.ids, _UNSEARCHED)
+        if known is _UNSEARCHED or (known is not None and not known.tokens and not _valid_now(state)):
             known = self._plans[state.ids] = self._search(state)
         if known is not None and known.tokens:
             self._plans.setdefault(state.ids + known.tokens[:1], known.rest())

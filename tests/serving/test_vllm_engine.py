@@ -337,18 +337,20 @@ def test_random_spans_end_within_max_tokens_where_the_file_parses(server, max_to
 
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda cut: ask(cut, False), cuts))
-        marked = list(pool.map(lambda cut: ask(cut, True), cuts)) if max_tokens == 48 else []
+    # one at a time, both ways: a batch's makeup moves the model's float near-ties
+    pairs = [(ask(cut, False), ask(cut, True)) for cut in cuts[:10]] if max_tokens == 48 else []
     by_length = [cut[0][-40:] for cut, a in zip(cuts, answers) if a["choices"][0]["finish_reason"] != "stop"]
     print(f"\nmax_tokens {max_tokens}: {len(by_length)} of {len(cuts)} ended by length")
     assert not by_length, by_length
     for cut, answer in zip(cuts, answers):
         assert answer["usage"]["completion_tokens"] <= max_tokens
         assert_fits(cut, answer["choices"][0])
-    for plain, named in zip(answers, marked):
+    for plain, named in pairs:
         assert named["choices"][0]["text"] == plain["choices"][0]["text"]
         assert plain["choices"][0]["stop_reason"] is None
-    invented = sum(a["choices"][0]["stop_reason"] == marker for a in marked)
-    print(f"max_tokens {max_tokens}: {invented} of {len(marked)} marked as invented")
+        assert named["choices"][0]["stop_reason"] in (None, marker)
+    invented = sum(named["choices"][0]["stop_reason"] == marker for _, named in pairs)
+    print(f"max_tokens {max_tokens}: {invented} of {len(pairs)} marked as invented")
 
 
 def test_without_the_plugin_the_loop_here_makes_the_middles_made_in_process(server):

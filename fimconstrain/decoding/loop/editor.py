@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -95,6 +96,10 @@ class Request(Protocol):
         """Called for each token the decode loop chooses."""
         ...
 
+    def on_middle(self, middle: str) -> None:
+        """Called after each token with the middle the generation has written so far."""
+        ...
+
 
 class Deadline:
     """A request nobody cancels that must end ``seconds`` from now (never, by default: the
@@ -112,6 +117,9 @@ class Deadline:
         return time.monotonic() >= self.at - ENDING_RESERVE_SECONDS
 
     def on_token(self, token: int) -> None:
+        pass
+
+    def on_middle(self, middle: str) -> None:
         pass
 
 
@@ -137,35 +145,49 @@ class Completion:
 
 
 class ShownItems:
-    """The items last shown at a few cursors, so that a request after typing what an item begins
-    with is answered with the rest of it at once, without the model (what an editor does with the
-    item it shows while the user types it). The file is then the same text the item made, so it
-    is exactly as valid; a document is known by its suffix, the last ``size`` kept."""
+    """The items made at the cursors seen last (an LRU of :attr:`size` entries keyed by the text
+    before and after the cursor), so that a request after typing what an item begins with is
+    answered with the rest of it at once, without the model, as is a request at a cursor already
+    completed (moving back to it): what llama.vim, Tabby and Continue do with the answers they
+    keep. The file is then the same text an item made, so it is exactly as valid. Items a
+    request made that nobody was shown (its client cancelled it while it ran on) are kept too."""
 
-    def __init__(self, size: int = 32):
+    def __init__(self, size: int = 64):
         self.size = size
-        self._shown: dict[str, tuple[str, list[Item]]] = {}  # suffix -> (prefix, items)
+        self._items: OrderedDict[tuple[str, str], list[Item]] = OrderedDict()  # (prefix, suffix) -> items
 
     def remember(self, prefix: str, suffix: str, items: list[Item]) -> None:
-        """Keep the ``items`` shown between ``prefix`` and ``suffix`` (nothing shown: forget there)."""
-        self._shown.pop(suffix, None)
+        """Keep the ``items`` made between ``prefix`` and ``suffix`` (nothing: forget there)."""
+        key = (prefix, suffix)
+        self._items.pop(key, None)
         if items:
-            self._shown[suffix] = (prefix, items)
-            while len(self._shown) > self.size:
-                del self._shown[next(iter(self._shown))]
+            self._items[key] = items
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
     def recall(self, prefix: str, suffix: str) -> list[Item]:
-        """What is left of the items shown at an earlier cursor of this text when ``prefix`` is that
-        cursor's prefix with the start of the items typed after it; [] otherwise."""
-        before = self._shown.get(suffix)
-        if before is None or not prefix.startswith(before[0]):
-            return []
-        typed = prefix[len(before[0]) :]
-        return [
-            Item(item.middle[len(typed) :], item.mean_logprob)
-            for item in before[1]
-            if typed and item.middle.startswith(typed) and item.middle[len(typed) :].strip()
+        """The items kept at this cursor, or what is left of those kept at an earlier cursor of
+        this text when ``prefix`` is that cursor's prefix with the start of an item typed after it
+        (the nearest such cursor first); [] otherwise."""
+        exact = self._items.get((prefix, suffix))
+        if exact is not None:
+            self._items.move_to_end((prefix, suffix))
+            return exact
+        earlier = [
+            (before, items)
+            for (before, after), items in self._items.items()
+            if after == suffix and len(before) < len(prefix) and prefix.startswith(before)
         ]
+        for before, items in sorted(earlier, key=lambda entry: -len(entry[0])):
+            typed = prefix[len(before) :]
+            rest = [
+                Item(item.middle[len(typed) :], item.mean_logprob)
+                for item in items
+                if item.middle.startswith(typed) and item.middle[len(typed) :].strip()
+            ]
+            if rest:
+                return rest
+        return []
 
 
 def shows(result: FimResult, gate: ConfidenceGate) -> bool:
@@ -207,6 +229,7 @@ def complete_at_cursor(
     controls = Controls(
         should_stop=request.should_stop,
         on_token=request.on_token,
+        on_middle=request.on_middle,
         interrupt_setup=request.should_stop,
         progress=progress,
     )

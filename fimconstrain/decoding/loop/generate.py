@@ -267,6 +267,8 @@ class FimDecoder:
                 run.logprobs.append(float(logits[token]) - normaliser)
                 if controls.on_token is not None:
                     controls.on_token(token)
+                if controls.on_middle is not None:
+                    controls.on_middle(run.middle_text(run.ids))
                 bar.update(1)
                 if run.line_ended():
                     run.result.stopped = StopReason.LINE if options.single_line else StopReason.BLOCK

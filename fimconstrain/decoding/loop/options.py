@@ -158,10 +158,13 @@ class Controls:
     ``should_stop`` is polled once per step and between pieces of the prompt; True stops at
     once ("cancelled"). ``interrupt_setup`` is :func:`~fimconstrain.engine.checker.fim_checker`'s
     ``should_stop`` while the file is read (:class:`~fimconstrain.engine.errors.Interrupted`).
-    ``on_token`` sees each token chosen; ``progress`` shows a bar on a terminal.
+    ``on_token`` sees each token chosen, and ``on_middle`` the middle written so far after it (the
+    language server's: a newer request whose typed text the middle spells lets it run on);
+    ``progress`` shows a bar on a terminal.
     """
 
     should_stop: Callable[[], bool] | None = None
     on_token: Callable[[int], None] | None = None
+    on_middle: Callable[[str], None] | None = None
     interrupt_setup: Callable[[], bool] | None = None
     progress: bool = False
