@@ -143,8 +143,9 @@ class RequestConstraint:
         sampler: SamplerSupport | None = None,
     ):
         self.args, self.table, self.sampler = args, table, sampler
-        self.stop_ids = set(table.stop_ids) | set(extra_stops)
-        self.banned_ids = set(table.special_ids) - self.stop_ids
+        marker = set() if args.invented_stop is None else {args.invented_stop}
+        self.stop_ids = (set(table.stop_ids) | set(extra_stops)) - marker  # (the marker ends only
+        self.banned_ids = (set(table.special_ids) | marker) - self.stop_ids  # an invented finish)
         self.ids: list[int] = []
         self.budget_end = BudgetEnd(table.codec, self.stop_ids)
         try:
@@ -200,18 +201,13 @@ class RequestConstraint:
         return self._stops_marked(self.budget_end.within(state, passing, left), state.ids)
 
     def _stops_marked(self, allowed: list[int], ids: tuple[int, ...]) -> list[int]:
-        """``allowed`` with its stop tokens as the request asked: its ``invented_stop`` alone where
-        the budget end forced a finish that invents into the middle ``ids``, every stop token but
-        that one elsewhere."""
+        """``allowed`` with its stop tokens as the request's ``invented_stop`` alone where the
+        budget end forced a finish that invents into the middle ``ids`` (elsewhere that token is
+        banned, as any special token)."""
         marker = self.args.invented_stop
-        if marker is None or not any(t in self.stop_ids for t in allowed):
+        if marker is None or not self.budget_end.invented(ids) or not self.stop_ids & set(allowed):
             return allowed
-        kept = [t for t in allowed if t not in self.stop_ids]
-        if self.budget_end.invented(ids):
-            return [*kept, marker]
-        return [*kept, *(t for t in allowed if t in self.stop_ids and t != marker)] or sorted(
-            self.stop_ids - {marker}
-        )
+        return [*(t for t in allowed if t not in self.stop_ids), marker]
 
     def _sampled_passing(
         self,

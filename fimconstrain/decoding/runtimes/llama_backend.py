@@ -40,6 +40,7 @@ import numpy as np
 from ...engine.errors import FimConstrainError
 from ..tokens.fim_formats import FORMATS, PSM, FimFormat, resolve_format, special_token_ids
 from .backend import GenerationRequest
+from .prompt_lookup import draft
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,11 @@ PREFILL_SLICE_SECONDS = 0.25
 PREFILL_CHUNK_RANGE = (32, 512)
 #: the largest window opened by default (a long-context model's full window costs memory for nothing)
 DEFAULT_CONTEXT_CAP = 8192
+#: tokens drafted from the prompt (:mod:`.prompt_lookup`) and verified in the call of each step
+#: (a call of 4 tokens took 62 ms on 2 cores against 42 ms for one, of 8 tokens 101 ms)
+DRAFT_TOKENS = 4
+#: the longest draft a backend's batch holds
+MAX_DRAFT_TOKENS = 16
 #: key/value cache copied out for displaced sessions, in all (Qwen2.5-Coder-0.5B: 12 KiB a token)
 SAVED_STATE_BYTES = 256 * 2**20
 #: what the tokenizer rebuilt from the file must tokenize as llama.cpp does
@@ -295,6 +301,7 @@ class LlamaCppBackend:
         context: int | None = None,
         tokenizer: Any = None,
         name: str = "",
+        draft_tokens: int | None = None,
     ):
         llama_cpp = _import_llama()
         path = Path(path).expanduser()
@@ -329,6 +336,12 @@ class LlamaCppBackend:
         self.prompt_reused = 0
         #: prompt tokens read per second, from the last piece of at least the smallest size
         self.read_rate: float | None = None
+        #: tokens drafted from the prompt and verified with each step (:mod:`.prompt_lookup`; 0: none)
+        self.draft_tokens = DRAFT_TOKENS if draft_tokens is None else draft_tokens
+        #: drafted tokens verified, and those the middle then took
+        self.drafted = 0
+        self.accepted = 0
+        self._batch = llama_cpp.llama_batch_init(1 + max(self.draft_tokens, MAX_DRAFT_TOKENS), 0, 1)
         self._check_tokenizer()
 
     def _open(self, llama_cpp, path: Path, window: int):
@@ -373,6 +386,7 @@ class LlamaCppBackend:
         import llama_cpp
 
         ctx = self.llama.ctx
+        session._drop_draft()
         if not session.ids or int(self.llama.n_tokens) != len(session.ids):
             return
         size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
@@ -414,6 +428,28 @@ class LlamaCppBackend:
                 self.llama.metadata.get("tokenizer.ggml.pre"),
             )
 
+    def scored_eval(self, ids: list[int]) -> list[np.ndarray]:
+        """(Lock held.) Feed ``ids`` (at most ``1 +`` :data:`MAX_DRAFT_TOKENS`) after the context's
+        tokens in one llama.cpp call, with the next-token logits after each of them: a step and
+        the draft it verifies (a call of 4 tokens took 62 ms here against 42 ms for one)."""
+        import llama_cpp
+
+        llama, batch = self.llama, self._batch
+        start = int(llama.n_tokens)
+        llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llama.ctx), -1, start, -1)
+        batch.n_tokens = len(ids)
+        for i, token in enumerate(ids):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = token, start + i, 1, True
+            batch.seq_id[i][0] = 0
+        if int(llama_cpp.llama_decode(llama.ctx, batch)) != 0:
+            raise FimConstrainError(f"llama.cpp could not evaluate {len(ids)} tokens")
+        llama.input_ids[start : start + len(ids)] = ids
+        llama.n_tokens = start + len(ids)
+        shape = (self.vocab_size,)
+        return [
+            np.ctypeslib.as_array(self._logits_of(llama.ctx, i), shape=shape).copy() for i in range(len(ids))
+        ]
+
     def next_logits(self) -> np.ndarray:
         """The next-token logits after the last token fed (a float32 copy)."""
         pointer = self._logits_of(self.llama.ctx, -1)
@@ -435,6 +471,8 @@ class LlamaCppSession:
         self.resumed = 0
         #: the tokens whose key/value cache this session's next call extends
         self.ids: list[int] = []
+        #: drafted tokens after them, in the context too, with the logits after each
+        self.ahead: list[tuple[int, np.ndarray]] = []
 
     def prefill(self, ids: list[int], should_stop: Callable[[], bool] | None = None) -> np.ndarray | None:
         """The prompt's next-token logits, reading only what follows the prefix it shares with
@@ -468,9 +506,38 @@ class LlamaCppSession:
         return logits
 
     def step(self, token: int) -> np.ndarray:
-        if len(self.ids) >= self.backend.context_window:
-            raise FimConstrainError(f"the llama.cpp context of {self.backend.context_window} tokens is full")
-        return self._feed([token])
+        """The logits after ``token``: those its draft already holds when it is the token drafted
+        next (no llama.cpp call), else one call that feeds it with a new draft behind it."""
+        backend = self.backend
+        if len(self.ids) >= backend.context_window:
+            raise FimConstrainError(f"the llama.cpp context of {backend.context_window} tokens is full")
+        with backend.lock:
+            if self.ahead and self.ahead[0][0] == token and backend.owner is self:
+                self.ids.append(token)
+                backend.accepted += 1
+                return self.ahead.pop(0)[1]
+            if not backend.draft_tokens:
+                return self._feed([token])
+            start = time.perf_counter()
+            again = self._resume()
+            self._drop_draft()
+            if again:  # (another session used the context: read its tokens back first)
+                backend.llama.eval(again)
+            room = backend.context_window - len(self.ids) - 1
+            drafted = draft([*self.ids, token], min(backend.draft_tokens, room))
+            logits = backend.scored_eval([token, *drafted])
+            self.ids.append(token)
+            self.ahead = list(zip(drafted, logits[1:]))
+            backend.drafted += len(drafted)
+            self.seconds += time.perf_counter() - start
+            return logits[0]
+
+    def _drop_draft(self) -> None:
+        """(Lock held, the context this session's.) Forget the tokens drafted ahead, in the
+        context too (the next call writes over their key/value cache)."""
+        if self.ahead:
+            self.ahead = []
+            self.backend.llama.n_tokens = len(self.ids)
 
     def reveal(self, allowed: np.ndarray | None) -> None:
         return None  # (its logits are a whole row)
@@ -483,6 +550,7 @@ class LlamaCppSession:
         with backend.lock:
             start = time.perf_counter()
             again = self._resume()
+            self._drop_draft()
             backend.llama.eval(again + ids)
             self.ids.extend(ids)
             logits = backend.next_logits()
@@ -500,6 +568,7 @@ class LlamaCppSession:
         if backend.owner is self:
             return []
         self.resumed += 1
+        self.ahead = []  # (the context is another's now: its draft is not kept)
         state = backend._saved.pop(self, None)
         backend._claim(self)
         if state is not None and backend._restore(self, state):
