@@ -333,8 +333,8 @@ def test_an_editor_prompt_cut_keeps_its_start_when_characters_are_typed_at_the_c
 
 
 def test_drafts_from_the_prompt_change_no_greedy_middle_and_are_taken(llama):
-    """Prompt lookup drafts (:mod:`fimconstrain.decoding.runtimes.prompt_lookup`) verified in the
-    call of each step: the loop chooses every token from the logits as without them, so the same
+    """Prompt lookup drafts (:mod:`fimconstrain.decoding.runtimes.prompt_lookup`; off by default)
+    verified in the call of each step: the loop chooses every token from the logits as without them, so the same
     middles come; where the file repeats itself, drafted tokens are taken (no call of their own)."""
     from fimconstrain.decoding.loop.generate import FimDecoder
     from fimconstrain.decoding.runtimes.llama_backend import DRAFT_TOKENS
@@ -344,9 +344,8 @@ def test_drafts_from_the_prompt_change_no_greedy_middle_and_are_taken(llama):
     repeated = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return w * h * d\n\n\n"
     cursors = [*heldout_cursors(6, seed=3), (repeated + "def area2(w, h):\n    return ", "\n")]
     before = (llama.drafted, llama.accepted)
+    plain = [decoder.generate(prefix, suffix, options) for prefix, suffix in cursors]
     try:
-        llama.draft_tokens = 0
-        plain = [decoder.generate(prefix, suffix, options) for prefix, suffix in cursors]
         llama.draft_tokens = 4
         drafted = [decoder.generate(prefix, suffix, options) for prefix, suffix in cursors]
     finally:

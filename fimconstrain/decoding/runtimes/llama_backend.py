@@ -54,9 +54,12 @@ PREFILL_SLICE_SECONDS = 0.25
 PREFILL_CHUNK_RANGE = (32, 512)
 #: the largest window opened by default (a long-context model's full window costs memory for nothing)
 DEFAULT_CONTEXT_CAP = 8192
-#: tokens drafted from the prompt (:mod:`.prompt_lookup`) and verified in the call of each step
-#: (a call of 4 tokens took 62 ms on 2 cores against 42 ms for one, of 8 tokens 101 ms)
-DRAFT_TOKENS = 4
+#: tokens drafted from the prompt (:mod:`.prompt_lookup`) and verified in the call of each step,
+#: by default none: on this project's 2-core machines a portable build's call costs nearly its
+#: tokens' worth (Qwen2.5-Coder-0.5B: 1 token 33 ms, 2 58 ms, 5 102 ms, 9 148 ms), so drafts of 4
+#: taken 52% of the time made a token 7% slower (32.7 against 30.5 ms, 29 editor cursors, the same
+#: middles; docs/optimizations.md); ``LlamaCppBackend(draft_tokens=4)`` where calls are cheaper
+DRAFT_TOKENS = 0
 #: the longest draft a backend's batch holds
 MAX_DRAFT_TOKENS = 16
 #: key/value cache copied out for displaced sessions, in all (Qwen2.5-Coder-0.5B: 12 KiB a token)
@@ -341,7 +344,7 @@ class LlamaCppBackend:
         #: drafted tokens verified, and those the middle then took
         self.drafted = 0
         self.accepted = 0
-        self._batch = llama_cpp.llama_batch_init(1 + max(self.draft_tokens, MAX_DRAFT_TOKENS), 0, 1)
+        self._batch = llama_cpp.llama_batch_init(1 + MAX_DRAFT_TOKENS, 0, 1)
         self._check_tokenizer()
 
     def _open(self, llama_cpp, path: Path, window: int):
@@ -516,15 +519,15 @@ class LlamaCppSession:
                 self.ids.append(token)
                 backend.accepted += 1
                 return self.ahead.pop(0)[1]
-            if not backend.draft_tokens:
+            room = backend.context_window - len(self.ids) - 1
+            drafted = draft([*self.ids, token], min(backend.draft_tokens, MAX_DRAFT_TOKENS, room))
+            if not drafted:  # (no call of several tokens where nothing is drafted)
                 return self._feed([token])
             start = time.perf_counter()
             again = self._resume()
             self._drop_draft()
             if again:  # (another session used the context: read its tokens back first)
                 backend.llama.eval(again)
-            room = backend.context_window - len(self.ids) - 1
-            drafted = draft([*self.ids, token], min(backend.draft_tokens, room))
             logits = backend.scored_eval([token, *drafted])
             self.ids.append(token)
             self.ahead = list(zip(drafted, logits[1:]))

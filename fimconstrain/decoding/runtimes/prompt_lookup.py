@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 #: the longest and the shortest run of last tokens looked up (longer first: a surer match)
-NGRAM_SIZES = (4, 3, 2)
+NGRAM_SIZES = (4, 3)
 
 
 def draft(ids: Sequence[int], length: int, sizes: Sequence[int] = NGRAM_SIZES) -> list[int]:
