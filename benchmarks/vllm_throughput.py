@@ -10,7 +10,9 @@ cursor, cut to fit the model's window (``--prompt-prefix-chars`` before, ``--pro
 after, shrunk further when ``/tokenize`` says it does not fit), and a constrained request carries
 the whole file's prefix and suffix in ``vllm_xargs`` (docs/serving.md); an unconstrained one
 carries none. Both are greedy with ``ignore_eos`` and the same ``max_tokens``, so that both
-generate the same number of tokens (counted from the answers' ``usage``).
+generate the same number of tokens (counted from the answers' ``usage``); with ``--until-stop``
+each ends at its stop token instead (tokens per request then tell where the budget end ended a
+constrained one).
 
 A batch of B is B concurrent HTTP requests; each round takes B new cursors and runs them in
 both modes, the order of the modes alternating from round to round so that drift falls on
@@ -92,13 +94,13 @@ def fit_prompt(url: str, cursor: Cursor, before: int, after: int, room: int, tim
         before, after = before * 3 // 4, after * 3 // 4
 
 
-def body(cursor: Cursor, mode: str, tokens: int) -> dict:
+def body(cursor: Cursor, mode: str, tokens: int, until_stop: bool = False) -> dict:
     request = {
         "model": NAME,
         "prompt": cursor.prompt,
         "max_tokens": tokens,
         "temperature": 0,
-        "ignore_eos": True,
+        "ignore_eos": not until_stop,
     }
     if mode == "constrained":
         request["vllm_xargs"] = {
@@ -109,12 +111,14 @@ def body(cursor: Cursor, mode: str, tokens: int) -> dict:
     return request
 
 
-def run_batch(url, executor, cursors, mode, tokens, timeout, bar) -> tuple[float, list[dict]]:
+def run_batch(
+    url, executor, cursors, mode, tokens, timeout, bar, until_stop=False
+) -> tuple[float, list[dict]]:
     """The cursors' requests in ``mode``, all at once: the wall seconds and each answer's
     ``completion_tokens`` and text."""
 
     def one(cursor: Cursor) -> dict:
-        answer = post(f"{url}/v1/completions", body(cursor, mode, tokens), timeout)
+        answer = post(f"{url}/v1/completions", body(cursor, mode, tokens, until_stop), timeout)
         bar.update(1)
         return {
             "completion_tokens": int(answer["usage"]["completion_tokens"]),
@@ -140,14 +144,15 @@ def pick_cursors(args) -> list[Cursor]:
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| batch | mode | requests | tokens generated | wall s | tokens/s | ms per token-step "
-        "| constraint share |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| batch | mode | requests | tokens generated | tokens per request | wall s | tokens/s "
+        "| ms per token-step | constraint share |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         share = "–" if r["constraint_share"] is None else f"{r['constraint_share']:.1%}"
         lines.append(
-            f"| {r['batch']} | {r['mode']} | {r['requests']} | {r['tokens']} | {r['wall_s']:.2f} "
+            f"| {r['batch']} | {r['mode']} | {r['requests']} | {r['tokens']} "
+            f"| {r['tokens'] / max(1, r['requests']):.1f} | {r['wall_s']:.2f} "
             f"| {r['tokens_per_s']:.1f} | {r['ms_per_step']:.2f} | {share} |"
         )
     return "\n".join(lines)
@@ -169,6 +174,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16], help="concurrent requests")
     p.add_argument("--tokens", type=int, default=64, help="max_tokens of every request (ignore_eos)")
+    p.add_argument(
+        "--until-stop",
+        action="store_true",
+        help="no ignore_eos: each request ends at its stop token or max_tokens (a constrained one "
+        "inside max_tokens where its budget end finishes the file), so modes differ in tokens",
+    )
     p.add_argument("--rounds", type=int, default=3, help="timed rounds per batch, each mode each round")
     p.add_argument("--max-model-len", type=int, default=1024, help="the server's window (prompt + middle)")
     p.add_argument("--prompt-prefix-chars", type=int, default=1500, help="file characters before the cursor")
@@ -235,7 +246,9 @@ def main(argv=None) -> int:
             try:
                 warm = take(batches[-1])
                 for mode in MODES:
-                    run_batch(server.url, executor, warm, mode, args.tokens, args.timeout, bar)
+                    run_batch(
+                        server.url, executor, warm, mode, args.tokens, args.timeout, bar, args.until_stop
+                    )
                 for batch in batches:
                     for _ in range(args.rounds):
                         chosen = take(batch)
@@ -244,12 +257,20 @@ def main(argv=None) -> int:
                         texts = {}
                         for mode in order:
                             seconds, results = run_batch(
-                                server.url, executor, chosen, mode, args.tokens, args.timeout, bar
+                                server.url,
+                                executor,
+                                chosen,
+                                mode,
+                                args.tokens,
+                                args.timeout,
+                                bar,
+                                args.until_stop,
                             )
                             wall[batch, mode] += seconds
                             requests[batch, mode] += len(results)
                             generated[batch, mode] += sum(r["completion_tokens"] for r in results)
-                            short += sum(r["completion_tokens"] != args.tokens for r in results)
+                            if not args.until_stop:
+                                short += sum(r["completion_tokens"] != args.tokens for r in results)
                             texts[mode] = [r["text"] for r in results]
                         compared += batch
                         changed += sum(a != b for a, b in zip(texts["unconstrained"], texts["constrained"]))
@@ -281,7 +302,8 @@ def main(argv=None) -> int:
             )
     print(markdown(rows))
     print(
-        f"\n{args.model.name} on vLLM ({args.device}, {dtype}), max_tokens {args.tokens} with ignore_eos, "
+        f"\n{args.model.name} on vLLM ({args.device}, {dtype}), max_tokens {args.tokens} "
+        f"{'until the stop token' if args.until_stop else 'with ignore_eos'}, "
         f"{args.rounds} round(s) per batch, server start-up {startup:.1f} s; constrained middles "
         f"that differ from the unconstrained ones: {changed} of {compared}"
     )
