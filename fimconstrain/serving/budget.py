@@ -88,8 +88,8 @@ class BudgetEnd:
         return Plan(tuple(tokens), finish.invents) if tokens else None
 
     def invented(self, ids: tuple[int, ...]) -> bool:
-        """Whether the middle ``ids`` holds a token this budget end forced from a finish that
-        invents (speculative rows asked about are not the middle: only its own tokens count)."""
+        """Whether the middle ``ids`` (a row's: the committed tokens and its drafts) holds a
+        token this budget end forced from a finish that invents."""
         return any(ids[: len(forced)] == forced for forced in self._inventing)
 
     def within(self, state: ConstraintState, passing: Sequence[int], left: int) -> list[int]:

@@ -334,8 +334,9 @@ def test_an_editor_prompt_cut_keeps_its_start_when_characters_are_typed_at_the_c
 
 def test_drafts_from_the_prompt_change_no_greedy_middle_and_are_taken(llama):
     """Prompt lookup drafts (:mod:`fimconstrain.decoding.runtimes.prompt_lookup`; off by default)
-    verified in the call of each step: the loop chooses every token from the logits as without them, so the same
-    middles come; where the file repeats itself, drafted tokens are taken (no call of their own)."""
+    verified in the call of each step: the loop chooses every token from the logits as without
+    them, so the same middles come; where the file repeats itself, drafted tokens are taken (no
+    call of their own)."""
     from fimconstrain.decoding.loop.generate import FimDecoder
     from fimconstrain.decoding.runtimes.llama_backend import DRAFT_TOKENS
 
