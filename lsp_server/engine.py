@@ -188,8 +188,10 @@ class Engine:
         self.error: str | None = None
         #: why the model server failed the last completion (None: it answered)
         self.server_error: str | None = None
-        #: the items shown last: typing the start of one is answered with its rest at once
+        #: the items made at the last cursors: typing the start of one is answered with its rest
+        #: at once, as is a cursor already completed; under the settings they were made with
         self.shown = ShownItems()
+        self.shown_settings: Settings | None = None
 
     def load(self, settings: Settings, backend: ModelBackend | None = None) -> Loaded:
         """Load the configured model, or take ``backend`` (any model backend, already loaded),
@@ -247,6 +249,8 @@ class Engine:
             return []
         options = editor_options(settings, job.single_line, job.python_version)
         apply_window(loaded.decoder, settings, loaded.read_rate)
+        if settings != self.shown_settings:  # (other settings make other items: a new question)
+            self.shown, self.shown_settings = ShownItems(), settings
         try:
             done = complete_at_cursor(
                 loaded.decoder,

@@ -119,3 +119,22 @@ def test_generation_stops_early_enough_to_end_the_middle_by_the_deadline():
     soon = Deadline(ENDING_RESERVE_SECONDS / 2)
     assert soon.should_stop() and not soon.expired()  # (the middle is ended in what is left)
     assert not Deadline(10 * ENDING_RESERVE_SECONDS).should_stop() and not Deadline().should_stop()
+
+
+def test_a_cursor_already_completed_is_answered_from_memory_among_several():
+    """``ShownItems`` keeps the items of the last cursors (an LRU): moving back to one of them
+    answers its items without the model, the one least recently used goes first."""
+    from fimconstrain.decoding.loop.editor import ShownItems, complete_at_cursor
+    from fimconstrain.decoding.loop.options import DecodeOptions
+
+    decoder, shown = _Counting("a + b"), ShownItems(size=2)
+    options = DecodeOptions.editor(True, semantic=False)
+    cursors = [(f"def f{n}(a, b):\n    return ", "\n") for n in range(3)]
+    complete_at_cursor(decoder, *cursors[0], options, shown=shown)
+    complete_at_cursor(decoder, *cursors[1], options, shown=shown)
+    again = complete_at_cursor(decoder, *cursors[0], options, shown=shown)
+    assert again.recalled and [item.middle for item in again.items] == ["a + b"] and decoder.calls == 2
+    complete_at_cursor(decoder, *cursors[2], options, shown=shown)  # the second goes: used least lately
+    assert complete_at_cursor(decoder, *cursors[0], options, shown=shown).recalled and decoder.calls == 3
+    assert not complete_at_cursor(decoder, *cursors[1], options, shown=shown).recalled
+    assert decoder.calls == 4
