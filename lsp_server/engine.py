@@ -96,6 +96,8 @@ class Job:
         #: extends a completion the editor selected), and the middle written so far
         self.around: tuple[str, str] | None = None
         self.middle = ""
+        #: an explicit (Invoked) request: at a cursor already completed it wants the model again
+        self.invoked = False
 
     def begin(self, seconds: float) -> None:
         """Its work begins now (it holds the turn for the first time): the deadline is
@@ -263,6 +265,7 @@ class Engine:
                 verify_text=job.verify_text,
                 more_temperature=settings.temperature,
                 shown=self.shown,
+                asked_again=job.invoked,
             )
         except Interrupted:
             raise  # cancelled or out of time while the document was read: no items

@@ -553,6 +553,7 @@ class FimServer(LanguageServer):
 
         job.checkpoint = checkpoint
         job.around = (prefix, suffix) if selected is None else None
+        job.invoked = kind == types.InlineCompletionTriggerKind.Invoked
         self.supersede(uri, text)
         self.jobs[uri] = job
         self.running += 1

@@ -165,11 +165,11 @@ class ShownItems:
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def recall(self, prefix: str, suffix: str) -> list[Item]:
-        """The items kept at this cursor, or what is left of those kept at an earlier cursor of
-        this text when ``prefix`` is that cursor's prefix with the start of an item typed after it
-        (the nearest such cursor first); [] otherwise."""
-        exact = self._items.get((prefix, suffix))
+    def recall(self, prefix: str, suffix: str, here: bool = True) -> list[Item]:
+        """The items kept at this cursor (with ``here``), or what is left of those kept at an
+        earlier cursor of this text when ``prefix`` is that cursor's prefix with the start of an
+        item typed after it (the nearest such cursor first); [] otherwise."""
+        exact = self._items.get((prefix, suffix)) if here else None
         if exact is not None:
             self._items.move_to_end((prefix, suffix))
             return exact
@@ -211,11 +211,14 @@ def complete_at_cursor(
     more_temperature: float = MORE_ITEMS_TEMPERATURE,
     progress: bool = False,
     shown: ShownItems | None = None,
+    asked_again: bool = False,
 ) -> Completion:
     """Up to ``items`` distinct middles an editor shows between ``prefix`` and ``suffix``: the
     first greedy, the others sampled at ``more_temperature`` (seeds 1, 2, ...); [] when the
     request is cancelled. ``progress``: a bar over the tokens on a terminal. ``shown``: the items
-    shown before (:class:`ShownItems`): a request that typed the start of one gets its rest.
+    made before (:class:`ShownItems`): a request that typed the start of one gets its rest, and
+    one at a cursor already completed its items, unless ``asked_again`` (an explicit request
+    there wants the model's items, not the ones it has).
 
     The syntax is ``options.python_version``'s (None: the decoder's), or the newest version's
     when the file (``verify_text``, checked first when given) or the text around the cursor
@@ -236,7 +239,7 @@ def complete_at_cursor(
     if request.cancelled or request.expired():
         return Completion()
     version = options.python_version or decoder.python_version
-    if shown is not None and (recalled := shown.recall(prefix, suffix)):
+    if shown is not None and (recalled := shown.recall(prefix, suffix, here=not asked_again)):
         shown.remember(prefix, suffix, recalled)
         return Completion(items=recalled, version=version, recalled=True)
     if verify_text is not None and not accepts(verify_text, "", version, request.should_stop):
