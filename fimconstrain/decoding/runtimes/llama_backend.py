@@ -519,8 +519,8 @@ class LlamaCppSession:
                 self.ids.append(token)
                 backend.accepted += 1
                 return self.ahead.pop(0)[1]
-            room = backend.context_window - len(self.ids) - 1
-            drafted = draft([*self.ids, token], min(backend.draft_tokens, MAX_DRAFT_TOKENS, room))
+            length = min(backend.draft_tokens, MAX_DRAFT_TOKENS, backend.context_window - len(self.ids) - 1)
+            drafted = draft([*self.ids, token], length) if length > 0 else []
             if not drafted:  # (no call of several tokens where nothing is drafted)
                 return self._feed([token])
             start = time.perf_counter()
