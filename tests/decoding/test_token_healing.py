@@ -69,15 +69,18 @@ def test_healed_text_is_the_prefix_last_token(decoder, prefix):
     assert decoder.codec.decode(decoder.codec.encode(prefix)[-1:]) == tail
 
 
-@pytest.mark.parametrize("prefix", ["", "x = 1\n", "def f():\n    "], ids=repr)
+@pytest.mark.parametrize("prefix", ["", "x = 1\n", "def f():\n"], ids=repr)
 def test_nothing_is_healed_at_a_file_or_line_start(decoder, prefix):
     assert healed_tail(decoder.codec, prefix) == ""
 
 
-@pytest.mark.parametrize("prefix", ["total = ", "for x in ", "f(a, "], ids=repr)
-def test_blanks_after_code_on_the_line_are_healed(decoder, prefix):
-    """A lone space after code is a token the model would not have seen there (its words carry
-    their own space): the prompt ends before it and the model writes it with the next word."""
+@pytest.mark.parametrize(
+    "prefix", ["total = ", "for x in ", "f(a, ", "def f():\n    ", "if x:\n        ", "f(a,\n  "], ids=repr
+)
+def test_blanks_after_code_on_the_line_and_indentation_are_healed(decoder, prefix):
+    """A lone space after code, or a line's indentation, is a token the model would not have
+    seen there (its words carry their own space): the prompt ends before it and the model
+    writes it with the next word."""
     tail = healed_tail(decoder.codec, prefix)
     assert tail and not tail.strip() and prefix.endswith(tail)
     assert decoder.codec.decode(decoder.codec.encode(prefix)[-1:]) == tail
@@ -107,15 +110,22 @@ def test_the_constraint_makes_the_tokens_write_the_healed_text_first(decoder):
     assert ConstraintState(state.checker, decoder.codec, healing=tail).child(stray) is None
 
 
-def test_a_scripted_model_completes_the_split_word(tiny):
-    prefix, suffix = "def f(items):\n    retu", "\n"
+@pytest.mark.parametrize(
+    ("prefix", "rest"),
+    [("def f(items):\n    retu", "rn len(items)"), ("def f(items):\n    ", "return len(items)")],
+    ids=["split word", "indentation"],
+)
+def test_a_scripted_model_completes_the_healed_text(tiny, prefix, rest):
+    """The model writes the healed text again with what follows, split as its tokenizer splits
+    it (the indentation's last blank goes with the word: ``   `` + `` return``)."""
+    suffix = "\n"
     probe = FimDecoder.from_model(tiny.model, tiny.tokenizer, tiny.fim_format)
     tail = healed_tail(probe.codec, prefix)
-    script = probe.codec.encode(tail + "rn len(items)")
+    script = probe.codec.encode(tail + rest)
     eos = next(iter(probe.vocabulary.stop_ids))
     decoder = FimDecoder.from_model(_Scripted(tiny.model, script, eos), tiny.tokenizer, tiny.fim_format)
     result = decoder.generate(prefix, suffix, mode="constrained", max_new_tokens=len(script) + 2)
-    assert (result.healed, result.middle, result.stopped) == (tail, "rn len(items)", "eos")
+    assert (result.healed, result.middle, result.stopped) == (tail, rest, "eos")
     assert result.valid
 
 
