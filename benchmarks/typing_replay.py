@@ -10,15 +10,20 @@ fimconstrain, or ``--root``), one per file, the kinds in turn: ``mid-line`` (the
 deleted from a point inside it) and ``new-line`` (a whole line deleted after its indentation).
 The text from the cursor to the end of its line is the truth; the rest of the file the suffix.
 
-The person opens the document (``didOpen``), waits ``--open-pause`` and puts the cursor there:
-the editor asks for a completion (the first request, the cursor at the start); the person
+The person opens the document at the cursor (``didOpen``; as a search result or a definition
+opens it, the extension then tells the server where the cursor is: ``fimconstrain/cursor``),
+looks at it ``--open-pause`` and the editor asks for a completion there (the first request,
+the cursor at the start); the person
 thinks up to 1.5 s (uniform) and then types the truth one character at a time, ``--rate``
 seconds apart, plus up to ``--word-pause`` (uniform) after a character that ends a word (a
 space, or a character that is no part of a name after one that is). After every keystroke
 (the last one too) the editor sends ``didChange``, cancels the request still in flight
-(``$/cancelRequest``, as VS Code does) and sends an Automatic ``inlineCompletion``. An answer
+(``$/cancelRequest``, as VS Code does) and sends an Automatic ``inlineCompletion``; with
+``--debounce-ms`` (the extension's ``debounceMs``) it first waits that long without a keystroke,
+and sends nothing when the next keystroke comes first (a request ``debounced``). An answer
 counts only when it arrives before the next keystroke is due (the schedule is the person's,
-not the server's); a later one is late and ignored, as VS Code drops it.
+not the server's); a later one is late and ignored, as VS Code drops it. Latency counts from
+the keystroke (the debounce included).
 
 When the item shown has a first line that begins what the person is about to type, the person
 takes it at the next keystroke instead of typing (Tab: a ``didChange`` inserting that line; its
@@ -44,9 +49,10 @@ Reported per person, each figure's mean and range over ``--seeds`` (each seed it
 cursors and pauses; each seed and person its own server process): characters saved (share of all
 truth characters), requests answered in time with an item, late answers (and those that came
 with an item: the work was done, too late), wrong items shown, items that do not parse, lines
-helped by an accepted item (at least one taken) and lines ended by one; latency p50/p95 of the
-answers in time by request kind (``first`` in the document, ``keystroke``, ``tab``: right after an
-item was taken) and by cursor kind.
+helped by an accepted item (at least one taken) and lines ended by one, requests never sent
+(debounced), the server's peak memory; latency p50/p95 of the answers in time by request kind
+(``first`` in the document, ``keystroke``, ``tab``: right after an item was taken) and by
+cursor kind.
 
 The server gets ``--model``, ``--runtime`` and ``pythonVersion``; the rest are its defaults
 (``deadlineMs`` 3000, ``finishSearch`` off), as a user gets them.
@@ -175,6 +181,14 @@ class Pending:
         return text if isinstance(text, str) and text else None
 
 
+@dataclass
+class Debounced:
+    """A request the editor never sent: the next keystroke came within its debounce."""
+
+    kind: str
+    cursor_kind: str
+
+
 class Editor:
     """An LSP client over stdio that sends what VS Code sends while a person types."""
 
@@ -230,6 +244,15 @@ class Editor:
         if self.error:
             raise SystemExit(f"the server has no model: {self.error}\n" + "".join(self.stderr))
 
+    def peak_memory(self) -> float:
+        """The server process's peak resident memory so far, in MB (NaN where /proc cannot say)."""
+        try:
+            status = Path(f"/proc/{self.client._server.pid}/status").read_text()
+        except (AttributeError, OSError):
+            return float("nan")
+        kilobytes = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+        return int(kilobytes.group(1)) / 1024 if kilobytes else float("nan")
+
     async def _drain(self, stream) -> None:
         async for line in stream:
             self.stderr.append(line.decode("utf-8", errors="replace"))
@@ -243,6 +266,13 @@ class Editor:
                 text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
             )
         )
+
+    def cursor(self, uri: str, before: str) -> None:
+        """The cursor is at the end of ``before`` (what the extension says on opening a document
+        and on moving the cursor other than by typing)."""
+        at = position(before)
+        place = {"textDocument": {"uri": uri}, "position": {"line": at.line, "character": at.character}}
+        self.client.protocol.notify("fimconstrain/cursor", place)
 
     def close(self, uri: str) -> None:
         from lsprotocol import types
@@ -266,8 +296,11 @@ class Editor:
             )
         )
 
-    def request(self, uri: str, before: str, kind: str, cursor_kind: str) -> Pending:
-        """An Automatic inline completion at the end of ``before``."""
+    def request(
+        self, uri: str, before: str, kind: str, cursor_kind: str, since: float | None = None
+    ) -> Pending:
+        """An Automatic inline completion at the end of ``before`` (its latency counted from
+        ``since``, the keystroke, when given)."""
         from lsprotocol import types
 
         self.ids += 1
@@ -277,7 +310,7 @@ class Editor:
             position=position(before),
             context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
         )
-        sent = time.perf_counter()
+        sent = time.perf_counter() if since is None else since
         future = self.client.protocol.send_request(
             types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id
         )
@@ -285,10 +318,10 @@ class Editor:
         future.add_done_callback(pending.on_answer)  # (called on this loop's thread, as the answer is read)
         return pending
 
-    def cancel(self, pending: Pending) -> None:
+    def cancel(self, pending: Pending | Debounced) -> None:
         from lsprotocol import types
 
-        if not pending.future.done():
+        if isinstance(pending, Pending) and not pending.future.done():
             self.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=pending.msg_id))
 
     async def stop(self) -> None:
@@ -307,16 +340,27 @@ class Person:
     word_pause: float
     open_pause: float
     wait: bool  # the ceiling: waits for every answer (up to WAIT_SECONDS)
+    debounce: float = 0.0  # the editor waits this long without a keystroke before it asks
 
     def pause(self, before: str, typed: str, rng: random.Random) -> float:
         """The time from this keystroke to the next one."""
         extra = rng.uniform(0, self.word_pause) if ends_word(before + typed[:-1], typed[-1]) else 0.0
         return self.rate + extra
 
-    async def keystroke_at(self, pending: Pending, due: float) -> float:
+    async def ask(self, editor: Editor, uri: str, before: str, kind: str, cursor_kind: str, due: float):
+        """The editor's request at the end of ``before`` after a keystroke (now), the next one due
+        at ``due``: sent once the debounce has passed without one, else never."""
+        since = time.perf_counter()
+        if self.debounce:
+            if since + self.debounce >= due and not self.wait:
+                return Debounced(kind, cursor_kind)
+            await asyncio.sleep(self.debounce)
+        return editor.request(uri, before, kind, cursor_kind, since)
+
+    async def keystroke_at(self, pending: Pending | Debounced, due: float) -> float:
         """Wait for the next keystroke (due at ``due``; the ceiling person also waits for the
         answer): its time."""
-        if self.wait:
+        if self.wait and isinstance(pending, Pending):
             left = pending.sent + WAIT_SECONDS - time.perf_counter()
             try:
                 await asyncio.wait_for(pending.answered.wait(), max(0.0, left))
@@ -327,10 +371,12 @@ class Person:
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
         return due
 
-    def judge(self, pending: Pending, due: float, before: str, rest: str, suffix: str) -> dict:
+    def judge(self, pending: Pending | Debounced, due: float, before: str, rest: str, suffix: str) -> dict:
         """What the person saw of ``pending``'s answer at the keystroke due at ``due``, with
         ``rest`` still to type, and what they take of it."""
         record = {"kind": pending.kind, "cursor_kind": pending.cursor_kind, "at_end": not rest}
+        if isinstance(pending, Debounced):
+            return {**record, "status": "debounced", "take": ""}
         if pending.arrived is None or pending.arrived > due:
             late = {**record, "status": "late", "take": ""}
             pending.future.add_done_callback(lambda _: late.update(late_item=pending.item() is not None))
@@ -360,9 +406,10 @@ class Person:
         """Type ``cursor``'s truth into a fresh document: the cursor's record and its requests'."""
         truth, typed = cursor.truth, 0
         editor.open(uri, cursor.prefix + cursor.suffix)
+        editor.cursor(uri, cursor.prefix)
         await asyncio.sleep(self.open_pause)
-        pending = editor.request(uri, cursor.prefix, "first", cursor.kind)
-        due = pending.sent + rng.uniform(0, FIRST_PAUSE)
+        due = time.perf_counter() + rng.uniform(0, FIRST_PAUSE)
+        pending = await self.ask(editor, uri, cursor.prefix, "first", cursor.kind, due)
         requests: list[dict] = []
         saved = {"line": 0, "word": 0}
         ended_by_item = False
@@ -386,8 +433,8 @@ class Person:
             ended_by_item = bool(record["take"]) and typed == len(truth)
             kind = "tab" if record["take"] else "keystroke"
             cursor_kind = AFTER_ACCEPT if sum(saved.values()) else cursor.kind
-            pending = editor.request(uri, cursor.prefix + truth[:typed], kind, cursor_kind)
             due += self.pause(before, text, rng)
+            pending = await self.ask(editor, uri, cursor.prefix + truth[:typed], kind, cursor_kind, due)
         editor.cancel(pending)
         editor.close(uri)
         return {
@@ -420,9 +467,9 @@ async def replay_pass(args, person: Person, seed: int, cursors: list[Cursor]) ->
         uri = f"file:///typing-replay/{seed}-{index}-{Path(cursor.file).name}"
         rows.append(await person.replay(editor, uri, cursor, random.Random(f"{seed}:{index}")))
     await asyncio.sleep(0.5)  # the answers and log lines of the last document are in
-    failures = editor.failures
+    failures, peak = editor.failures, editor.peak_memory()
     await editor.stop()
-    return {"seed": seed, "policy": person.policy, "figures": figures(rows, failures), "cursors": rows}
+    return {"seed": seed, "policy": person.policy, "figures": figures(rows, failures, peak), "cursors": rows}
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -443,7 +490,7 @@ def latency(requests: list[dict]) -> dict:
     }
 
 
-def figures(rows: list[dict], failures: int) -> dict:
+def figures(rows: list[dict], failures: int, peak_mb: float = float("nan")) -> dict:
     requests = [r for row in rows for r in row["requests"]]
     shown = [r for r in requests if r["status"] == "item"]
     truth = sum(len(row["truth"]) for row in rows)
@@ -457,6 +504,7 @@ def figures(rows: list[dict], failures: int) -> dict:
         "requests": len(requests),
         "answered_with_item": len(shown) / len(requests) if requests else 0.0,
         "late": sum(r["status"] == "late" for r in requests) / len(requests) if requests else 0.0,
+        "debounced": sum(r["status"] == "debounced" for r in requests) / len(requests) if requests else 0.0,
         "late_with_item": sum(r.get("late_item", False) for r in requests),
         "wrong_items": sum(r["wrong"] for r in shown),
         "wrong_distinct": sum(r["wrong"] and not r["repeat"] for r in shown),
@@ -465,6 +513,7 @@ def figures(rows: list[dict], failures: int) -> dict:
         "lines_helped": sum(row["saved_line"] + row["saved_word"] > 0 for row in rows) / n if n else 0.0,
         "lines_ended_by_item": sum(row["ended_by_item"] for row in rows) / n if n else 0.0,
         "server_failures": failures,
+        "server_peak_mb": peak_mb,
         "latency": {
             **{k: latency([r for r in requests if r["kind"] == k]) for k in REQUEST_KINDS},
             **{k: latency([r for r in requests if r["cursor_kind"] == k]) for k in (*KINDS, AFTER_ACCEPT)},
@@ -480,6 +529,7 @@ ROWS = (
     ("requests answered in time with an item", "answered_with_item", True),
     ("late answers (after the next keystroke)", "late", True),
     ("late answers that came with an item", "late_with_item", False),
+    ("requests never sent (debounced)", "debounced", True),
     ("wrong items shown (answers)", "wrong_items", False),
     ("  of which at a finished line", "wrong_at_finished_line", False),
     ("  distinct items (not the rest of the one before)", "wrong_distinct", False),
@@ -487,6 +537,7 @@ ROWS = (
     ("lines helped by an accepted item", "lines_helped", True),
     ("lines ended by an accepted item", "lines_ended_by_item", True),
     ("server 'completion failed'", "server_failures", False),
+    ("server's peak memory (MB, VmHWM)", "server_peak_mb", False),
 )
 
 
@@ -551,7 +602,9 @@ async def run(args) -> list[dict]:
     for seed in args.seeds:
         cursors = pick_cursors(args.root, args.cursors, seed)
         for policy in args.accept:
-            person = Person(policy, args.rate, args.word_pause, args.open_pause, args.wait)
+            person = Person(
+                policy, args.rate, args.word_pause, args.open_pause, args.wait, args.debounce_ms / 1000
+            )
             passes.append(await replay_pass(args, person, seed, cursors))
     return passes
 
@@ -588,6 +641,12 @@ def main(argv=None) -> int:
         "item's first word)",
     )
     p.add_argument("--wait", action="store_true", help="the ceiling person: waits up to 4 s for every answer")
+    p.add_argument(
+        "--debounce-ms",
+        type=float,
+        default=0.0,
+        help="the editor asks only after this long without a keystroke (the extension's debounceMs)",
+    )
     p.add_argument(
         "--out",
         type=Path,

@@ -98,6 +98,9 @@ class Job:
         self.middle = ""
         #: an explicit (Invoked) request: at a cursor already completed it wants the model again
         self.invoked = False
+        #: work ahead of any request (at a cursor the client reported), until a request takes it
+        #: over (:meth:`take_over`)
+        self.ahead = False
 
     def begin(self, seconds: float) -> None:
         """Its work begins now (it holds the turn for the first time): the deadline is
@@ -105,6 +108,10 @@ class Job:
         if self.started is None:
             self.started = time.monotonic()
             self.deadline = self.started + seconds
+
+    def take_over(self) -> None:
+        """A request at this job's cursor came: the work is that request's now (it ranks so)."""
+        self.ahead = False
 
     def cancel(self, reason: str = "cancelled") -> None:
         if self.reason is None:

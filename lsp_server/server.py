@@ -19,6 +19,12 @@ Custom notification ``fimconstrain/status`` (server -> client), params
 "pythonVersion": str | null}``, sent when the state changes: busy while the model loads or
 a completion runs; ``pythonVersion`` is the Python version the last completed document was
 checked as (the message says so when that is newer than the ``pythonVersion`` setting gave).
+
+Custom notification ``fimconstrain/cursor`` (client -> server), params ``{"textDocument":
+{"uri": str}, "position": Position}``: the cursor is here (the editor opened the document or
+the person moved the cursor, not by typing). The server works ahead: it completes there while
+the worker is idle, giving way to every request, and the request that then comes at that
+cursor takes the work over and is answered from its items (:meth:`FimServer.look_ahead`).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ T = TypeVar("T")
 log = logging.getLogger("lsp_server")
 
 STATUS = "fimconstrain/status"
+CURSOR = "fimconstrain/cursor"
 GRACE_SECONDS = 0.5  # past the deadline, how long a request waits for the worker to hand over what it has
 #: how long a request that arrives while the model loads waits for it (its own deadline then
 #: starts when the model is ready)
@@ -236,6 +243,8 @@ class FimServer(LanguageServer):
         #: the request whose generation runs on the worker, by document (it may outlive its own
         #: request: a client's cancel lets it run on while the typed text follows it)
         self.generating: dict[str, Job] = {}
+        #: the newest work ahead of a request (:meth:`look_ahead`; one at a time)
+        self.ahead: Job | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
         self.model_ready: asyncio.Event | None = None
@@ -473,13 +482,26 @@ class FimServer(LanguageServer):
         """A newer request for ``uri`` (whose document is now ``text``) arrived: the requests for it
         that have not begun end now, as does the generation running for it unless characters were
         typed at its cursor that follow what it writes (:meth:`Job.typed_since`; a request at the
-        same text, as after a change of settings, is a new question): then it runs on, and the newer request,
-        queued behind it, is answered from its items (at most one generation per document)."""
+        same text, as after a change of settings, is a new question, unless it is work ahead):
+        then it runs on, and the newer request, queued behind it, is answered from its items (at
+        most one generation per document). Work ahead elsewhere, or not yet begun, stops."""
         for older in {self.jobs.get(uri), self.generating.get(uri)}:
-            if older is not None and (older.started is None or not older.typed_since(text)):
+            if older is None:
+                continue
+            typed = older.typed_since(text) if older.started is not None else None
+            if typed or (typed == "" and older.ahead):  # (work ahead at this very text: it is this request's)
+                older.take_over()
+            else:
                 older.cancel("superseded")
+        ahead = self.ahead
+        if ahead is not None and ahead.ahead and (ahead.uri != uri or ahead.started is None):
+            ahead.cancel("superseded")  # the person is in another document, or it had not begun
 
     def document_changed(self, uri: str, changes: list) -> None:
+        """After ``changes`` to ``uri``: a generation the typed text left behind stops; the
+        document is checked again after a major change; and the server works ahead at the
+        cursor a single edit leaves (the end of its text: typing, or an item accepted), so
+        that the request an editor sends after its debounce finds the work begun."""
         running = self.generating.get(uri)
         doc = self.documents.get(uri)
         if running is not None and doc is not None and running.typed_since(doc.text) is None:
@@ -488,6 +510,11 @@ class FimServer(LanguageServer):
         if entry is not None and entry.verified and any(map(_major_change, changes)):
             entry.verified = False  # check the whole document again at the next completion
             entry.version = entry.choice.version
+        edit = changes[0] if len(changes) == 1 else None
+        if doc is not None and isinstance(edit, types.TextDocumentContentChangePartial):
+            at = edit.range.start
+            start = offset_at(doc.text, at.line, at.character, self.encoding, doc.starts)
+            self.look_ahead(uri, start + len(edit.text))
 
     # ------------------------------------------------------------ completions
 
@@ -501,20 +528,9 @@ class FimServer(LanguageServer):
         if doc is None:
             self.warn_once(uri, f"inlineCompletion for a document that is not open: {uri}")
             return empty
-        if doc.language_id not in settings.languages:
-            self.warn_once(
-                uri,
-                f"not completing {uri}: languageId {doc.language_id!r} is not one of "
-                f"{', '.join(settings.languages)}",
-                logging.INFO,
-            )
-            return empty
-        if len(doc.text) > settings.max_file_chars:
-            self.warn_once(
-                uri,
-                f"not completing {uri}: {len(doc.text)} characters is over maxFileChars "
-                f"({settings.max_file_chars})",
-            )
+        refusal = self.refusal(doc, settings)
+        if refusal is not None:
+            self.warn_once(uri, f"not completing {uri}: {refusal[0]}", refusal[1])
             return empty
         self.warned.discard(uri)
         text, enc = doc.text, self.encoding
@@ -547,11 +563,7 @@ class FimServer(LanguageServer):
         )
         ticket = Ticket(background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent)
 
-        def checkpoint() -> None:
-            if self.turns.checkpoint(ticket):
-                job.paused += 1
-
-        job.checkpoint = checkpoint
+        job.checkpoint = lambda: self._checkpoint(job, ticket)
         job.around = (prefix, suffix) if selected is None else None
         job.invoked = kind == types.InlineCompletionTriggerKind.Invoked
         self.supersede(uri, text)
@@ -564,8 +576,10 @@ class FimServer(LanguageServer):
             self.note_version(uri, version, job.used_version)
         except asyncio.CancelledError:  # the client's: a generation the typed text follows runs on
             now = self.documents.get(uri)
-            if job.started is None or now is None or not job.typed_since(now.text):
-                job.cancel("cancelled")
+            for work in {job, self.generating.get(uri)}:  # (its own, or the one it waits behind)
+                followed = work is not None and work.started is not None and now is not None
+                if work is not None and not (followed and work.typed_since(now.text)):
+                    work.cancel("cancelled")
             raise
         finally:
             self.running -= 1
@@ -575,6 +589,70 @@ class FimServer(LanguageServer):
         return types.InlineCompletionList(
             items=[types.InlineCompletionItem(insert_text=lead + middle, range=replace) for middle in middles]
         )
+
+    def _checkpoint(self, job: Job, ticket: Ticket) -> None:
+        """A safe point of ``job``'s work: it may hand the worker over (and wait for it back)."""
+        if self.turns.checkpoint(ticket):
+            job.paused += 1
+
+    @staticmethod
+    def refusal(doc, settings: Settings) -> tuple[str, int] | None:
+        """Why ``doc`` is not completed (and how loudly to say it), or None when it is."""
+        if doc.language_id not in settings.languages:
+            languages = ", ".join(settings.languages)
+            return f"languageId {doc.language_id!r} is not one of {languages}", logging.INFO
+        if len(doc.text) > settings.max_file_chars:
+            return (
+                f"{len(doc.text)} characters is over maxFileChars ({settings.max_file_chars})",
+                logging.WARNING,
+            )
+        return None
+
+    def look_ahead(self, uri: str, cursor: int) -> None:
+        """The cursor of ``uri`` is at offset ``cursor`` (the client said so with
+        ``fimconstrain/cursor``, or an edit left it there): complete there now, as work ahead of
+        the request that will come (it gives way to every request; one at a time, the newest
+        cursor's), unless the model is not loaded, a request is already there (a generation
+        the typing follows), or the answer there is known. Its items are kept with the others
+        (:class:`~fimconstrain.decoding.loop.editor.ShownItems`): a request at that cursor that
+        comes while it runs takes it over (:meth:`supersede`), one that comes after it is
+        answered from them at once, as is typing through them."""
+        settings, engine = self.settings, self.engine
+        doc = self.documents.get(uri)
+        if settings.mode == "off" or engine.loaded is None or doc is None or self.refusal(doc, settings):
+            return
+        if uri in self.jobs or uri in self.generating:
+            return  # a request is there (the cursor moved as it typed): it does the work
+        text = doc.text
+        prefix, suffix = text[:cursor], text[cursor:]
+        if engine.shown.knows(prefix, suffix):
+            return
+        if self.ahead is not None:
+            self.ahead.cancel("superseded")
+        version = self.document_version(uri)
+        job = Job(
+            uri,
+            math.inf,
+            not wants_multiline(prefix, suffix, settings.multiline),
+            python_version=version.version,
+            verify_text=None if version.verified else text,
+        )
+        job.ahead, job.around = True, (prefix, suffix)
+        ticket = Ticket(
+            background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent, ahead=lambda: job.ahead
+        )
+        job.checkpoint = lambda: self._checkpoint(job, ticket)
+        self.ahead = job
+        queued = time.monotonic()
+        future = self.on_worker(self._complete, job, prefix, suffix, settings, 1, ticket=ticket)
+        future.add_done_callback(lambda done: _summary(job, done, queued, "work ahead"))
+        future.add_done_callback(lambda done: self.in_loop(self._ahead_done, job, version))
+
+    def _ahead_done(self, job: Job, version: DocVersion) -> None:
+        """(On the loop.) Work ahead ended: the version it checked the document as is kept."""
+        if self.ahead is job:
+            self.ahead = None
+        self.note_version(job.uri, version, job.used_version)
 
     async def _wait_for_model(self, job: Job) -> bool:
         """Wait while the model loads (up to :data:`LOAD_WAIT_SECONDS`); False when it failed,
@@ -663,9 +741,9 @@ class FimServer(LanguageServer):
             job.cancel(reason)
 
 
-def _summary(job: Job, done, queued: float) -> None:
-    """Log what a completion did (from the worker thread, when it ends), and how long it waited
-    for its turn when that was long enough to matter."""
+def _summary(job: Job, done, queued: float, what: str = "completion") -> None:
+    """Log what a completion (``what``) did (from the worker thread, when it ends), and how long
+    it waited for its turn when that was long enough to matter."""
     if done.cancelled():
         return
     begun = job.started if job.started is not None else queued
@@ -684,7 +762,8 @@ def _summary(job: Job, done, queued: float) -> None:
         stop += f", paused {job.paused} time(s) for other requests"
     per_token = 1000 / max(1, job.generated)
     log.info(
-        "completion %s: %s, %d tokens, %.2f s (model %.1f ms/token, constraint %.1f ms/token)%s",
+        "%s %s: %s, %d tokens, %.2f s (model %.1f ms/token, constraint %.1f ms/token)%s",
+        what,
         job.uri.rsplit("/", 1)[-1],
         count,
         job.generated,
@@ -701,6 +780,22 @@ def _forget_closed_document(collector: Collector) -> None:
     large document is closed."""
     clear_caches()
     collector.sweep()
+
+
+def _cursor_place(params: Any) -> tuple[str, int, int] | None:
+    """The document, line and character of a ``fimconstrain/cursor`` notification's params
+    (None when they are not ``{"textDocument": {"uri": ...}, "position": {"line": ...,
+    "character": ...}}``)."""
+
+    def field(value: Any, name: str) -> Any:
+        return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+    uri = field(field(params, "textDocument"), "uri")
+    position = field(params, "position")
+    line, character = field(position, "line"), field(position, "character")
+    if not isinstance(uri, str) or not all(isinstance(n, int) and n >= 0 for n in (line, character)):
+        return None
+    return uri, line, character
 
 
 def _consume(future) -> None:
@@ -778,6 +873,16 @@ def create_server() -> FimServer:
     async def inline_completion(ls: FimServer, params: types.InlineCompletionParams):
         ls.attach_loop()
         return await ls.inline_completion(params)
+
+    @server.feature(CURSOR)
+    def cursor(ls: FimServer, params: Any):
+        place = _cursor_place(params)
+        doc = ls.documents.get(place[0]) if place is not None else None
+        if place is None:
+            log.warning("ignored a %s notification with unexpected params: %r", CURSOR, params)
+        elif doc is not None:
+            uri, line, character = place
+            ls.look_ahead(uri, offset_at(doc.text, line, character, ls.encoding, doc.starts))
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: FimServer, params):

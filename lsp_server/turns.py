@@ -17,6 +17,9 @@ Who goes first, by level, and within a level first come first served:
 3. ``BACKGROUND``: a request on a large document; it gives way to anything above it, except
    that one that has waited :data:`AGING_SECONDS` for its first turn ranks as ordinary (a
    stream of small documents' requests does not hold it off for ever).
+4. ``AHEAD``: work ahead of a request (a completion at a cursor the client reported, while the
+   worker is idle); it gives way to every request, until a request takes it over (then it
+   ranks as that request would).
 
 Requests of the same length are best served one after the other: sharing the worker among them
 (as this module did, in 50 ms turns once a request had held it 0.25 s) made every one of them
@@ -36,7 +39,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-URGENT, ORDINARY, BACKGROUND = 0, 1, 2
+URGENT, ORDINARY, BACKGROUND, AHEAD = 0, 1, 2, 3
 #: how long a background request waits for its first turn before it ranks as ordinary
 AGING_SECONDS = 5.0
 #: how often a waiting thread looks again whether its level changed (a cancel does not notify)
@@ -46,11 +49,18 @@ _arrivals = itertools.count()
 
 
 class Ticket:
-    """One piece of work's place in line: its level and when it arrived."""
+    """One piece of work's place in line: its level and when it arrived (``ahead``: whether it
+    is still work ahead of any request)."""
 
-    def __init__(self, background: bool = False, urgent: Callable[[], bool] = lambda: False):
+    def __init__(
+        self,
+        background: bool = False,
+        urgent: Callable[[], bool] = lambda: False,
+        ahead: Callable[[], bool] = lambda: False,
+    ):
         self.background = background
         self.urgent = urgent
+        self.ahead = ahead
         self.arrived = next(_arrivals)
         self.arrival = time.monotonic()
         self.first_turn: float | None = None  # when it first held the turn
@@ -58,6 +68,8 @@ class Ticket:
     def level(self, now: float) -> int:
         if self.urgent():
             return URGENT
+        if self.ahead():
+            return AHEAD
         if (
             self.background
             and (self.first_turn if self.first_turn is not None else now) - self.arrival < AGING_SECONDS

@@ -198,6 +198,26 @@ async def test_automatic_completion_is_valid(client: LanguageClient):
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_the_cursor_notification_completes_ahead_of_the_request(client: LanguageClient):
+    """``fimconstrain/cursor`` makes the server complete there while it is idle; the request
+    that then comes at that cursor is answered from that work, without the model."""
+    uri = "file:///work/ahead.py"
+    text = SOURCE.replace("add(1, 2)", "add(7, 8)")  # (a text of its own: nothing known there yet)
+    _open(client, uri, text)
+    client.log_messages.clear()
+    place = {"textDocument": {"uri": uri}, "position": {"line": CURSOR.line, "character": CURSOR.character}}
+    client.protocol.notify("fimconstrain/cursor", place)
+    worked = await _wait_log(client, "work ahead ahead.py:")
+    assert " 0 tokens" not in worked
+    items = await _complete(client, uri, CURSOR)
+    _assert_valid(text, CURSOR, items)
+    answered = await _wait_log(client, "completion ahead.py:")
+    assert " 0 tokens" in answered, answered
+    client.protocol.notify("fimconstrain/cursor", {"textDocument": {"uri": uri}})  # (no position)
+    await _wait_log(client, "ignored a fimconstrain/cursor notification")
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_invoked_completion_gives_several_valid_items(client: LanguageClient):
     uri = "file:///work/invoked.py"
     text = "values = [1, 2,\n\ntotal = sum(values)\n"
@@ -512,6 +532,25 @@ async def test_utf8_positions_model_failure_and_reload(tiny_model):
             ast.parse(text.replace("name = ", "name = " + item.insert_text))
         await lsp_client.shutdown_session()
         assert lsp_client._server.returncode == 0
+    finally:
+        await lsp_client.stop()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_file_that_is_no_model_is_one_line_in_the_status(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(bytes(range(256)) * 16)
+    lsp_client = await SERVER.start()
+    try:
+        _statuses(lsp_client)
+        await lsp_client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"), initialization_options=_options(bad)
+            )
+        )
+        status = await _wait_status(lsp_client, "error", "not a GGUF file")
+        assert "\n" not in status["message"] and str(bad) in status["message"]
+        await lsp_client.shutdown_session()
     finally:
         await lsp_client.stop()
 

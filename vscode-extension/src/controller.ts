@@ -10,6 +10,7 @@ import * as vscode from 'vscode';
 import { LanguageClient, State } from 'vscode-languageclient/node';
 
 import { createClient, pushSettings, readSettings } from './client';
+import { CURSOR_NOTIFICATION, CursorReporter, cursorParams } from './cursor';
 import { Interpreter, SERVER_ARGS, resolveInterpreter } from './interpreter';
 import { selectedInterpreter } from './python';
 import { Place, ReAsk, samePlace } from './reask';
@@ -20,6 +21,8 @@ import { StatusBar } from './statusBar';
 export class ServerController {
   private client: LanguageClient | undefined;
   private interpreter: Interpreter | undefined;
+  /** Tells the running server where the cursor rests (cursor.ts); gone with the client. */
+  private cursorWatch: vscode.Disposable | undefined;
   /** Start, stop and restart run one after the other, never interleaved. */
   private queue: Promise<void> = Promise.resolve();
 
@@ -108,7 +111,9 @@ export class ServerController {
       await client.start();
     } catch (error) {
       this.failedToStart(commandLine, error);
+      return;
     }
+    this.cursorWatch = watchCursor(client, () => this.client === client);
   }
 
   /** vscode-languageclient has shown its own error message already; this says what to check. */
@@ -122,6 +127,8 @@ export class ServerController {
   private async stopNow(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.cursorWatch?.dispose();
+    this.cursorWatch = undefined;
     if (client === undefined || !client.needsStop()) {
       return;  // none, or one that never started: no process to shut down
     }
@@ -131,6 +138,32 @@ export class ServerController {
       this.output.warn(`stopping the server: ${String(error)}`);
     }
   }
+}
+
+/** Tells `client`'s server where the cursor of the active Python editor rests (cursor.ts), while
+ * `current()` says the client is still this controller's and completions as you type are on. */
+function watchCursor(client: LanguageClient, current: () => boolean): vscode.Disposable {
+  const reporter = new CursorReporter((place) => {
+    if (current() && client.state === State.Running && clientSettings(readSettings()).enable) {
+      client.sendNotification(CURSOR_NOTIFICATION, cursorParams(place)).catch(() => undefined);
+    }
+  });
+  reporter.moved(placeOf(vscode.window.activeTextEditor), true);
+  return vscode.Disposable.from(
+    reporter,
+    vscode.window.onDidChangeActiveTextEditor((editor) => reporter.moved(placeOf(editor), true)),
+    vscode.window.onDidChangeTextEditorSelection((event) => reporter.moved(placeOf(event.textEditor))),
+    vscode.workspace.onDidCloseTextDocument((document) => reporter.closed(document.uri.toString())),
+  );
+}
+
+/** Where `editor`'s cursor is, if it is a Python editor with one empty selection. */
+function placeOf(editor: vscode.TextEditor | undefined): Place | undefined {
+  if (editor === undefined || editor.document.languageId !== 'python' || editor.selections.length !== 1 || !editor.selection.isEmpty) {
+    return undefined;
+  }
+  const cursor = editor.selection.active;
+  return { uri: editor.document.uri.toString(), version: editor.document.version, line: cursor.line, character: cursor.character };
 }
 
 /** The interpreter the server would be started with now (see interpreter.ts for the order). */

@@ -24,7 +24,7 @@ from ..models.confidence import ConfidenceGate
 from .options import Controls, DecodeOptions
 from .positions import NEWLINE, last_line
 from .python_version import accepts, newest_accepting
-from .result import FimResult
+from .result import FimResult, StopReason
 
 if TYPE_CHECKING:
     from typing import Any
@@ -150,25 +150,33 @@ class ShownItems:
     answered with the rest of it at once, without the model, as is a request at a cursor already
     completed (moving back to it): what llama.vim, Tabby and Continue do with the answers they
     keep. The file is then the same text an item made, so it is exactly as valid. Items a
-    request made that nobody was shown (its client cancelled it while it ran on) are kept too."""
+    request made that nobody was shown (its client cancelled it while it ran on, or the server
+    worked ahead of the request) are kept too, and so is a cursor where the model's answer,
+    run to its end, was nothing to show (asked there again, greedy decoding would say the same)."""
 
     def __init__(self, size: int = 64):
         self.size = size
         self._items: OrderedDict[tuple[str, str], list[Item]] = OrderedDict()  # (prefix, suffix) -> items
 
-    def remember(self, prefix: str, suffix: str, items: list[Item]) -> None:
-        """Keep the ``items`` made between ``prefix`` and ``suffix`` (nothing: forget there)."""
+    def remember(self, prefix: str, suffix: str, items: list[Item], final: bool = False) -> None:
+        """Keep the ``items`` made between ``prefix`` and ``suffix``; none: forget there, or
+        with ``final`` (the generations ran to their end) keep that there is nothing to show."""
         key = (prefix, suffix)
         self._items.pop(key, None)
-        if items:
+        if items or final:
             self._items[key] = items
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def recall(self, prefix: str, suffix: str, here: bool = True) -> list[Item]:
-        """The items kept at this cursor (with ``here``), or what is left of those kept at an
-        earlier cursor of this text when ``prefix`` is that cursor's prefix with the start of an
-        item typed after it (the nearest such cursor first); [] otherwise."""
+    def knows(self, prefix: str, suffix: str) -> bool:
+        """Whether this cursor's answer is kept (items, or that there are none)."""
+        return (prefix, suffix) in self._items
+
+    def recall(self, prefix: str, suffix: str, here: bool = True) -> list[Item] | None:
+        """The items kept at this cursor (with ``here``; [] when it is known that there are none),
+        or what is left of those kept at an earlier cursor of this text when ``prefix`` is that
+        cursor's prefix with the start of an item typed after it (the nearest such cursor
+        first); None otherwise."""
         exact = self._items.get((prefix, suffix)) if here else None
         if exact is not None:
             self._items.move_to_end((prefix, suffix))
@@ -187,7 +195,7 @@ class ShownItems:
             ]
             if rest:
                 return rest
-        return []
+        return None
 
 
 def shows(result: FimResult, gate: ConfidenceGate) -> bool:
@@ -239,8 +247,8 @@ def complete_at_cursor(
     if request.cancelled or request.expired():
         return Completion()
     version = options.python_version or decoder.python_version
-    if shown is not None and (recalled := shown.recall(prefix, suffix, here=not asked_again)):
-        shown.remember(prefix, suffix, recalled)
+    if shown is not None and (recalled := shown.recall(prefix, suffix, here=not asked_again)) is not None:
+        shown.remember(prefix, suffix, recalled, final=True)
         return Completion(items=recalled, version=version, recalled=True)
     if verify_text is not None and not accepts(verify_text, "", version, request.should_stop):
         version = newest_accepting(verify_text, "", version) or version
@@ -271,5 +279,6 @@ def complete_at_cursor(
     ranked = sorted(found.items(), key=lambda item: -item[1])
     done.items = [Item(middle, score) for middle, score in ranked]
     if shown is not None:
-        shown.remember(prefix, suffix, done.items)
+        final = bool(done.results) and all(result.stopped != StopReason.CANCELLED for result in done.results)
+        shown.remember(prefix, suffix, done.items, final=final)
     return done

@@ -43,18 +43,35 @@ class ModelNotFoundError(FimConstrainError):
     known model's name that ``fimconstrain model get`` has not fetched yet."""
 
 
+#: what a checkpoint directory must hold, and the files that are each
+CHECKPOINT_FILES = (
+    ("config.json", ("config.json",)),
+    ("weights", ("*.safetensors", "*.bin")),
+    ("tokenizer files", ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")),
+)
+
+
 def _not_found(name: str, error: Exception) -> ModelNotFoundError:
-    """The error for a model that is not on this machine, with what to do about it."""
-    if Path(name).expanduser().is_absolute() or name.startswith((".", "~")):
+    """The error for a model that is not on this machine, with what to do about it (one line)."""
+    path = Path(name).expanduser()
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if path.is_dir():
+        missing = [what for what, files in CHECKPOINT_FILES if not any(any(path.glob(f)) for f in files)]
+        if missing:
+            return ModelNotFoundError(
+                f"model directory {name!r} holds no {' and no '.join(missing)}: it is not a model checkpoint"
+            )
+        return ModelNotFoundError(f"model directory {name!r} could not be loaded: {first}")
+    if path.is_absolute() or name.startswith((".", "~")):
         return ModelNotFoundError(
-            f"model directory {name!r} is missing or incomplete "
-            f"(needs config.json, weights and tokenizer files): {error}"
+            f"model directory {name!r} is missing (a checkpoint needs config.json, weights and "
+            f"tokenizer files)"
         )
     return ModelNotFoundError(
         f"model {name!r} is not in the local Hugging Face cache, and fimconstrain never downloads at "
         f"run time. Download it yourself first, e.g. `hf download {name}` (or `huggingface-cli "
         f"download {name}`) on a machine with network access, or pass the path of a directory that "
-        f"holds it. ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+        f"holds it. ({type(error).__name__}: {first})"
     )
 
 

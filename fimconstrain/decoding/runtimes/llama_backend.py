@@ -83,6 +83,11 @@ class LlamaCppMissingError(FimConstrainError):
     """A GGUF model was asked for, and llama-cpp-python is not installed."""
 
 
+class ModelFileError(FimConstrainError):
+    """A model file that cannot be a model: not a GGUF, cut short, damaged, or of an architecture
+    llama.cpp does not know."""
+
+
 def llama_cpp_available() -> bool:
     """Whether llama-cpp-python can be imported (without importing it: that loads the library)."""
     import importlib.util
@@ -165,17 +170,18 @@ _GGUF_INTEGERS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q"
 _TOKENIZER_CACHE_FORMAT = 1
 
 
-def _gguf_metadata(data: Any) -> tuple[dict[str, int], int] | None:
-    """The integer values of a GGUF file's metadata by key, and where the metadata ends (the
-    header and every key and value, tokens and merges included); None when ``data`` is not a
-    GGUF this can read. Raises ``struct.error`` or ``KeyError`` on a cut or unknown file."""
+def _gguf_metadata(data: Any) -> tuple[dict[str, int | str], int] | None:
+    """The integer values of a GGUF file's metadata by key (and the strings of its ``general.``
+    keys), and where the metadata ends (the header and every key and value, tokens and merges
+    included); None when ``data`` is not a GGUF this can read. Raises ``struct.error`` or
+    ``KeyError`` on a cut or unknown file."""
     import struct
 
     if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] < 2:
         return None
     count = struct.unpack_from("<Q", data, 16)[0]
     u64, u32 = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from
-    integers: dict[str, int] = {}
+    integers: dict[str, int | str] = {}
     at = 24
     for _ in range(count):  # key, type, value
         size = u64(data, at)[0]
@@ -184,7 +190,10 @@ def _gguf_metadata(data: Any) -> tuple[dict[str, int], int] | None:
         kind = u32(data, at)[0]
         at += 4
         if kind == _GGUF_STRING:
-            at += 8 + u64(data, at)[0]
+            size = u64(data, at)[0]
+            if key.startswith("general."):
+                integers[key] = bytes(data[at + 8 : at + 8 + size]).decode("utf-8", "replace")
+            at += 8 + size
         elif kind == _GGUF_ARRAY:
             item, n = u32(data, at)[0], u64(data, at + 4)[0]
             at += 12
@@ -220,7 +229,7 @@ def gguf_identity(path: str | Path) -> str | None:
                 return None
             digest = hashlib.sha256(data[: metadata[1]])
         libraries = [version(name) for name in ("transformers", "tokenizers")]
-    except (OSError, ValueError, KeyError, struct.error):
+    except (OSError, ValueError, KeyError, OverflowError, struct.error):
         return None
     digest.update(json.dumps([_TOKENIZER_CACHE_FORMAT, stat.st_size, stat.st_mtime_ns, libraries]).encode())
     return digest.hexdigest()[:24]
@@ -235,12 +244,50 @@ def gguf_training_window(path: str | Path) -> int | None:
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             metadata = _gguf_metadata(data)
-    except (OSError, ValueError, KeyError, struct.error):
+    except (OSError, ValueError, KeyError, OverflowError, struct.error):
         return None
     if metadata is None:
         return None
-    lengths = [value for key, value in metadata[0].items() if key.endswith(".context_length")]
+    values = metadata[0].items()
+    lengths = [value for key, value in values if key.endswith(".context_length") and isinstance(value, int)]
     return lengths[0] if len(lengths) == 1 and lengths[0] > 0 else None
+
+
+def gguf_problem(path: Path) -> str | None:
+    """What is wrong with ``path`` as a GGUF file, read before llama.cpp sees it (it would say
+    only that loading failed): None when its header and metadata read whole."""
+    import mmap
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF":
+                return "not a GGUF file (it does not begin with the bytes GGUF)"
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                metadata = _gguf_metadata(data)
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or error})"
+    except (ValueError, KeyError, IndexError, OverflowError, struct.error):
+        metadata = None
+    if metadata is None:
+        return "a cut or damaged GGUF file (its header and metadata do not read whole)"
+    return None
+
+
+def _load_failure(path: Path) -> str:
+    """Why llama.cpp could not load a GGUF whose metadata reads whole, as far as the file says."""
+    import mmap
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            metadata = _gguf_metadata(data)
+    except (OSError, ValueError, KeyError, IndexError, OverflowError):
+        metadata = None
+    architecture = metadata[0].get("general.architecture") if metadata is not None else None
+    return (
+        f"llama.cpp could not load it: its tensors are cut short or damaged, or this llama.cpp "
+        f"does not know its architecture ({architecture or 'none named'})"
+    )
 
 
 def _in_background(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
@@ -310,6 +357,9 @@ class LlamaCppBackend:
         path = Path(path).expanduser()
         if not path.is_file():
             raise FimConstrainError(f"GGUF model file {str(path)!r} does not exist")
+        problem = gguf_problem(path)
+        if problem is not None:
+            raise ModelFileError(f"{path}: {problem}")
         self.name = name or str(path)
         # the tokenizer is read (or rebuilt) while llama.cpp loads the weights, which frees the GIL
         pending = _in_background(gguf_tokenizer, path) if tokenizer is None else None
@@ -348,14 +398,17 @@ class LlamaCppBackend:
         self._check_tokenizer()
 
     def _open(self, llama_cpp, path: Path, window: int):
-        return llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=window,
-            n_batch=512,
-            n_threads=self.threads,
-            n_threads_batch=self.threads,
-            verbose=False,
-        )
+        try:
+            return llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=window,
+                n_batch=512,
+                n_threads=self.threads,
+                n_threads_batch=self.threads,
+                verbose=False,
+            )
+        except ValueError as error:  # (llama-cpp-python's "Failed to load model from file")
+            raise ModelFileError(f"{path}: {_load_failure(path)}") from error
 
     def start(self, request: GenerationRequest | None = None) -> LlamaCppSession:
         return LlamaCppSession(self)

@@ -1,0 +1,93 @@
+"""A model that is not one: each bad file or folder given as ``--model`` is one line on standard
+error that says what is wrong with it, exit code 2 (``fimconstrain complete``), never a traceback;
+the language server says the same line in its status (tests/lsp/test_lsp_server.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fimconstrain.decoding.runtimes.llama_backend import gguf_problem
+
+pytestmark = pytest.mark.time_limit(300)
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def complete_with(model: Path) -> tuple[int, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "fimconstrain", "complete", str(EXAMPLES / "inventory.py"), "--cursor", "30:9"]
+        + ["--model", str(model)],
+        capture_output=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    return proc.returncode, proc.stderr.decode("utf-8", "replace")
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def gguf_header(metadata: dict[str, str]) -> bytes:
+    """A GGUF (version 3) header with ``metadata`` as string values and no tensors."""
+    import struct
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata))
+    for key, value in metadata.items():
+        k, v = key.encode(), value.encode()
+        out += struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v
+    return out
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (bytes(range(256)) * 64, "not a GGUF file"),
+        (b"", "not a GGUF file"),
+        (b"GGUF\x03\x00\x00\x00" + b"\xff" * 40, "cut or damaged GGUF file"),
+        (gguf_header({"general.architecture": "llama"})[:-3], "cut or damaged GGUF file"),
+    ],
+    ids=["random bytes", "empty", "garbage after the magic", "metadata cut short"],
+)
+def test_a_file_that_is_no_gguf_is_one_line(tmp_path, content, says):
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(content)
+    assert says in (gguf_problem(bad) or "")
+    rc, err = complete_with(bad)
+    assert rc == 2 and says in _one_line(err) and str(bad) in err
+
+
+def test_a_gguf_llama_cpp_cannot_load_names_its_architecture(tmp_path):
+    pytest.importorskip("llama_cpp")
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(gguf_header({"general.architecture": "no-such-architecture"}))
+    assert gguf_problem(bad) is None  # (its header and metadata read whole)
+    rc, err = complete_with(bad)
+    line = _one_line(err)
+    assert rc == 2 and "llama.cpp could not load it" in line and "no-such-architecture" in line
+
+
+@pytest.mark.parametrize(
+    "files, says",
+    [
+        ({}, "holds no config.json and no weights and no tokenizer files"),
+        ({"config.json": json.dumps({"model_type": "gpt2"})}, "holds no weights and no tokenizer files"),
+    ],
+    ids=["empty folder", "a config alone"],
+)
+def test_a_folder_without_a_checkpoint_is_one_line(tmp_path, files, says):
+    pytest.importorskip("transformers")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    rc, err = complete_with(folder)
+    assert rc == 2 and says in _one_line(err)
