@@ -15,6 +15,7 @@ from typing import Any
 
 from fimconstrain.decoding.loop.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, SEMANTIC_DEFAULT
 from fimconstrain.decoding.model_choice import ModelChoice
+from fimconstrain.decoding.models.known_models import AUTO
 from fimconstrain.decoding.models.loading import RUNTIMES
 
 SECTION = "fimconstrain"
@@ -26,9 +27,10 @@ MULTILINE = ("auto", "always", "never")
 class Settings:
     """Everything a user can configure; the field docs are the reference (see docs/lsp.md)."""
 
-    # model directory, cached Hugging Face id, .gguf file, or a known model's name once fetched
-    # (`fimconstrain model get qwen2.5-coder-0.5b`); None: the shipped model
-    model: str | None = None
+    # model directory, cached Hugging Face id, .gguf file, a known model's name once fetched
+    # (`fimconstrain model get qwen2.5-coder-0.5b`), or auto: the first known model fetched, else
+    # the shipped one; None: the shipped model
+    model: str | None = AUTO
     # what runs the model: auto (llama.cpp for a .gguf file, and for the shipped model when
     # llama-cpp-python is installed; transformers otherwise), transformers, or llama
     runtime: str = "auto"

@@ -212,13 +212,13 @@ class Engine:
         from fimconstrain.decoding.model_choice import ModelChoice
         from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 
-        if backend is None and settings.model is None and not DEFAULT_MODEL_DIR.is_dir():
+        # a backend given is run here; else the settings' model, here or on its server, offline
+        choice = settings.model_choice() if backend is None else ModelChoice()
+        if backend is None and choice.model is None and not DEFAULT_MODEL_DIR.is_dir():
             raise RuntimeError(
                 f"the shipped model is not installed ({DEFAULT_MODEL_DIR} is missing); "
                 f"set fimconstrain.model to a model directory"
             )
-        # a backend given is run here; else the settings' model, here or on its server, offline
-        choice = settings.model_choice() if backend is None else ModelChoice()
         # (no progress bar: a bar on standard error is an error line in an editor's log)
         decoder, gate = choice.open(backend, progress=False)
         name, fim_format = decoder.backend.name, decoder.backend.fim_format.name

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types
@@ -48,6 +49,8 @@ from pygls.protocol.language_server import lsp_method
 
 from fimconstrain.decoding.loop.editor import wants_multiline
 from fimconstrain.decoding.loop.python_version import Choice, Chooser
+from fimconstrain.decoding.models.known_models import AUTO, KNOWN_MODELS, auto_note
+from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 from fimconstrain.engine import clear_caches
 from fimconstrain.engine.errors import Interrupted
 
@@ -322,9 +325,11 @@ class FimServer(LanguageServer):
             self.set_status("idle", "completions are off (mode: off)")
         elif self.engine.loaded:
             note = f"; {self.version_note}" if self.version_note else ""
-            self.set_status(
-                "idle", f"ready: {self.engine.loaded.name} ({self.engine.loaded.fim_format}){note}"
-            )
+            loaded = self.engine.loaded
+            if Path(loaded.name) == DEFAULT_MODEL_DIR:
+                real = next(iter(KNOWN_MODELS))
+                note += f"; the shipped demo model: `fimconstrain model get {real}` fetches a real one"
+            self.set_status("idle", f"ready: {loaded.name} ({loaded.fim_format}){note}")
         else:
             self.set_status("idle", "no model loaded")
 
@@ -369,7 +374,9 @@ class FimServer(LanguageServer):
         self.load_task = asyncio.ensure_future(self._load(self.loading, self.settings))
 
     async def _load(self, generation: int, settings: Settings) -> None:
-        name = settings.model or "the shipped model"
+        name = model_label(settings)
+        if settings.model == AUTO:
+            log.info("%s", auto_note(settings.model_choice().model))
         token = f"fimconstrain-load-{generation}"
         progress = await self._progress_begin(token, "fimconstrain", f"loading {name}")
         self.set_status("busy", f"loading {name}")
@@ -780,6 +787,14 @@ def _forget_closed_document(collector: Collector) -> None:
     large document is closed."""
     clear_caches()
     collector.sweep()
+
+
+def model_label(settings: Settings) -> str:
+    """The model ``settings`` name, for a person: what ``auto`` chose, or the shipped one."""
+    if settings.model == AUTO:
+        chosen = settings.model_choice().model
+        return f"{chosen} (auto)" if chosen is not None else "the shipped demo model (auto)"
+    return settings.model or "the shipped model"
 
 
 def _cursor_place(params: Any) -> tuple[str, int, int] | None:

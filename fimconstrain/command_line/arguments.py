@@ -96,15 +96,15 @@ def add_server_options(ap: argparse.ArgumentParser) -> None:
 def add_model_options(ap: argparse.ArgumentParser, runtime: str = "auto", threads: int | None = None) -> None:
     """The options that choose the model, its runtime and how its prompt is built (``complete``
     and ``eval`` take the same ones; ``runtime`` and ``threads`` are the command's defaults)."""
-    from ..decoding.models.known_models import KNOWN_MODELS
+    from ..decoding.models.known_models import AUTO, KNOWN_MODELS
     from ..decoding.models.loading import RUNTIMES
 
     ap.add_argument(
         "--model",
-        default=None,
-        help="model directory, cached Hugging Face id, .gguf file (run by llama.cpp), or a known model's "
-        f"name ({', '.join(KNOWN_MODELS)}; fetch it first with `fimconstrain model get NAME`) "
-        "(default: the shipped model)",
+        default=AUTO,
+        help="model directory, cached Hugging Face id, .gguf file (run by llama.cpp), a known model's "
+        f"name ({', '.join(KNOWN_MODELS)}; fetch it first with `fimconstrain model get NAME`), or "
+        f"{AUTO}: the first of those that is fetched, else the shipped demo model (default: {AUTO})",
     )
     ap.add_argument(
         "--runtime",

@@ -18,6 +18,8 @@ from ..decoding.loop.options import MODES, SEMANTIC_DEFAULT
 from ..decoding.loop.positions import cursor_offset
 from ..decoding.loop.python_version import AUTO, normalize_setting
 from ..decoding.model_choice import ModelChoice
+from ..decoding.models.known_models import AUTO as AUTO_MODEL
+from ..decoding.models.known_models import auto_note
 from ..decoding.runtimes.server_api import ModelServerError
 from ..engine.errors import FimConstrainError
 from ..engine.versions import NEWEST, OLDEST, format_version
@@ -163,11 +165,14 @@ def main_complete(argv: list[str] | None = None) -> int:
     """Run ``fimconstrain complete``; exit 0 when the completed file parses, 1 when not, 2 on bad input."""
     args = build_parser().parse_args(argv)
     timings: dict[str, float] = {}
+    choice = ModelChoice.of(args)
+    if args.model == AUTO_MODEL and choice.server is None:
+        print(f"fimconstrain complete: {auto_note(choice.model)}", file=sys.stderr)
     try:
         done = complete_file(
             args.file,
             args.cursor,
-            ModelChoice.of(args),
+            choice,
             python_version=args.python_version,
             multiline=args.multiline,
             order=args.order,

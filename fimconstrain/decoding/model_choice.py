@@ -2,7 +2,8 @@
 lines' options, the language server's settings, an evaluation's), opened in one place.
 
 A :class:`ModelChoice` names a model (a directory, cached hub id, ``.gguf`` file, a known model's
-name, or None for the shipped one) and either how to run it here (runtime, threads, context,
+name, or None for the shipped one; the front ends' ``auto`` is resolved when the choice is made,
+:func:`.models.known_models.auto_model`) and either how to run it here (runtime, threads, context,
 device) or the model server that runs it (:class:`ModelServer`: only its tokenizer and FIM format
 are read here). :meth:`ModelChoice.open` loads or connects and returns the decode loop over it
 with the model's confidence gate; the heavy stack is imported there, not when a choice is made.
@@ -61,10 +62,15 @@ class ModelChoice:
     def of(cls, settings: Any) -> ModelChoice:
         """The choice that ``settings`` spell by these fields' names: the command lines' options
         (:func:`fimconstrain.command_line.arguments.add_model_options`), the language server's
-        settings. A field they lack keeps its default; ``server`` (a URL), ``server_model`` and
-        ``server_timeout`` spell the :class:`ModelServer`."""
+        settings. A field they lack keeps its default; the model ``auto`` is the best fetched one
+        (or None: the shipped one); ``server`` (a URL), ``server_model`` and ``server_timeout``
+        spell the :class:`ModelServer`."""
+        from .models.known_models import AUTO, auto_model
+
         local = ("model", "fim_format", "trust_remote_code", "runtime", "threads", "context", "device")
         given = {name: getattr(settings, name) for name in local if hasattr(settings, name)}
+        if given.get("model") == AUTO:
+            given["model"] = auto_model()
         url = getattr(settings, "server", None)
         if url is not None:
             timeout = getattr(settings, "server_timeout", DEFAULT_TIMEOUT)

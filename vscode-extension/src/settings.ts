@@ -27,9 +27,9 @@ export const SERVER_KEYS = [
   'pythonVersion', 'semantic',
 ] as const;
 
-/** Keys whose empty value in the settings UI ("" or 0) means "the server's default", which the
- * server spells null. Sending null, rather than leaving the key out, matters after a change: the
- * server keeps its previous value for a key it does not get. */
+/** Keys whose empty value in the settings UI ("" or 0) the server spells null: its default, and
+ * for `model` the shipped model (its default is `auto`). Sending null, rather than leaving the key
+ * out, matters after a change: the server keeps its previous value for a key it does not get. */
 const EMPTY_MEANS_DEFAULT: ReadonlySet<string> = new Set([
   'model', 'fimFormat', 'threads', 'context', 'promptWindow', 'server', 'serverModel',
 ]);

@@ -113,8 +113,12 @@ QWEN_1_5B = KnownModel(
     file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
 )
 
-#: every model ``fimconstrain model get`` fetches and ``--model`` takes by name
+#: every model ``fimconstrain model get`` fetches and ``--model`` takes by name, in the order the
+#: model ``auto`` prefers them (:func:`auto_model`): the editor's model first (the 1.5B passes more
+#: benchmark tasks but steps about 3x slower, too slow to type with on a laptop CPU)
 KNOWN_MODELS: dict[str, KnownModel] = {model.name: model for model in (QWEN_0_5B, QWEN_1_5B)}
+#: the model name that means "the best model this machine has" (:func:`auto_model`)
+AUTO = "auto"
 
 
 def known_model(name: str) -> KnownModel:
@@ -142,6 +146,24 @@ def is_fetched(model: KnownModel) -> bool:
     """Whether ``model``'s GGUF is in the cache at its full size (``model get --verify`` re-hashes it)."""
     path = cached_path(model)
     return path.is_file() and path.stat().st_size == model.size
+
+
+def auto_model() -> str | None:
+    """What the model ``auto`` is here: the first known model that is fetched, in the order of
+    :data:`KNOWN_MODELS`; None (the shipped demo model) when none is. Nothing is downloaded."""
+    return next((model.name for model in KNOWN_MODELS.values() if is_fetched(model)), None)
+
+
+def auto_note(chosen: str | None) -> str:
+    """One line saying which model ``auto`` chose (``chosen``: :func:`auto_model`'s answer), and
+    for the shipped demo how to get a real one."""
+    if chosen is not None:
+        return f"model auto: {chosen} (the best model fetched on this machine; --model names another)"
+    first = next(iter(KNOWN_MODELS.values()))
+    return (
+        f"model auto: the shipped demo model (9 M parameters: it shows the guarantee, not useful code); "
+        f"`fimconstrain model get {first.name}` fetches a real one ({first.size / 1e6:.0f} MB)"
+    )
 
 
 def find_known(name_or_path: str | Path | None) -> KnownModel | None:

@@ -18,7 +18,7 @@ test('with the declared defaults the server gets every server key, and no client
   const sent = serverSettings(readerWith());
   assert.deepEqual(Object.keys(sent).sort(), [...SERVER_KEYS].sort());
   assert.deepEqual(sent, {
-    model: null, runtime: 'auto', fimFormat: null, device: 'cpu', threads: null, context: null, promptWindow: 1024,
+    model: 'auto', runtime: 'auto', fimFormat: null, device: 'cpu', threads: null, context: null, promptWindow: 1024,
     suffixTokens: 32, server: null,
     serverModel: null, trustRemoteCode: false, mode: 'fim', maxTokens: 64, deadlineMs: 3000, multiline: 'auto', invokedItems: 3, temperature: 0.8, topK: 64, finishSearch: false,
     maxFileChars: 200000, pythonVersion: 'auto', semantic: true,
