@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fimconstrain.decoding.loop.positions import line_starts
+from fimconstrain.engine.positions import line_starts
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 

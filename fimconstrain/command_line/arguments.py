@@ -15,10 +15,10 @@ import math
 import sys
 from bisect import bisect_right
 
-from ..decoding.loop.positions import line_starts
 from ..decoding.model_choice import ModelServer
 from ..decoding.tokens.fim_formats import get_format
 from ..engine.errors import FimConstrainError, InputError
+from ..engine.positions import line_starts
 from ..engine.versions import NEWEST, OLDEST, PythonVersion, format_version, parse_python_version
 
 

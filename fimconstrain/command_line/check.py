@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decoding.loop.positions import cursor_offset, line_starts
+from ..engine.positions import cursor_offset, line_starts
 from .arguments import HelpFormatter, add_python_version_option, non_negative_int, read_source
 from .exit_codes import INVALID, OK, UsageError
 
@@ -103,7 +103,7 @@ class LineIndex:
 
 def parse_cursor(spec: str, text: str) -> int:
     """``--cursor``: ``N`` is a 0-based character offset (the length of the prefix); ``LINE:COL`` is
-    1-based (:func:`fimconstrain.decoding.loop.positions.cursor_offset`)."""
+    1-based (:func:`fimconstrain.engine.positions.cursor_offset`)."""
     from ..engine.errors import FimConstrainError
 
     try:

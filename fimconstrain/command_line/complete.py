@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..decoding.completion import CursorCompletion, complete_text
 from ..decoding.loop.options import MODES, SEMANTIC_DEFAULT
-from ..decoding.loop.positions import cursor_offset
 from ..decoding.loop.python_version import AUTO, normalize_setting
 from ..decoding.model_choice import ModelChoice
 from ..decoding.models.known_models import AUTO as AUTO_MODEL
 from ..decoding.models.known_models import auto_note
 from ..decoding.runtimes.server_api import ModelServerError
 from ..engine.errors import FimConstrainError
+from ..engine.positions import cursor_offset
 from ..engine.versions import NEWEST, OLDEST, format_version
 from .arguments import (
     HelpFormatter,

@@ -12,7 +12,7 @@ the raw middle (DESIGN.md, "Benchmarks of the field").
 
 from __future__ import annotations
 
-from ..decoding.loop.positions import NEWLINE
+from ..engine.positions import NEWLINE
 from .examples import Example
 
 _OPENING, _CLOSING = "([{", ")]}"

@@ -105,7 +105,7 @@ def test_requires_python_keeps_3_12_syntax_out(generic, tmp_path):
     """Under ``requires-python = ">=3.10"`` the middle after ``def config`` is 3.10 syntax, though
     the model's favourite is a PEP 695 type parameter list (which it writes without the file)."""
     from fimconstrain.command_line.complete import complete_file
-    from fimconstrain.decoding.loop.positions import cursor_offset
+    from fimconstrain.engine.positions import cursor_offset
 
     text = "import os\n\n\ndef config():\n    return os.sep\n"
     cursor = "4:11"  # after "def config"

@@ -929,7 +929,7 @@ needs_default = pytest.mark.skipif(
 @needs_default
 def test_default_model_completes_a_file(tmp_path):
     from fimconstrain.command_line.complete import complete_file
-    from fimconstrain.decoding.loop.positions import cursor_offset
+    from fimconstrain.engine.positions import cursor_offset
 
     path = tmp_path / "sample.py"
     path.write_text(
@@ -950,7 +950,7 @@ def test_default_model_completes_a_file(tmp_path):
 
 
 def test_cursor_offset():
-    from fimconstrain.decoding.loop.positions import cursor_offset
+    from fimconstrain.engine.positions import cursor_offset
 
     text = "ab\r\ncd\nef"
     assert [cursor_offset(text, c) for c in ("1:1", "1:3", "2:1", "3:2", "4", 0)] == [0, 2, 4, 8, 4, 0]

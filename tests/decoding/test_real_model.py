@@ -24,8 +24,8 @@ from conftest import missing, require_llama_cpp
 
 from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
 from fimconstrain.decoding.loop.options import DecodeOptions
-from fimconstrain.decoding.loop.positions import NEWLINE
 from fimconstrain.decoding.models.known_models import QWEN_0_5B, cached_path, is_fetched
+from fimconstrain.engine.positions import NEWLINE
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "benchmarks"
 #: single-line tasks, spread over HumanEval's problems (every 86th of 1,033)

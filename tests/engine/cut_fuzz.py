@@ -24,7 +24,7 @@ from math import gcd
 
 from conftest import ast_ok, fc, read_utf8, sample_stdlib, uncompletable
 
-from fimconstrain.decoding.loop.positions import NEWLINE
+from fimconstrain.engine.positions import NEWLINE
 
 # ================================================================ source layout (tokenize)
 

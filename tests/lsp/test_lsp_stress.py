@@ -18,7 +18,7 @@ from lsprotocol import types  # noqa: E402
 from pytest_lsp import LanguageClient, client_capabilities  # noqa: E402
 from test_lsp_server import SERVER, _complete, _open, _options, _statuses, _wait_status, tiny_model  # noqa: E402
 
-from fimconstrain.decoding.loop.positions import line_starts  # noqa: E402
+from fimconstrain.engine.positions import line_starts  # noqa: E402
 from lsp_server.documents import edited_starts, line_start_array  # noqa: E402
 
 __all__ = ["tiny_model"]  # the module-scoped fixture, shared

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ...engine.errors import FimConstrainError, Interrupted
+from ...engine.positions import NEWLINE, last_line
 from ...engine.versions import PythonVersion
 from ..models.confidence import ConfidenceGate
 from .options import Controls, DecodeOptions
-from .positions import NEWLINE, last_line
 from .python_version import accepts, newest_accepting
 from .result import FimResult, StopReason
 

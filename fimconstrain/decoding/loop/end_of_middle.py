@@ -24,8 +24,8 @@ import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...engine.positions import NEWLINE, last_line
 from ..tokens.fim_formats import REPLACEMENT
-from .positions import NEWLINE, last_line
 
 
 def single_line_end(text: str) -> int | None:

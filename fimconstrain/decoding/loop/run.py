@@ -15,6 +15,7 @@ import numpy as np
 
 from ...engine.checker import fim_checker
 from ...engine.name_check import NameMark
+from ...engine.positions import NEWLINE, last_line
 from ...engine.versions import PythonVersion
 from ..masks.store import MaskStore
 from .constraint import ConstraintState, is_word_char, passing_candidates, rest_of_healing
@@ -31,7 +32,6 @@ from .end_of_middle import (
     single_line_end,
 )
 from .options import DecodeOptions
-from .positions import NEWLINE, last_line
 from .ranking import ranked_tokens
 from .result import FimResult, StopReason
 from .semantic import SemanticGuide, SemanticOptions

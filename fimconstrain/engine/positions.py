@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ...engine.errors import FimConstrainError
+from .errors import FimConstrainError
 
 #: a line break
 NEWLINE = re.compile(r"\r\n|\r|\n")
