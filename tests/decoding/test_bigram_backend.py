@@ -14,11 +14,12 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
+from bigram_backend import BigramBackend
+
 import fimconstrain
 from fimconstrain.decoding.loop.generate import FimDecoder
 from fimconstrain.decoding.loop.options import MODES, DecodeOptions
 from fimconstrain.decoding.loop.validity import parses
-from fimconstrain.decoding.runtimes.bigram_backend import BigramBackend
 
 #: code a bigram learns PEP 695 generics from: after ``def config`` comes ``[T]``
 GENERIC = "def config[T](value: T) -> T:\n    return value\n\n\n"
@@ -47,7 +48,7 @@ def generic(tokenizer) -> BigramBackend:
 
 
 def test_the_backend_imports_no_torch_model(bigram):
-    assert type(bigram).__module__ == "fimconstrain.decoding.runtimes.bigram_backend"
+    assert "torch" not in type(bigram).__module__
     logits = bigram.start().prefill([1, 2, 3])
     assert logits is not None and logits.shape == (bigram.vocab_size,) and logits.dtype.name == "float32"
 

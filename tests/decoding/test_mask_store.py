@@ -8,18 +8,12 @@ import random
 import numpy as np
 import pytest
 from conftest import read_utf8, sample_stdlib
+from mask_decoding import mask_logits, pack, prefiltered, prefix_logits
 from tokenizer_training import stdlib_texts, train_byte_level_bpe
 
 import fimconstrain
 from fimconstrain.decoding.masks.builder import Alphabet
-from fimconstrain.decoding.masks.store import (
-    MaskStore,
-    mask_logits,
-    pack,
-    prefiltered,
-    prefix_logits,
-    unpack,
-)
+from fimconstrain.decoding.masks.store import MaskStore, unpack
 from fimconstrain.decoding.tokens.token_bytes import (
     TokenBytes,
     from_strings,

@@ -59,8 +59,10 @@ def test_the_evaluation_options_carry_the_device():
 
 
 def test_the_language_server_reloads_only_when_its_choice_changes():
-    settings = Settings()
-    assert settings.model_choice() == ModelChoice()
+    from fimconstrain.decoding.models.known_models import auto_model
+
+    settings = Settings()  # (the model auto: the best fetched here, else the shipped one)
+    assert settings.model_choice() == ModelChoice(model=auto_model())
     assert replace(settings, max_tokens=8, mode="prefix").model_choice() == settings.model_choice()
     assert replace(settings, threads=1).model_choice() != settings.model_choice()
     served = replace(settings, server="http://h:1", server_model="fim").model_choice()
@@ -70,12 +72,12 @@ def test_the_language_server_reloads_only_when_its_choice_changes():
 
 def test_opening_a_loaded_backend_runs_it_here_with_its_gate(tmp_path):
     pytest.importorskip("transformers")
+    from bigram_backend import BigramBackend
     from tiny_model import build_tiny_model
     from transformers import AutoTokenizer
 
     from fimconstrain.decoding.loop.generate import FimDecoder
     from fimconstrain.decoding.models.confidence import ConfidenceGate
-    from fimconstrain.decoding.runtimes.bigram_backend import BigramBackend
 
     tokenizer = AutoTokenizer.from_pretrained(build_tiny_model(tmp_path / "tiny"))
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text(encoding="utf-8")

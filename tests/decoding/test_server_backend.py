@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
+from bigram_backend import BigramBackend
 from openai_server import OpenAIServer
 from stdlib_cursors import STDLIB, stdlib_cursors
 
@@ -25,7 +26,6 @@ from fimconstrain.decoding.loop.generate import FimDecoder
 from fimconstrain.decoding.loop.options import Controls, DecodeOptions
 from fimconstrain.decoding.loop.result import StopReason
 from fimconstrain.decoding.loop.server_decoder import ServerDecoder
-from fimconstrain.decoding.runtimes.bigram_backend import BigramBackend
 from fimconstrain.decoding.runtimes.server_api import ModelServerError
 from fimconstrain.decoding.runtimes.server_backend import ServerBackend
 
@@ -191,6 +191,9 @@ def test_the_language_servers_engine_says_once_that_the_server_is_gone(serve, bi
     assert loaded.name == f"test-coder at {server.url}" and loaded.fim_format == bigram.fim_format.name
 
     def complete(engine: Engine, settings: Settings) -> list[str]:
+        from fimconstrain.decoding.loop.editor import ShownItems
+
+        engine.shown = ShownItems()  # (asked afresh: not answered from the items kept at the cursor)
         return engine.complete(Job("file:///a.py", time.monotonic() + 10, True), prefix, suffix, settings, 1)
 
     assert complete(engine, settings) == complete(here, local) and engine.server_error is None

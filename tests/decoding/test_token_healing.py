@@ -69,14 +69,13 @@ def test_healed_text_is_the_prefix_last_token(decoder, prefix):
     assert decoder.codec.decode(decoder.codec.encode(prefix)[-1:]) == tail
 
 
-@pytest.mark.parametrize("prefix", ["", "x = 1\n", "def f():\n"], ids=repr)
+@pytest.mark.parametrize("prefix", ["", "x = 1\n", "def f():\n", "if x:\n        "], ids=repr)
 def test_nothing_is_healed_at_a_file_or_line_start(decoder, prefix):
+    """(This tokenizer writes the last prefix's line break and indentation as one token.)"""
     assert healed_tail(decoder.codec, prefix) == ""
 
 
-@pytest.mark.parametrize(
-    "prefix", ["total = ", "for x in ", "f(a, ", "def f():\n    ", "if x:\n        ", "f(a,\n  "], ids=repr
-)
+@pytest.mark.parametrize("prefix", ["total = ", "for x in ", "f(a, ", "def f():\n    ", "f(a,\n  "], ids=repr)
 def test_blanks_after_code_on_the_line_and_indentation_are_healed(decoder, prefix):
     """A lone space after code, or a line's indentation, is a token the model would not have
     seen there (its words carry their own space): the prompt ends before it and the model

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -532,16 +532,6 @@ def unpack(words: np.ndarray, size: int) -> np.ndarray:
     return np.unpackbits(words.view(np.uint8), bitorder="little", count=size).view(bool)
 
 
-def pack(bits: np.ndarray) -> np.ndarray:
-    """A bool vector as ``uint64`` words (the store's layout)."""
-    padded = np.zeros(-(-len(bits) // 64) * 64, dtype=bool)
-    padded[: len(bits)] = bits
-    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
-
-
-# ---------------------------------------------------------------- decoding helpers
-
-
 def mask_logits(logits, allowed: np.ndarray, also: Iterable[int] = ()):
     """``logits`` (numpy, last axis = vocabulary) with every token outside ``allowed``
     (a bool vector) and ``also`` (e.g. stop tokens that may end the program now) set to -inf."""
@@ -552,24 +542,3 @@ def mask_logits(logits, allowed: np.ndarray, also: Iterable[int] = ()):
     out = np.array(logits, dtype=float, copy=True)
     out[..., ~keep] = -np.inf
     return out
-
-
-def prefix_logits(store: MaskStore, checker, logits, stop_ids: Iterable[int] = (), held: int = 0):
-    """Prefix-only decoding (``mode=prefix``): the logits with the store's mask applied; stop
-    tokens stay only when the program is complete now. The drawn token still goes through
-    ``checker.feed`` (the mask is a superset), which also gives the next step's checker."""
-    ends = list(stop_ids) if checker.is_complete() else []
-    return mask_logits(logits, store.allowed(checker, held), ends)
-
-
-def prefiltered(
-    store: MaskStore, checker, ranked: Iterable[int], passthrough: Iterable[int] = (), held: int = 0
-) -> Iterator[int]:
-    """``ranked`` token ids (best first) without those the store rules out; ids in
-    ``passthrough`` (stop tokens) are always kept. Feed the result to the exact check (FIM)."""
-    words = store.mask(checker, held)
-    keep = set(passthrough)
-    size = store.vocab_size
-    for token in ranked:
-        if token in keep or (0 <= token < size and int(words[token >> 6]) >> (token & 63) & 1):
-            yield token

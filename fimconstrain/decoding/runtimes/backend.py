@@ -5,8 +5,9 @@ next-token logits as a numpy array; the constraint reads the vocabulary through 
 (token texts and bytes, :class:`..tokens.fim_formats.TextCodec`) and keeps the special ids out of a
 middle. Nothing else of the model is seen, so any runtime that offers these (transformers,
 :mod:`.transformers_backend`; llama.cpp, :mod:`.llama_backend`; a model server, which tells only
-its likeliest tokens, :mod:`.server_backend`; a pure-numpy bigram model, :mod:`.bigram_backend`)
-runs every decoding mode, the editor's policy and the evaluation unchanged.
+its likeliest tokens, :mod:`.server_backend`; the tests' pure-numpy bigram model,
+``tests/decoding/bigram_backend.py``) runs every decoding mode, the editor's policy and the
+evaluation unchanged.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A bigram FIM model in pure numpy: the second runtime behind the model-backend seam.
+"""A bigram FIM model in pure numpy, for tests: a runtime behind the model-backend seam
+(``fimconstrain.decoding.runtimes.backend``) that no user chooses.
 
-It proves the seam (:mod:`.backend`): no torch, no transformers model, only a tokenizer and a
+It proves the seam: no torch, no transformers model, only a tokenizer and a
 table of next-token log-probabilities, yet every decoding mode, the editor's policy and the
 evaluation run through it unchanged. It learns from FIM examples cut from the texts it is given
 (prompt, middle, stop token), so its middles are weak but its own; tests and smoke runs use it.
@@ -15,8 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from ..tokens.fim_formats import FimFormat, TextCodec, build_prompt, resolve_format, special_token_ids
-from .backend import GenerationRequest
+from fimconstrain.decoding.runtimes.backend import GenerationRequest
+from fimconstrain.decoding.tokens.fim_formats import (
+    FimFormat,
+    TextCodec,
+    build_prompt,
+    resolve_format,
+    special_token_ids,
+)
 
 
 class BigramBackend:
