@@ -170,11 +170,6 @@ class Checker(Generic[LayoutT]):
         return self._branches
 
     @property
-    def suffix_plan(self) -> SuffixPlan[LayoutT] | None:
-        """The suffix this checker must join, split for checking (None: no suffix)."""
-        return self._plan
-
-    @property
     def pending_cr(self) -> bool:
         """Whether the text read so far ends in a carriage return that a line feed may join."""
         return self._ending == "\r"

@@ -197,7 +197,10 @@ class Recognizer:
         self, seeds: list[Item], scanned: EarleySet | None = None, predicted: list[int] | None = None
     ) -> EarleySet:
         """Complete and index ``seeds`` (items of the new set), and ``scanned``'s predicted items
-        advanced over each symbol of ``predicted``, into a new :class:`EarleySet`."""
+        advanced over each symbol of ``predicted``, into a new :class:`EarleySet`. (Its loop has
+        a twin that forgets origins, ``refutation.ForgetfulRecognizer._close_forgetting``: a
+        change to one belongs in the other; they stay apart because each is the hot path of its
+        own caller.)"""
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         n_terminals = self._n_terminals

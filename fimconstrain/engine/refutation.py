@@ -233,8 +233,10 @@ class ForgetfulRecognizer(Recognizer):
         return after
 
     def _close_forgetting(self, seeds: list[Item]) -> EarleySet:
-        """The exact closure of ``seeds`` (as :meth:`Recognizer.scan` builds it), its origins
-        then forgotten, interned. A forgotten item is keyed ``(dot) << 1 | (no origin)``."""
+        """The exact closure of ``seeds`` (as :meth:`Recognizer.scan` builds it, in the loop of
+        ``earley.Recognizer._close``, whose twin this is: a change to one belongs in the other),
+        its origins then forgotten, interned. A forgotten item is keyed ``(dot) << 1 | (no
+        origin)``."""
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         universal = self._universal
