@@ -182,9 +182,9 @@ def test_console_script():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_readme_console_examples_match():
-    """The `$ ...` examples in README.md print what the README says they print."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_console_examples_match():
+    """The `$ ...` examples of docs/command-line.md print what it says they print."""
+    readme = (REPO / "docs" / "command-line.md").read_text(encoding="utf-8")
     block = readme[readme.index("```console") + len("```console") :]
     block = block[: block.index("```")]
     examples = re.split(r"^\$ ", block, flags=re.M)[1:]
@@ -322,10 +322,10 @@ def test_complete_reads_stdin_and_reports_where_the_time_went():
     )
 
 
-def test_readme_explains_every_stopped_value():
+def test_the_docs_explain_every_stopped_value():
     from fimconstrain.decoding.loop.result import StopReason
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "command-line.md").read_text(encoding="utf-8")
     for reason in StopReason:
         assert f"- `{reason.value}`:" in readme, reason
 
