@@ -36,6 +36,7 @@ COMMANDS = {
     "fimconstrain.toggle",
     "fimconstrain.triggerInlineCompletion",
     "fimconstrain.showOutput",
+    "fimconstrain.getModel",
 }
 
 

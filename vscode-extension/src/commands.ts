@@ -4,6 +4,7 @@ export const COMMANDS = {
   toggle: 'fimconstrain.toggle',
   triggerInlineCompletion: 'fimconstrain.triggerInlineCompletion',
   showOutput: 'fimconstrain.showOutput',
+  getModel: 'fimconstrain.getModel',
 } as const;
 
 export type CommandId = (typeof COMMANDS)[keyof typeof COMMANDS];

@@ -5,6 +5,7 @@
  * answered before the model was loaded (reask.ts).
  */
 
+import { spawn } from 'child_process';
 import * as os from 'os';
 import * as vscode from 'vscode';
 import { LanguageClient, State } from 'vscode-languageclient/node';
@@ -13,6 +14,7 @@ import { createClient, pushSettings, readSettings } from './client';
 import { CURSOR_NOTIFICATION, CursorReporter, cursorParams } from './cursor';
 import { Interpreter, SERVER_ARGS, resolveInterpreter } from './interpreter';
 import { selectedInterpreter } from './python';
+import { CODE_MODEL, modelGetArgs, progressLine } from './modelGet';
 import { Place, ReAsk, samePlace } from './reask';
 import { clientSettings } from './settings';
 import { STATUS_NOTIFICATION, parseStatus } from './status';
@@ -52,6 +54,24 @@ export class ServerController {
       }
       await this.stopNow();
       await this.startNow(next);
+    });
+  }
+
+  /** Fetches the code model `auto` prefers with `model get` in the server's interpreter, its
+   * progress in a notification (cancellable), then restarts the server so that it loads it. */
+  getModel(): Promise<void> {
+    return this.enqueue(async () => {
+      const interpreter = this.interpreter ?? (await findInterpreter(this.output));
+      const fetched = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `fimconstrain: getting ${CODE_MODEL}`, cancellable: true },
+        (progress, token) => runModelGet(interpreter.command, this.output, (line) => progress.report({ message: line }), token),
+      );
+      if (!fetched) {
+        return;
+      }
+      void vscode.window.showInformationMessage(`fimconstrain: ${CODE_MODEL} is fetched; the server restarts with it`);
+      await this.stopNow();
+      await this.startNow(interpreter);
     });
   }
 
@@ -138,6 +158,45 @@ export class ServerController {
       this.output.warn(`stopping the server: ${String(error)}`);
     }
   }
+}
+
+/** Runs `model get` (modelGet.ts) with `python`: true when it succeeded; its lines go to the log
+ * and the last one to `report`; a failure or a cancel is said in the log and a message. */
+function runModelGet(
+  python: string, output: vscode.LogOutputChannel, report: (line: string) => void, token: vscode.CancellationToken,
+): Promise<boolean> {
+  return new Promise((resolve) => {
+    const child = spawn(python, modelGetArgs(), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const cancel = token.onCancellationRequested(() => child.kill());
+    const read = (data: Buffer) => {
+      const line = progressLine(data.toString('utf8'));
+      if (line !== undefined) {
+        report(line);
+      }
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    let said = '';
+    child.stderr.on('data', (data: Buffer) => { said = (said + data.toString('utf8')).slice(-2000); });
+    child.on('error', (error) => {
+      output.error(`could not run ${python} -m fimconstrain model get: ${error.message}`);
+      resolve(false);
+    });
+    child.on('close', (code) => {
+      cancel.dispose();
+      if (code === 0) {
+        output.info(`fetched ${CODE_MODEL}`);
+        resolve(true);
+      } else if (!token.isCancellationRequested) {
+        const why = progressLine(said) ?? `exit code ${code}`;
+        output.error(`model get ${CODE_MODEL} failed: ${why}`);
+        void vscode.window.showErrorMessage(`fimconstrain: could not get ${CODE_MODEL}: ${why}`);
+        resolve(false);
+      } else {
+        resolve(false);
+      }
+    });
+  });
 }
 
 /** Tells `client`'s server where the cursor of the active Python editor rests (cursor.ts), while

@@ -28,6 +28,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand(COMMANDS.triggerInlineCompletion,
       () => vscode.commands.executeCommand('editor.action.inlineSuggest.trigger')),
     vscode.commands.registerCommand(COMMANDS.showOutput, () => output.show(true)),
+    vscode.commands.registerCommand(COMMANDS.getModel, () => server.getModel()),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(`${SECTION}.interpreter`) || event.affectsConfiguration('python.defaultInterpreterPath')) {
         void server.refreshInterpreter();

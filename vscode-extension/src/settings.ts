@@ -60,7 +60,7 @@ export interface ClientSettings {
 }
 
 /** The defaults, as declared in package.json (a unit test checks that the two agree). */
-export const CLIENT_DEFAULTS: Readonly<ClientSettings> = { enable: true, debounceMs: 150, interpreter: '' };
+export const CLIENT_DEFAULTS: Readonly<ClientSettings> = { enable: true, debounceMs: 50, interpreter: '' };
 
 export const MAX_DEBOUNCE_MS = 5000;
 
