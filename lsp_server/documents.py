@@ -83,23 +83,6 @@ def offset_at(
     return i
 
 
-def position_at(text: str, offset: int, encoding: str = UTF16) -> tuple[int, int]:
-    """The LSP (line, character) of a string offset."""
-    offset = max(0, min(offset, len(text)))
-    starts = line_starts(text)
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:  # last line start <= offset
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= offset:
-            lo = mid
-        else:
-            hi = mid - 1
-    chunk = text[starts[lo] : offset]
-    if encoding == UTF32:
-        return lo, len(chunk)
-    return lo, sum(_units(ch, encoding) for ch in chunk)
-
-
 def encoding_name(value) -> str:
     """The encoding's name from an lsprotocol enum or string (UTF-16 when unknown)."""
     value = getattr(value, "value", value)
