@@ -11,7 +11,7 @@ editor asks for a completion:
 * ``block``: the line after a block header, indented (the middle is the block's body).
 
 Each request goes through the editor's policy, the path the language server runs
-(``fimconstrain.decoding.loop.editor.complete_at_cursor``, with its one-line/block decision
+(``fimconstrain.decoding.editor.policy.complete_at_cursor``, with its one-line/block decision
 ``wants_multiline``), in the server's modes ``fim`` and ``prefix``; ``off`` is the same model
 decoding unconstrained (the first line for a one-line request). Reported per mode and cursor
 kind: the share of requests that show an item, first-line exact match and edit similarity
@@ -144,7 +144,7 @@ class Completer:
         threads: int | None = None,
         order: str | None = None,
     ):
-        from fimconstrain.decoding.loop.editor import ShownItems
+        from fimconstrain.decoding.editor.policy import ShownItems
         from fimconstrain.decoding.loop.generate import FimDecoder
         from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
         from fimconstrain.decoding.models.confidence import ConfidenceGate
@@ -173,7 +173,7 @@ class Completer:
     def complete(self, mode: str, prefix: str, suffix: str) -> tuple[str | None, dict]:
         """The first item the editor would show, or None; and the generations' time (tokens,
         model seconds, constraint seconds)."""
-        from fimconstrain.decoding.loop.editor import wants_multiline
+        from fimconstrain.decoding.editor.policy import wants_multiline
 
         single = not wants_multiline(prefix, suffix)
         if mode == "off":
@@ -203,8 +203,8 @@ class Completer:
 
     def completion(self, mode: str, prefix: str, suffix: str):
         """What the editor's policy makes at the cursor in ``mode`` ("fim" or "prefix"), within
-        the server's deadline: :class:`fimconstrain.decoding.loop.editor.Completion`."""
-        from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
+        the server's deadline: :class:`fimconstrain.decoding.editor.policy.Completion`."""
+        from fimconstrain.decoding.editor.policy import Deadline, complete_at_cursor, wants_multiline
         from fimconstrain.decoding.loop.options import DecodeOptions
 
         options = DecodeOptions.editor(not wants_multiline(prefix, suffix), max_new_tokens=self.max_tokens)

@@ -21,7 +21,7 @@ import editor_quality as EQ
 
 
 def main(argv=None) -> int:
-    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.editor.policy import wants_multiline
     from fimconstrain.decoding.loop.generate import FimDecoder
     from fimconstrain.decoding.loop.options import MODES, DecodeOptions
     from fimconstrain.decoding.models.loading import default_gguf, load_model

@@ -14,7 +14,7 @@ line or a block as the cursor asks, no finish search), once without and once wit
 * edit similarity and first-line exact match against what the author wrote (editor_quality's
   measures, 0 for a request with no shown item), and the share of requests with an item;
 * latency per completion (the decode call, p50/p95), and through the editor's policy as the
-  server runs it (:func:`fimconstrain.decoding.loop.editor.complete_at_cursor`) on the first
+  server runs it (:func:`fimconstrain.decoding.editor.policy.complete_at_cursor`) on the first
   ``--server-requests`` requests.
 
 False exclusions: the author's own middle is fed token by token (the model's tokenizer)
@@ -123,7 +123,7 @@ def false_exclusion(decoder, prefix: str, suffix: str, truth: str) -> dict:
 
 def decode(completer: E.Completer, prefix: str, suffix: str, single: bool, semantic: bool) -> dict:
     """One completion with the editor's settings and the server's deadline."""
-    from fimconstrain.decoding.loop.editor import Deadline, shows
+    from fimconstrain.decoding.editor.policy import Deadline, shows
     from fimconstrain.decoding.loop.options import Controls, DecodeOptions
 
     start = time.perf_counter()
@@ -172,7 +172,7 @@ def server_latency(completer: E.Completer, requests: list) -> dict:
     """Latency of the editor's policy as the server runs it (``complete_at_cursor``, one item)
     per request, off and on in turn (alternating which goes first, as the checker caches favour
     the second)."""
-    from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
+    from fimconstrain.decoding.editor.policy import Deadline, complete_at_cursor, wants_multiline
     from fimconstrain.decoding.loop.options import DecodeOptions
 
     seconds: dict[str, list[float]] = {"off": [], "semantic": []}
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         "--server-requests", type=int, default=20, help="requests timed through the editor's policy"
     )
     args = p.parse_args(argv)
-    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.editor.policy import wants_multiline
 
     rng = random.Random(args.seed)
     requests = []

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write every request's record here (JSON)")
     args = ap.parse_args(argv)
 
-    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.editor.policy import wants_multiline
     from fimconstrain.decoding.loop.generate import FimDecoder
     from fimconstrain.decoding.loop.options import DecodeOptions
     from fimconstrain.decoding.model_choice import ModelChoice, ModelServer

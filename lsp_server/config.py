@@ -156,7 +156,7 @@ def _languages(value: Any) -> tuple[str, ...]:
 
 
 def _python_version(value: Any) -> str:
-    from fimconstrain.decoding.loop.python_version import normalize_setting
+    from fimconstrain.decoding.editor.python_version import normalize_setting
 
     return normalize_setting(value)
 

@@ -4,7 +4,7 @@ Everything here runs on the server's worker threads, one at a time (whichever ho
 :mod:`lsp_server.turns`: the model and the checker caches are used by one thread at a time);
 the event loop only waits on them. What a completion is (the cursor's context, the Python
 version, the end of the middle, the confidence gate) is the library's
-(:mod:`fimconstrain.decoding.loop.editor`); a :class:`Job` is this server's side of one request:
+(:mod:`fimconstrain.decoding.editor.policy`); a :class:`Job` is this server's side of one request:
 ``$/cancelRequest``, a newer request for the same document and the deadline stop it within one
 decode step (``job.should_stop`` is polled once per step). The server gives a job its deadline
 when its work begins (:meth:`Job.begin`: when it first holds the turn), not when it arrives:
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fimconstrain.decoding.loop.editor import (
+from fimconstrain.decoding.editor.policy import (
     ENDING_RESERVE_SECONDS,
     Completion,
     ShownItems,
@@ -37,7 +37,7 @@ from fimconstrain.engine.errors import FimConstrainError, Interrupted
 from .config import Settings
 
 if TYPE_CHECKING:
-    from fimconstrain.decoding.loop.editor import Decoder
+    from fimconstrain.decoding.editor.policy import Decoder
     from fimconstrain.decoding.models.confidence import ConfidenceGate
     from fimconstrain.decoding.runtimes.backend import ModelBackend
     from fimconstrain.engine.versions import PythonVersion
@@ -153,7 +153,7 @@ class Job:
         """What was typed at this job's cursor when the document is now ``text``, where the middle
         written so far spells it or may still write it (what it has written is where the typed
         text goes): a request there is answered from this job's items once it ends
-        (:class:`~fimconstrain.decoding.loop.editor.ShownItems`), so it may run on. None: the
+        (:class:`~fimconstrain.decoding.editor.policy.ShownItems`), so it may run on. None: the
         text went elsewhere (or the job is stopped, or is not at a cursor of the document)."""
         if self.around is None or self.cancelled:
             return None
@@ -251,7 +251,7 @@ class Engine:
         self, job: Job, prefix: str, suffix: str, settings: Settings, items: int
     ) -> list[tuple[str, float]]:
         """:meth:`complete`'s middles with their mean token log-probabilities, by the library's
-        editor policy (:func:`fimconstrain.decoding.loop.editor.complete_at_cursor`) at
+        editor policy (:func:`fimconstrain.decoding.editor.policy.complete_at_cursor`) at
         ``job.python_version`` (or a newer version the document parses at: ``job.used_version``)."""
         loaded = self.loaded
         if loaded is None:

@@ -45,8 +45,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
-from fimconstrain.decoding.loop.editor import wants_multiline
-from fimconstrain.decoding.loop.python_version import Choice, Chooser
+from fimconstrain.decoding.editor.policy import wants_multiline
+from fimconstrain.decoding.editor.python_version import Choice, Chooser
 from fimconstrain.decoding.models.known_models import AUTO, KNOWN_MODELS, auto_note
 from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 from fimconstrain.engine import clear_caches
@@ -529,7 +529,7 @@ class FimServer(LanguageServer):
         the request that will come (it gives way to every request; one at a time, the newest
         cursor's), unless the model is not loaded, a request is already there (a generation
         the typing follows), or the answer there is known. Its items are kept with the others
-        (:class:`~fimconstrain.decoding.loop.editor.ShownItems`): a request at that cursor that
+        (:class:`~fimconstrain.decoding.editor.policy.ShownItems`): a request at that cursor that
         comes while it runs takes it over (:meth:`supersede`), one that comes after it is
         answered from them at once, as is typing through them."""
         settings, engine = self.settings, self.engine

@@ -8,7 +8,7 @@ never from the benchmark's files (installed packages). ``--model NAME`` fits a k
 (:mod:`fimconstrain.decoding.models.known_models`) on the same files: its threshold goes into its
 registry entry (printed; ``--write`` is for the shipped model's ``confidence.json``).
 Each request goes through the editor's policy (what the server
-runs: :func:`fimconstrain.decoding.loop.editor.complete_at_cursor`) with a gate that
+runs: :func:`fimconstrain.decoding.editor.policy.complete_at_cursor`) with a gate that
 shows everything; an item is good when its edit similarity to the true middle is at least 0.7.
 The threshold maximises good items shown minus junk items shown
 (:func:`fimconstrain.decoding.models.confidence.fit_threshold`). ``--write`` stores it in the model's

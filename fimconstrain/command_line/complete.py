@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..decoding.completion import CursorCompletion, complete_text
+from ..decoding.editor.python_version import AUTO, normalize_setting
 from ..decoding.loop.options import MODES, SEMANTIC_DEFAULT
-from ..decoding.loop.python_version import AUTO, normalize_setting
 from ..decoding.model_choice import ModelChoice
 from ..decoding.models.known_models import AUTO as AUTO_MODEL
 from ..decoding.models.known_models import auto_note

@@ -3,7 +3,7 @@ complete`` (:mod:`fimconstrain.command_line.complete`).
 
 ``complete_text(text, offset, model)`` opens the model (a :class:`.model_choice.ModelChoice`, a
 loaded backend, or the shipped default model, always offline), splits the text at the cursor and
-fills the middle under the editor's policy (:mod:`.loop.editor`), saying where its time went
+fills the middle under the editor's policy (:mod:`.editor.policy`), saying where its time went
 (imports, model load, generation).
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.versions import PythonVersion
-from .loop.editor import complete_at_cursor, shows, wants_multiline
+from .editor.policy import complete_at_cursor, shows, wants_multiline
+from .editor.python_version import AUTO, Chooser, normalize_setting
 from .loop.options import EDITOR_SUFFIX_TOKENS, EDITOR_WINDOW, DecodeOptions
-from .loop.python_version import AUTO, Chooser, normalize_setting
 from .loop.result import FimResult
 from .model_choice import ModelChoice
 from .tokens.fim_formats import PromptCut
@@ -31,7 +31,7 @@ class CursorCompletion:
     """The middle at a cursor, whether the editor would show it, and the version it was checked as."""
 
     result: FimResult
-    #: the editor shows it: valid, not blank, confident enough (:func:`.loop.editor.shows`)
+    #: the editor shows it: valid, not blank, confident enough (:func:`.editor.policy.shows`)
     shown: bool
     version: PythonVersion
     #: why that version: the setting, requires-python of a pyproject.toml, or a newer version

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..decoding.loop.editor import wants_multiline
+from ..decoding.editor.policy import wants_multiline
 from ..decoding.loop.options import DecodeOptions
 from ..decoding.model_choice import ModelChoice
 from .examples import Example
@@ -115,7 +115,7 @@ def run_example(
 
 def _shape(mode: str, shape: str, example: Example) -> dict:
     """The project's constrained mode under ``--shape cursor``: one line or a block as the cursor
-    asks (:func:`~fimconstrain.decoding.loop.editor.wants_multiline`, the editor's rule); else nothing."""
+    asks (:func:`~fimconstrain.decoding.editor.policy.wants_multiline`, the editor's rule); else nothing."""
     if mode != "constrained" or shape != "cursor":
         return {}
     single_line = not wants_multiline(example.prefix, example.suffix)

@@ -72,7 +72,7 @@ class RunSettings:
     device: str = "cpu"
     dtype: str = "torch.float32"
     #: constrained middles: "cursor", one line or a block as the cursor asks (the editor's
-    #: :func:`~fimconstrain.decoding.loop.editor.wants_multiline`); "free", the paper's (no line policy)
+    #: :func:`~fimconstrain.decoding.editor.policy.wants_multiline`); "free", the paper's (no line policy)
     shape: str = "cursor"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 
 def test_multiline_policy():
-    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.editor.policy import wants_multiline
 
     assert not wants_multiline("x = f(", ")\n")  # inside a line
     assert not wants_multiline("x = ", "\n")  # finishing a line
@@ -44,13 +44,13 @@ def test_multiline_policy():
     ],
 )
 def test_requires_python_lower_bound(spec, bound):
-    from fimconstrain.decoding.loop.python_version import lower_bound
+    from fimconstrain.decoding.editor.python_version import lower_bound
 
     assert lower_bound(spec) == bound
 
 
 def test_auto_version_from_the_nearest_pyproject(tmp_path):
-    from fimconstrain.decoding.loop.python_version import Chooser
+    from fimconstrain.decoding.editor.python_version import Chooser
 
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "a"\nrequires-python = ">=3.9"\n')
     inner = tmp_path / "pkg" / "sub"
@@ -94,7 +94,7 @@ class _Counting:
 
 
 def test_typing_the_start_of_the_shown_item_gets_its_rest_without_the_model():
-    from fimconstrain.decoding.loop.editor import ShownItems, complete_at_cursor
+    from fimconstrain.decoding.editor.policy import ShownItems, complete_at_cursor
     from fimconstrain.decoding.loop.options import DecodeOptions
 
     decoder, shown = _Counting("a + b"), ShownItems()
@@ -114,7 +114,7 @@ def test_typing_the_start_of_the_shown_item_gets_its_rest_without_the_model():
 
 
 def test_generation_stops_early_enough_to_end_the_middle_by_the_deadline():
-    from fimconstrain.decoding.loop.editor import ENDING_RESERVE_SECONDS, Deadline
+    from fimconstrain.decoding.editor.policy import ENDING_RESERVE_SECONDS, Deadline
 
     soon = Deadline(ENDING_RESERVE_SECONDS / 2)
     assert soon.should_stop() and not soon.expired()  # (the middle is ended in what is left)
@@ -124,7 +124,7 @@ def test_generation_stops_early_enough_to_end_the_middle_by_the_deadline():
 def test_a_cursor_already_completed_is_answered_from_memory_among_several():
     """``ShownItems`` keeps the items of the last cursors (an LRU): moving back to one of them
     answers its items without the model, the one least recently used goes first."""
-    from fimconstrain.decoding.loop.editor import ShownItems, complete_at_cursor
+    from fimconstrain.decoding.editor.policy import ShownItems, complete_at_cursor
     from fimconstrain.decoding.loop.options import DecodeOptions
 
     decoder, shown = _Counting("a + b"), ShownItems(size=2)

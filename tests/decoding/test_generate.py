@@ -563,7 +563,7 @@ def test_a_block_ends_before_a_line_that_leaves_it(tiny):
 def test_a_middle_no_cut_completes_is_finished_by_the_search_and_not_shown(tiny):
     """The editor asks for no finish search, but a stop that leaves the file invalid is never the
     answer: the search ends it as the last resort, and an editor does not show that middle."""
-    from fimconstrain.decoding.loop.editor import shows
+    from fimconstrain.decoding.editor.policy import shows
     from fimconstrain.decoding.loop.options import DecodeOptions
     from fimconstrain.decoding.models.confidence import ConfidenceGate
 

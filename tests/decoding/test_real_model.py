@@ -22,7 +22,7 @@ pytest.importorskip("transformers")
 
 from conftest import missing, require_llama_cpp
 
-from fimconstrain.decoding.loop.editor import Deadline, complete_at_cursor, wants_multiline
+from fimconstrain.decoding.editor.policy import Deadline, complete_at_cursor, wants_multiline
 from fimconstrain.decoding.loop.options import DecodeOptions
 from fimconstrain.decoding.models.known_models import QWEN_0_5B, cached_path, is_fetched
 from fimconstrain.engine.positions import NEWLINE

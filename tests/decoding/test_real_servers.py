@@ -40,7 +40,7 @@ pytest.importorskip("transformers")
 from conftest import missing, require_llama_cpp
 from stdlib_cursors import stdlib_cursors
 
-from fimconstrain.decoding.loop.editor import wants_multiline
+from fimconstrain.decoding.editor.policy import wants_multiline
 from fimconstrain.decoding.loop.generate import FimDecoder
 from fimconstrain.decoding.loop.options import DecodeOptions
 from fimconstrain.decoding.loop.result import FimResult

@@ -191,7 +191,7 @@ def test_the_language_servers_engine_says_once_that_the_server_is_gone(serve, bi
     assert loaded.name == f"test-coder at {server.url}" and loaded.fim_format == bigram.fim_format.name
 
     def complete(engine: Engine, settings: Settings) -> list[str]:
-        from fimconstrain.decoding.loop.editor import ShownItems
+        from fimconstrain.decoding.editor.policy import ShownItems
 
         engine.shown = ShownItems()  # (asked afresh: not answered from the items kept at the cursor)
         return engine.complete(Job("file:///a.py", time.monotonic() + 10, True), prefix, suffix, settings, 1)

@@ -61,7 +61,7 @@ def test_settings_match_the_server():
         assert default == server_defaults[key], key
     assert declared["mode"]["enum"] == list(MODES)
     assert declared["multiline"]["enum"] == list(MULTILINE)
-    from fimconstrain.decoding.loop.python_version import CHOICES
+    from fimconstrain.decoding.editor.python_version import CHOICES
 
     assert declared["pythonVersion"]["enum"] == list(CHOICES)
     from fimconstrain.decoding.tokens.fim_formats import FORMATS

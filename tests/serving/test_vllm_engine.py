@@ -170,7 +170,7 @@ def test_the_editor_backend_constrains_on_the_server(server):
     """A server's decoder over the shipped model's tokenizer: the server says it constrains and
     names tokens by id; the editor's policy runs on it; a checked middle is cut to a valid prefix
     here; a stopped request ends at once and the server goes on serving."""
-    from fimconstrain.decoding.loop.editor import complete_at_cursor
+    from fimconstrain.decoding.editor.policy import complete_at_cursor
     from fimconstrain.decoding.loop.options import Controls, DecodeOptions
     from fimconstrain.decoding.model_choice import ModelChoice, ModelServer
 
@@ -370,7 +370,7 @@ def test_without_the_plugin_the_loop_here_makes_the_middles_made_in_process(serv
     aside: at most one may part); every middle parses. A middle cut at its best stop (the budget
     ran out) may end elsewhere: that cut weighs the stop token's probability, which the server
     tells only among its likeliest 20 (docs/serving.md)."""
-    from fimconstrain.decoding.loop.editor import wants_multiline
+    from fimconstrain.decoding.editor.policy import wants_multiline
     from fimconstrain.decoding.loop.generate import FimDecoder
     from fimconstrain.decoding.loop.options import DecodeOptions
     from fimconstrain.decoding.loop.result import StopReason

@@ -9,7 +9,7 @@ there is no such file, no such key, or no lower bound in it.
 
 A file is never refused for its version: if it does not parse at the chosen version but does
 at a newer one, it is completed as the newest version that works (:func:`newest_accepting`;
-the editor's policy, :mod:`.editor`, applies it), and the server says so in its log and status.
+the editor's policy, :mod:`.policy`, applies it), and the server says so in its log and status.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ complete`` and the editor-quality benchmarks.
 The cursor's context says whether a line or a block is wanted (:func:`wants_multiline`); the
 middle is constrained at the file's Python version (:mod:`.python_version`; a file that parses
 only at a newer version is completed as that one, never refused), ended by the one end-of-middle
-policy (:meth:`.options.DecodeOptions.editor`), and shown only when it is valid, not blank, and
+policy (:meth:`..loop.options.DecodeOptions.editor`), and shown only when it is valid, not blank, and
 the model's confidence in it passes the model's fitted threshold (:mod:`..models.confidence`): valid and
 likely, or nothing.
 """
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Protocol
 from ...engine.errors import FimConstrainError, Interrupted
 from ...engine.positions import NEWLINE, last_line
 from ...engine.versions import PythonVersion
+from ..loop.options import Controls, DecodeOptions
+from ..loop.result import FimResult, StopReason
 from ..models.confidence import ConfidenceGate
-from .options import Controls, DecodeOptions
 from .python_version import accepts, newest_accepting
-from .result import FimResult, StopReason
 
 if TYPE_CHECKING:
     from typing import Any
