@@ -283,7 +283,7 @@ class FimServer(LanguageServer):
 
     async def _load(self, generation: int, settings: Settings) -> None:
         name = model_label(settings)
-        if settings.model == AUTO:
+        if settings.model == AUTO and settings.server is None:
             log.info("%s", auto_note(settings.model_choice().model))
         token = f"fimconstrain-load-{generation}"
         progress = await self._progress_begin(token, "fimconstrain", f"loading {name}")
@@ -699,10 +699,10 @@ def _forget_closed_document(collector: Collector) -> None:
 
 def model_label(settings: Settings) -> str:
     """The model ``settings`` name, for a person: what ``auto`` chose, or the shipped one."""
-    if settings.model == AUTO:
+    if settings.model == AUTO and settings.server is None:
         chosen = settings.model_choice().model
         return f"{chosen} (auto)" if chosen is not None else "the shipped demo model (auto)"
-    return settings.model or "the shipped model"
+    return settings.model if settings.model not in (None, AUTO) else "the shipped model"
 
 
 def _cursor_place(params: Any) -> tuple[str, int, int] | None:

@@ -69,9 +69,9 @@ class ModelChoice:
 
         local = ("model", "fim_format", "trust_remote_code", "runtime", "threads", "context", "device")
         given = {name: getattr(settings, name) for name in local if hasattr(settings, name)}
-        if given.get("model") == AUTO:
-            given["model"] = auto_model()
         url = getattr(settings, "server", None)
+        if given.get("model") == AUTO:  # (with a server: the tokenizer it names, the shipped one)
+            given["model"] = auto_model() if url is None else None
         if url is not None:
             timeout = getattr(settings, "server_timeout", DEFAULT_TIMEOUT)
             given["server"] = ModelServer(url, getattr(settings, "server_model", None), timeout)

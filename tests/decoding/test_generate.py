@@ -243,7 +243,7 @@ def test_load_hub_id_from_local_cache(tiny_dir, tmp_path):
 
 
 def test_load_missing_directory(tmp_path):
-    with pytest.raises(ModelNotFoundError, match="missing or incomplete"):
+    with pytest.raises(ModelNotFoundError, match="is missing"):
         load_model(tmp_path / "nothing-here")
 
 
