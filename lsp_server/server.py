@@ -469,16 +469,7 @@ class FimServer(LanguageServer):
         items = settings.invoked_items if kind == types.InlineCompletionTriggerKind.Invoked else 1
 
         version = self.document_version(uri)
-        job = Job(
-            uri,
-            math.inf,  # set when its work begins (_run)
-            single,
-            python_version=version.version,
-            verify_text=None if version.verified else text,
-        )
-        ticket = Ticket(background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent)
-
-        job.checkpoint = lambda: self._checkpoint(job, ticket)
+        job, ticket = self._new_job(uri, text, single, version)
         job.around = (prefix, suffix) if selected is None else None
         job.invoked = kind == types.InlineCompletionTriggerKind.Invoked
         self.supersede(uri, text)
@@ -504,6 +495,24 @@ class FimServer(LanguageServer):
         return types.InlineCompletionList(
             items=[types.InlineCompletionItem(insert_text=lead + middle, range=replace) for middle in middles]
         )
+
+    def _new_job(self, uri: str, text: str, single: bool, version: DocVersion) -> tuple[Job, Ticket]:
+        """A job for ``uri`` (whose document is ``text``) at its version, and its place in line:
+        background work on a large document, ranked as work ahead while the job is
+        (:attr:`Job.ahead`); at each safe point it may hand the worker over. Its deadline is set
+        when its work begins (:meth:`_complete`)."""
+        job = Job(
+            uri,
+            math.inf,
+            single,
+            python_version=version.version,
+            verify_text=None if version.verified else text,
+        )
+        ticket = Ticket(
+            background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent, ahead=lambda: job.ahead
+        )
+        job.checkpoint = lambda: self._checkpoint(job, ticket)
+        return job, ticket
 
     def _checkpoint(self, job: Job, ticket: Ticket) -> None:
         """A safe point of ``job``'s work: it may hand the worker over (and wait for it back)."""
@@ -544,19 +553,9 @@ class FimServer(LanguageServer):
             return
         if self.ahead is not None:
             self.ahead.cancel("superseded")
-        version = self.document_version(uri)
-        job = Job(
-            uri,
-            math.inf,
-            not wants_multiline(prefix, suffix, settings.multiline),
-            python_version=version.version,
-            verify_text=None if version.verified else text,
-        )
+        single, version = not wants_multiline(prefix, suffix, settings.multiline), self.document_version(uri)
+        job, ticket = self._new_job(uri, text, single, version)
         job.ahead, job.around = True, (prefix, suffix)
-        ticket = Ticket(
-            background=len(text) >= BACKGROUND_DOCUMENT_CHARS, urgent=job.urgent, ahead=lambda: job.ahead
-        )
-        job.checkpoint = lambda: self._checkpoint(job, ticket)
         self.ahead = job
         queued = time.monotonic()
         future = self.on_worker(self._complete, job, prefix, suffix, settings, 1, ticket=ticket)
