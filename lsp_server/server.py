@@ -47,7 +47,7 @@ from pygls.lsp.server import LanguageServer
 
 from fimconstrain.decoding.editor.policy import wants_multiline
 from fimconstrain.decoding.editor.python_version import Choice, Chooser
-from fimconstrain.decoding.models.known_models import AUTO, KNOWN_MODELS, auto_note
+from fimconstrain.decoding.models.known_models import AUTO, auto_note, real_model_hint
 from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 from fimconstrain.engine import clear_caches
 from fimconstrain.engine.errors import Interrupted
@@ -235,8 +235,7 @@ class FimServer(LanguageServer):
             note = f"; {self.version_note}" if self.version_note else ""
             loaded = self.engine.loaded
             if Path(loaded.name) == DEFAULT_MODEL_DIR:
-                real = next(iter(KNOWN_MODELS))
-                note += f"; the shipped demo model: `fimconstrain model get {real}` fetches a real one"
+                note += f"; the shipped demo model: {real_model_hint()}"
             self.set_status("idle", f"ready: {loaded.name} ({loaded.fim_format}){note}")
         else:
             self.set_status("idle", "no model loaded")

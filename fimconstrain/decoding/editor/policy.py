@@ -58,7 +58,7 @@ def wants_multiline(prefix: str, suffix: str, policy: str = "auto") -> bool:
 
 
 class Decoder(Protocol):
-    """What makes the middles: the decode loop over a model backend (:class:`.generate.FimDecoder`,
+    """What makes the middles: the decode loop over a model backend (:class:`..loop.generate.FimDecoder`,
     a model server's too), or anything that answers as it does (tests' doubles)."""
 
     @property

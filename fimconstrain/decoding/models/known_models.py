@@ -154,16 +154,20 @@ def auto_model() -> str | None:
     return next((model.name for model in KNOWN_MODELS.values() if is_fetched(model)), None)
 
 
+def real_model_hint() -> str:
+    """How to get a real model instead of the shipped demo: the command that fetches the one
+    ``auto`` prefers, and its size."""
+    first = next(iter(KNOWN_MODELS.values()))
+    return f"`fimconstrain model get {first.name}` fetches a real one ({first.size / 1e6:.0f} MB)"
+
+
 def auto_note(chosen: str | None) -> str:
     """One line saying which model ``auto`` chose (``chosen``: :func:`auto_model`'s answer), and
     for the shipped demo how to get a real one."""
     if chosen is not None:
         return f"model auto: {chosen} (the best model fetched on this machine; --model names another)"
-    first = next(iter(KNOWN_MODELS.values()))
-    return (
-        f"model auto: the shipped demo model (9 M parameters: it shows the guarantee, not useful code); "
-        f"`fimconstrain model get {first.name}` fetches a real one ({first.size / 1e6:.0f} MB)"
-    )
+    demo = "the shipped demo model (9 M parameters: it shows the guarantee, not useful code)"
+    return f"model auto: {demo}; {real_model_hint()}"
 
 
 def find_known(name_or_path: str | Path | None) -> KnownModel | None:
