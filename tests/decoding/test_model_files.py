@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fimconstrain.decoding.runtimes.llama_backend import gguf_problem
+from fimconstrain.decoding.runtimes.llama_backend import read_gguf_metadata
 
 pytestmark = pytest.mark.time_limit(300)
 
@@ -60,7 +60,8 @@ def gguf_header(metadata: dict[str, str]) -> bytes:
 def test_a_file_that_is_no_gguf_is_one_line(tmp_path, content, says):
     bad = tmp_path / "model.gguf"
     bad.write_bytes(content)
-    assert says in (gguf_problem(bad) or "")
+    read = read_gguf_metadata(bad)
+    assert isinstance(read, str) and says in read
     rc, err = complete_with(bad)
     assert rc == 2 and says in _one_line(err) and str(bad) in err
 
@@ -69,7 +70,7 @@ def test_a_gguf_llama_cpp_cannot_load_names_its_architecture(tmp_path):
     pytest.importorskip("llama_cpp")
     bad = tmp_path / "model.gguf"
     bad.write_bytes(gguf_header({"general.architecture": "no-such-architecture"}))
-    assert gguf_problem(bad) is None  # (its header and metadata read whole)
+    assert read_gguf_metadata(bad) == {"general.architecture": "no-such-architecture"}  # (read whole)
     rc, err = complete_with(bad)
     line = _one_line(err)
     assert rc == 2 and "llama.cpp could not load it" in line and "no-such-architecture" in line

@@ -235,27 +235,13 @@ def gguf_identity(path: str | Path) -> str | None:
     return digest.hexdigest()[:24]
 
 
-def gguf_training_window(path: str | Path) -> int | None:
-    """The context length a GGUF file's model was trained with (its ``<architecture>.context_length``),
-    read from the metadata without loading the model; None when it cannot be read."""
-    import mmap
-    import struct
-
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            metadata = _gguf_metadata(data)
-    except (OSError, ValueError, KeyError, OverflowError, struct.error):
-        return None
-    if metadata is None:
-        return None
-    values = metadata[0].items()
-    lengths = [value for key, value in values if key.endswith(".context_length") and isinstance(value, int)]
-    return lengths[0] if len(lengths) == 1 and lengths[0] > 0 else None
+#: a GGUF file's metadata: its integer values, and the strings of its ``general.`` keys
+GgufMetadata = dict[str, int | str]
 
 
-def gguf_problem(path: Path) -> str | None:
-    """What is wrong with ``path`` as a GGUF file, read before llama.cpp sees it (it would say
-    only that loading failed): None when its header and metadata read whole."""
+def read_gguf_metadata(path: str | Path) -> GgufMetadata | str:
+    """A GGUF file's metadata (:func:`_gguf_metadata`'s values), read once before llama.cpp sees
+    the file, or what is wrong with it as a GGUF (llama.cpp would say only that loading failed)."""
     import mmap
     import struct
 
@@ -271,22 +257,27 @@ def gguf_problem(path: Path) -> str | None:
         metadata = None
     if metadata is None:
         return "a cut or damaged GGUF file (its header and metadata do not read whole)"
-    return None
+    return metadata[0]
 
 
-def _load_failure(path: Path) -> str:
+def gguf_training_window(path: str | Path) -> int | None:
+    """The context length a GGUF file's model was trained with (its ``<architecture>.context_length``),
+    read from the metadata without loading the model; None when it cannot be read."""
+    read = read_gguf_metadata(path)
+    return None if isinstance(read, str) else _training_window(read)
+
+
+def _training_window(metadata: GgufMetadata) -> int | None:
+    values = metadata.items()
+    lengths = [value for key, value in values if key.endswith(".context_length") and isinstance(value, int)]
+    return lengths[0] if len(lengths) == 1 and lengths[0] > 0 else None
+
+
+def _load_failure(metadata: GgufMetadata) -> str:
     """Why llama.cpp could not load a GGUF whose metadata reads whole, as far as the file says."""
-    import mmap
-
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            metadata = _gguf_metadata(data)
-    except (OSError, ValueError, KeyError, IndexError, OverflowError):
-        metadata = None
-    architecture = metadata[0].get("general.architecture") if metadata is not None else None
     return (
         f"llama.cpp could not load it: its tensors are cut short or damaged, or this llama.cpp "
-        f"does not know its architecture ({architecture or 'none named'})"
+        f"does not know its architecture ({metadata.get('general.architecture') or 'none named'})"
     )
 
 
@@ -357,20 +348,20 @@ class LlamaCppBackend:
         path = Path(path).expanduser()
         if not path.is_file():
             raise FimConstrainError(f"GGUF model file {str(path)!r} does not exist")
-        problem = gguf_problem(path)
-        if problem is not None:
-            raise ModelFileError(f"{path}: {problem}")
+        metadata = read_gguf_metadata(path)
+        if isinstance(metadata, str):
+            raise ModelFileError(f"{path}: {metadata}")
         self.name = name or str(path)
         # the tokenizer is read (or rebuilt) while llama.cpp loads the weights, which frees the GIL
         pending = _in_background(gguf_tokenizer, path) if tokenizer is None else None
         self.threads = threads or os.cpu_count() or 1
         if not context:  # the training window, capped; read from the metadata so that one load does
-            trained = gguf_training_window(path)
+            trained = _training_window(metadata)
             context = min(trained, DEFAULT_CONTEXT_CAP) if trained is not None else None
-        self.llama = self._open(llama_cpp, path, context or 0)  # 0: the training window
+        self.llama = self._open(llama_cpp, path, context or 0, metadata)  # 0: the training window
         if not context and self.llama.n_ctx() > DEFAULT_CONTEXT_CAP:
             self.llama.close()
-            self.llama = self._open(llama_cpp, path, DEFAULT_CONTEXT_CAP)
+            self.llama = self._open(llama_cpp, path, DEFAULT_CONTEXT_CAP, metadata)
         self.tokenizer = pending() if pending is not None else tokenizer
         self._logits_of = llama_cpp.llama_get_logits_ith
         self.fim_format = gguf_fim_format(self.tokenizer, self.llama.metadata, fim_format)
@@ -397,7 +388,7 @@ class LlamaCppBackend:
         self._batch = llama_cpp.llama_batch_init(1 + MAX_DRAFT_TOKENS, 0, 1)
         self._check_tokenizer()
 
-    def _open(self, llama_cpp, path: Path, window: int):
+    def _open(self, llama_cpp, path: Path, window: int, metadata: GgufMetadata):
         try:
             return llama_cpp.Llama(
                 model_path=str(path),
@@ -408,7 +399,7 @@ class LlamaCppBackend:
                 verbose=False,
             )
         except ValueError as error:  # (llama-cpp-python's "Failed to load model from file")
-            raise ModelFileError(f"{path}: {_load_failure(path)}") from error
+            raise ModelFileError(f"{path}: {_load_failure(metadata)}") from error
 
     def start(self, request: GenerationRequest | None = None) -> LlamaCppSession:
         return LlamaCppSession(self)
