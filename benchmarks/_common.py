@@ -350,3 +350,36 @@ def run_pool(func, tasks: list, *, workers: int, desc: str, disable: bool, unit:
     with ctx.Pool(workers, initializer=init, maxtasksperchild=25) as pool:
         it = pool.imap_unordered(func, tasks, chunksize=1)
         yield from progress(it, total=len(tasks), desc=desc, disable=disable, unit=unit)
+
+
+# What a run_file_pool task reads besides its (path, seed): the script's options for the run
+# (``OPTS["timeout"]``, ...) and the files' root (for ``rel``), set once in each worker process.
+OPTS: dict = {}
+ROOT = Path(".")
+
+
+def _init_worker(opts: dict, root: Path) -> None:
+    global OPTS, ROOT
+    OPTS, ROOT = opts, root
+    engine_setup()
+
+
+def run_file_pool(func, files: list[Path], args, opts: dict, root: Path, desc: str) -> tuple[list, float]:
+    """(results sorted by ``"file"``, wall seconds) of ``func((path, seed))`` over ``files`` in
+    ``args.workers`` processes, with ``OPTS``/``ROOT`` set to ``opts``/``root``; each file's seed
+    comes from ``args.seed`` and its place, so a run repeats whatever the worker count."""
+    tasks = [(f, args.seed * 1_000_003 + i) for i, f in enumerate(files)]
+    t0 = time.perf_counter()
+    results = list(
+        run_pool(
+            func,
+            tasks,
+            workers=args.workers,
+            desc=desc,
+            disable=args.no_progress,
+            init=lambda: _init_worker(opts, root),
+        )
+    )
+    wall = time.perf_counter() - t0
+    results.sort(key=lambda r: r["file"])
+    return results, wall

@@ -16,30 +16,26 @@ from __future__ import annotations
 import random
 import sys
 import time
-from pathlib import Path
 
 import _common as C
-
-OPTS: dict = {}
-ROOT = Path(".")
 
 
 def run_file(task) -> dict:
     path, seed = task
-    r: dict = {"file": C.rel(path, ROOT), "trials": []}
+    r: dict = {"file": C.rel(path, C.ROOT), "trials": []}
     src = C.valid_source(path, r)
     if src is None:
         return r
     fc = C.engine_setup()
     Unc = C.uncompletable_error()
     rng = random.Random(seed)
-    lo, hi = OPTS["min_chunk"], OPTS["max_chunk"]
-    for _ in range(OPTS["cuts"]):
+    lo, hi = C.OPTS["min_chunk"], C.OPTS["max_chunk"]
+    for _ in range(C.OPTS["cuts"]):
         cut = rng.randint(0, len(src))
         t: dict = {"cut": cut, "outcome": "complete", "fed": 0}
         t0 = time.perf_counter()
         try:
-            with C.time_limit(OPTS["timeout"]):
+            with C.time_limit(C.OPTS["timeout"]):
                 try:
                     c = fc.fim_checker(src[:cut], "")
                 except Unc as e:
@@ -86,12 +82,6 @@ def run_file(task) -> dict:
     return r
 
 
-def _init(opts, root):
-    global OPTS, ROOT
-    OPTS, ROOT = opts, root
-    C.engine_setup()
-
-
 def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n\n")[0], limit_default=100)
     p.add_argument("--cuts", type=int, default=3, help="random cut points per file")
@@ -108,25 +98,12 @@ def main(argv=None) -> int:
         "max_chunk": args.max_chunk,
         "timeout": args.timeout,
     }
-    tasks = [(f, args.seed * 1_000_003 + i) for i, f in enumerate(files)]
     print(
         f"{len(files)} files (≤ {args.max_size:,} chars) under {root}, {args.cuts} cuts each, chunks "
         f"{args.min_chunk}-{args.max_chunk}",
         file=sys.stderr,
     )
-    t0 = time.perf_counter()
-    results = list(
-        C.run_pool(
-            run_file,
-            tasks,
-            workers=args.workers,
-            desc="incremental",
-            disable=args.no_progress,
-            init=lambda: _init(opts, root),
-        )
-    )
-    wall = time.perf_counter() - t0
-    results.sort(key=lambda r: r["file"])
+    results, wall = C.run_file_pool(run_file, files, args, opts, root, "incremental")
     used = [r for r in results if r["status"] == "ok"]
     trials = [(r, t) for r in used for t in r["trials"]]
     outcomes: dict[str, int] = {}

@@ -27,13 +27,10 @@ import sys
 import time
 import tokenize
 from collections import Counter
-from pathlib import Path
 
 import _common as C
 
 CODE_CHARS = "()[]{}:;,.=+-*/%<>!&|^~@#'\"\\ \t\n_0123456789abcdefxyzNT"
-OPTS: dict = {}
-ROOT = Path(".")
 
 
 # ---------------------------------------------------------------- where an edit lands
@@ -143,17 +140,17 @@ def make_mutants(src: str, rng: random.Random, n: int) -> list[dict]:
 
 def run_file(task) -> dict:
     path, seed = task
-    r: dict = {"file": C.rel(path, ROOT), "mutants": []}
+    r: dict = {"file": C.rel(path, C.ROOT), "mutants": []}
     src = C.valid_source(path, r)
     if src is None:
         return r
     fc = C.engine_setup()
     rng = random.Random(seed)
     classes = char_classes(src)
-    mutants = make_mutants(src, rng, OPTS["mutants"])
+    mutants = make_mutants(src, rng, C.OPTS["mutants"])
     t_start = time.perf_counter()
     try:
-        with C.time_limit(OPTS["timeout"]):
+        with C.time_limit(C.OPTS["timeout"]):
             base, base_pos = fc.fim_checker("", ""), 0
             for m in mutants:
                 p = m["pos"]
@@ -175,7 +172,7 @@ def run_file(task) -> dict:
                 m["where"] = classes[p] if p < len(src) else "eof"
                 m["line"], m["col"] = C.line_col(src, p)
                 t0 = time.perf_counter()
-                dead, last = C.first_dead_offset(base, tail, 0, chunk=OPTS["chunk"])
+                dead, last = C.first_dead_offset(base, tail, 0, chunk=C.OPTS["chunk"])
                 if dead is not None:
                     m["ours"] = "rejected"
                     m["distance"] = dead - len(m["new"]) if m["new"] else dead  # chars after the edit
@@ -200,12 +197,6 @@ def run_file(task) -> dict:
     return r
 
 
-def _init(opts, root):
-    global OPTS, ROOT
-    OPTS, ROOT = opts, root
-    C.engine_setup()
-
-
 # ---------------------------------------------------------------- report
 
 
@@ -219,24 +210,11 @@ def main(argv=None) -> int:
         args.max_size = 30_000
     root, files = C.select_files(args)
     opts = {"mutants": args.mutants, "timeout": args.timeout, "chunk": args.chunk}
-    tasks = [(f, args.seed * 1_000_003 + i) for i, f in enumerate(files)]
     print(
         f"{len(files)} files (≤ {args.max_size:,} chars) under {root}, {args.mutants} mutants each",
         file=sys.stderr,
     )
-    t0 = time.perf_counter()
-    results = list(
-        C.run_pool(
-            run_file,
-            tasks,
-            workers=args.workers,
-            desc="mutants",
-            disable=args.no_progress,
-            init=lambda: _init(opts, root),
-        )
-    )
-    wall = time.perf_counter() - t0
-    results.sort(key=lambda r: r["file"])
+    results, wall = C.run_file_pool(run_file, files, args, opts, root, "mutants")
 
     muts = [(r, m) for r in results for m in r["mutants"]]
     bad_mut = [(r, m) for r, m in muts if not m["ast_ok"]]
