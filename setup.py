@@ -53,9 +53,10 @@ class BuildEngine(build_ext):
             _warn(f"could not compile the engine ({type(error).__name__}: {error})")
             return
         sources = NATIVE.compiled_sources(ENGINE_DIR)
-        out_dir = Path(self.get_ext_fullpath(f"fimconstrain.engine.{sources[0].stem}")).parent
+        # the engine's folder in the build's output (in place for an editable install)
+        out_dir = Path(self.get_ext_fullpath("fimconstrain.engine.native")).parent
         stamp = {
-            "sources": NATIVE.source_digest(sources),
+            "sources": NATIVE.source_digest(sources, ENGINE_DIR),
             "cache_tag": sys.implementation.cache_tag,
             "mypy": _mypy_version(),
             "seconds": round(time.monotonic() - start, 1),

@@ -49,7 +49,7 @@ def _own_grammars(tree: Path) -> None:
 def _own_engine(tree: Path) -> None:
     """Compile ``tree``'s engine in place where the working tree runs a compiled one, so that both
     sides run the same kind of engine (a new worktree has no build: it would run the sources)."""
-    if not any((REPO / "fimconstrain" / "engine").glob("*.so")):
+    if not any((REPO / "fimconstrain" / "engine").rglob("*.so")):
         return
     print("ab: compiling the baseline's engine (about a minute)", file=sys.stderr, flush=True)
     build = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]

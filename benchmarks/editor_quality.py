@@ -151,7 +151,7 @@ class Completer:
         from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR, load_model
         from fimconstrain.decoding.tokens.fim_formats import PromptCut
 
-        # the server's prompt window (lsp_server.engine.apply_window) when given
+        # the server's prompt window (lsp_server.completer.apply_window) when given
         cut = PromptCut(suffix_tokens) if window or suffix_tokens is not None else None
         self.decoder: FimDecoder
         if runtime == "server":  # the same model behind a server: the same gate

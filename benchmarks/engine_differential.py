@@ -74,7 +74,7 @@ def emit(args) -> dict:
     import fimconstrain
 
     cf = C.cut_fuzz_module()
-    out: dict = {"engine": str(fimconstrain.ENGINE), "verdicts": {}, "masks": {}}
+    out: dict = {"engine": str(fimconstrain.ENGINE_BUILD), "verdicts": {}, "masks": {}}
     for category in cf.CATEGORIES:
         for k in range(args.cases):
             case = cf.case_in_category(category, random.Random(f"{args.seed}:{category}:{k}"))

@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     if not rows:
         raise SystemExit("no usable files")
     summary = summarize(rows)
-    print(f"engine: {fimconstrain.ENGINE}")
+    print(f"engine: {fimconstrain.ENGINE_BUILD}")
     print(
         f"{summary['files']} files, {summary['chars']:,} characters; "
         f"tokenizer {summary['tokenizer_us_per_char']:.3f} µs per character (the unit)"
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     ]
     print(C.table(table, ["measure", "µs per char", "tokenizer units", "target"]))
     C.write_results(
-        "engine_speed", args, {"engine": str(fimconstrain.ENGINE), "summary": summary, "rows": rows}
+        "engine_speed", args, {"engine": str(fimconstrain.ENGINE_BUILD), "summary": summary, "rows": rows}
     )
     return 0
 

@@ -42,7 +42,7 @@ from tokenizer_training import SPECIAL_TOKENS, stdlib_tokenizer
 import fimconstrain
 from fimconstrain.decoding.masks.store import MaskStore, unpack
 from fimconstrain.decoding.tokens.token_bytes import split_utf8, token_steps, vocabulary
-from fimconstrain.engine.grammar import load_builtin
+from fimconstrain.engine.automata.grammar import load_builtin
 
 OPENERS, CLOSERS = {'"("', '"["', '"{"'}, {'")"', '"]"', '"}"'}
 NEWLINE_IN_BRACKETS = "_BNL"

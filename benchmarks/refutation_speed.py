@@ -4,15 +4,15 @@
 Each case is one line ``x = [e, e, ..., e]`` (or a sum, a tuple, a call, a string of ``n``
 pieces) cut mid-line, right after its first element, so the suffix holds the rest of the line:
 ``fim_checker(prefix, suffix)`` builds, which refutes the suffix's head up front (see
-``fimconstrain/engine/refutation.py``). Every timing is a fresh process (a cold build: grammar tables are
-loaded before the clock starts, the infix parse's memo is empty), best of ``--repeat``. In the
-same run the baseline is a dict display of the same number of elements, the shape the old
-exact refutation already handled in linear time. Prints ms per size, µs per element, the
-growth against the smallest size (linear growth: about size / smallest) and the ratio to the
-dict baseline; the goal is ≤ 50 ms at 300 elements. The refutation reads at most the head's
-first ``infix.WINDOW_CHARS`` characters (with layout, ``LAYOUT_WINDOW_CHARS``), so past those
-the curve is flat by design, and a suffix with more than ``MAX_READINGS`` quotes of a kind
-gets no verdict at all (the string shape).
+``fimconstrain/engine/quotients/refutation.py``). Every timing is a fresh process (a cold build:
+grammar tables are loaded before the clock starts, the infix parse's memo is empty), best of
+``--repeat``. In the same run the baseline is a dict display of the same number of elements, the
+shape the old exact refutation already handled in linear time. Prints ms per size, µs per
+element, the growth against the smallest size (linear growth: about size / smallest) and the
+ratio to the dict baseline; the goal is ≤ 50 ms at 300 elements. The refutation reads at most
+the head's first ``infix.WINDOW_CHARS`` characters (with layout, ``LAYOUT_WINDOW_CHARS``), so
+past those the curve is flat by design, and a suffix with more than ``MAX_READINGS`` quotes of a
+kind gets no verdict at all (the string shape).
 
     python benchmarks/refutation_speed.py --sizes 100 300 1000 3000
 """

@@ -100,11 +100,11 @@ def judge(prefix: str, middle: str, suffix: str) -> dict:
 
 def false_exclusion(decoder, prefix: str, suffix: str, truth: str) -> dict:
     """The author's middle through the guide's check, token by token (jedi waited for)."""
-    from fimconstrain.decoding.loop.semantic import SemanticOptions, engines
-    from fimconstrain.engine.name_check import NameCheck
+    from fimconstrain.decoding.loop.semantic import SemanticOptions, name_providers
+    from fimconstrain.engine.names.name_check import NameCheck
 
     start = time.perf_counter()
-    names, attributes = engines(prefix, suffix, SemanticOptions(budget=10.0))
+    names, attributes = name_providers(prefix, suffix, SemanticOptions(budget=10.0))
     check = NameCheck(prefix, suffix, names, attributes)
     setup_ms = 1000 * (time.perf_counter() - start)  # the file's scopes, read cold
     ids = decoder.codec.encode(truth)

@@ -6,10 +6,10 @@ The public contract::
     c2 = c.feed(text)   # Checker, or None if no continuation can make a valid program
     c.is_complete()     # prefix + fed text + suffix is a complete, valid program
 
-``fimconstrain.ENGINE`` says which engine runs: compiled by mypyc, or the pure-Python sources.
+``fimconstrain.ENGINE_BUILD`` says which build of the engine runs: compiled by mypyc, or the sources.
 """
 
-from .engine import ENGINE
+from .engine import ENGINE_BUILD
 from .engine.checker import Checker, clear_caches, fim_checker
 from .engine.errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
 from .engine.versions import NEWEST as NEWEST_PYTHON
@@ -17,7 +17,7 @@ from .engine.versions import SUPPORTED as SUPPORTED_PYTHONS
 from .engine.versions import parse_python_version
 
 __all__ = [
-    "ENGINE",
+    "ENGINE_BUILD",
     "NEWEST_PYTHON",
     "SUPPORTED_PYTHONS",
     "Checker",

@@ -4,7 +4,7 @@ file stays valid Python.  Run it with ``python -m lsp_server`` (stdio) or the
 ``fimconstrain-lsp`` console script; see docs/lsp.md.
 """
 
-from .version import __version__
+from fimconstrain import __version__
 
 __all__ = ["__version__", "create_server"]
 

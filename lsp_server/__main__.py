@@ -13,7 +13,7 @@ from .transport import MAX_MESSAGE_BYTES, serve_stdio, serve_tcp
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .version import __version__
+    from fimconstrain import __version__
 
     ap = argparse.ArgumentParser(
         prog="fimconstrain-lsp",

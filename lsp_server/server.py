@@ -1,7 +1,7 @@
 """The language server: ``textDocument/inlineCompletion`` backed by the constrained FIM engine.
 
 Threads: the asyncio event loop (pygls) reads messages and answers every request;
-worker threads load the model and generate (:class:`~lsp_server.engine.Engine`), one at a
+worker threads load the model and generate (:class:`~lsp_server.completer.Completer`), one at a
 time: whichever holds the turn (:mod:`lsp_server.turns`), first come first served, except that
 a request on a large document hands the worker to a small one at its next decode step or piece
 of text read. A request's deadline (``deadlineMs``) counts from when its work begins, not from
@@ -45,6 +45,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
+from fimconstrain import __version__
 from fimconstrain.decoding.editor.policy import wants_multiline
 from fimconstrain.decoding.editor.python_version import Choice, Chooser
 from fimconstrain.decoding.models.known_models import AUTO, auto_note, real_model_hint
@@ -53,12 +54,11 @@ from fimconstrain.engine import clear_caches
 from fimconstrain.engine.errors import Interrupted
 
 from .collector import Collector
+from .completer import Completer, Job
 from .config import SECTION, Settings, section, update
 from .documents import Documents, encoding_name, offset_at, uri_path
-from .engine import Engine, Job
 from .protocol import FimProtocol
 from .turns import Ticket, Turns
-from .version import __version__
 
 T = TypeVar("T")
 
@@ -146,7 +146,7 @@ class FimServer(LanguageServer):
         )
         self.settings = Settings()
         self.documents = Documents()
-        self.engine = Engine()
+        self.completer = Completer()
         self.worker = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="fimconstrain-worker")
         self.collector = Collector()  # full garbage collections only when the worker is idle
         self.turns = Turns(self.collector.when_idle)
@@ -210,7 +210,7 @@ class FimServer(LanguageServer):
         if self.state == (state, message, self.status_python):
             return
         self.state = (state, message, self.status_python)
-        loaded = self.engine.loaded
+        loaded = self.completer.loaded
         self.in_loop(
             self.protocol.notify,
             STATUS,
@@ -225,15 +225,15 @@ class FimServer(LanguageServer):
     def idle_status(self) -> None:
         if self.running or (self.load_task is not None and not self.load_task.done()):
             return
-        if self.engine.error:
-            self.set_status("error", self.engine.error)
-        elif self.engine.server_error:
-            self.set_status("error", self.engine.server_error)
+        if self.completer.error:
+            self.set_status("error", self.completer.error)
+        elif self.completer.server_error:
+            self.set_status("error", self.completer.server_error)
         elif self.settings.mode == "off":
             self.set_status("idle", "completions are off (mode: off)")
-        elif self.engine.loaded:
+        elif self.completer.loaded:
             note = f"; {self.version_note}" if self.version_note else ""
-            loaded = self.engine.loaded
+            loaded = self.completer.loaded
             if Path(loaded.name) == DEFAULT_MODEL_DIR:
                 note += f"; the shipped demo model: {real_model_hint()}"
             self.set_status("idle", f"ready: {loaded.name} ({loaded.fim_format}){note}")
@@ -269,8 +269,8 @@ class FimServer(LanguageServer):
         if self.settings.mode == "off":
             return False
         return key_changed or (
-            self.engine.loaded is None
-            and self.engine.error is None
+            self.completer.loaded is None
+            and self.completer.error is None
             and (self.load_task is None or self.load_task.done())
         )
 
@@ -289,11 +289,11 @@ class FimServer(LanguageServer):
         self.set_status("busy", f"loading {name}")
         start = time.perf_counter()
         try:
-            loaded = await asyncio.wrap_future(self.on_worker(self.engine.load, settings))
+            loaded = await asyncio.wrap_future(self.on_worker(self.completer.load, settings))
         except Exception as error:  # a missing or broken model must not take the server down
             message = f"model {name} failed to load: {error}"
             if generation == self.loading:
-                self.engine.error = message
+                self.completer.error = message
                 log.error("%s", message)
                 self.in_loop(
                     self.window_show_message,
@@ -474,7 +474,7 @@ class FimServer(LanguageServer):
         self.supersede(uri, text)
         self.jobs[uri] = job
         self.running += 1
-        if self.engine.loaded is not None:  # while the model loads, the status keeps saying so
+        if self.completer.loaded is not None:  # while the model loads, the status keeps saying so
             self.set_status("busy", f"completing {uri.rsplit('/', 1)[-1]}")
         try:
             middles = await self._run(job, ticket, prefix, suffix, settings, items)
@@ -540,15 +540,15 @@ class FimServer(LanguageServer):
         (:class:`~fimconstrain.decoding.editor.policy.ShownItems`): a request at that cursor that
         comes while it runs takes it over (:meth:`supersede`), one that comes after it is
         answered from them at once, as is typing through them."""
-        settings, engine = self.settings, self.engine
+        settings, completer = self.settings, self.completer
         doc = self.documents.get(uri)
-        if settings.mode == "off" or engine.loaded is None or doc is None or self.refusal(doc, settings):
+        if settings.mode == "off" or completer.loaded is None or doc is None or self.refusal(doc, settings):
             return
         if uri in self.jobs or uri in self.generating:
             return  # a request is there (the cursor moved as it typed): it does the work
         text = doc.text
         prefix, suffix = text[:cursor], text[cursor:]
-        if engine.shown.knows(prefix, suffix):
+        if completer.shown.knows(prefix, suffix):
             return
         if self.ahead is not None:
             self.ahead.cancel("superseded")
@@ -571,8 +571,8 @@ class FimServer(LanguageServer):
         """Wait while the model loads (up to :data:`LOAD_WAIT_SECONDS`); False when it failed,
         did not come in time, or the request was superseded or cancelled meanwhile."""
         give_up = time.monotonic() + LOAD_WAIT_SECONDS
-        while self.engine.loaded is None:
-            if self.engine.error or self.model_ready is None or job.cancelled:
+        while self.completer.loaded is None:
+            if self.completer.error or self.model_ready is None or job.cancelled:
                 return False
             if time.monotonic() > give_up:
                 log.info("model not ready after %.0f s; no completion", LOAD_WAIT_SECONDS)
@@ -586,7 +586,7 @@ class FimServer(LanguageServer):
     async def _run(
         self, job: Job, ticket: Ticket, prefix: str, suffix: str, settings: Settings, items: int
     ) -> list[str]:
-        if self.engine.loaded is None and not await self._wait_for_model(job):
+        if self.completer.loaded is None and not await self._wait_for_model(job):
             return []
         if job.cancelled:
             return []
@@ -615,7 +615,7 @@ class FimServer(LanguageServer):
             return []
         self.generating[job.uri] = job
         try:
-            return self.engine.complete(job, prefix, suffix, settings, items)
+            return self.completer.complete(job, prefix, suffix, settings, items)
         finally:
             if self.generating.get(job.uri) is job:
                 del self.generating[job.uri]
@@ -753,7 +753,7 @@ def create_server() -> FimServer:
         else:
             changed = ls.apply_settings(raw, "didChangeConfiguration")
         if changed:
-            ls.engine.error = None
+            ls.completer.error = None
         if ls.want_model(changed):
             ls.start_load()
         else:

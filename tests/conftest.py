@@ -104,13 +104,13 @@ def uncompletable():
 
 
 def feed_ok(src: str) -> bool:
-    """Engine verdict through feed: fim_checker("", "").feed(src)."""
+    """The engine's verdict through feed: fim_checker("", "").feed(src)."""
     c = fc().fim_checker("", "").feed(src)
     return c is not None and bool(c.is_complete())
 
 
 def prefix_ok(src: str) -> bool:
-    """Engine verdict through construction: fim_checker(src, "")."""
+    """The engine's verdict through construction: fim_checker(src, "")."""
     try:
         c = fc().fim_checker(src, "")
     except uncompletable():
@@ -119,7 +119,7 @@ def prefix_ok(src: str) -> bool:
 
 
 def chars_ok(src: str) -> bool:
-    """Engine verdict feeding one character at a time (stops at the first None)."""
+    """The engine's verdict feeding one character at a time (stops at the first None)."""
     c = fc().fim_checker("", "")
     for ch in src:
         c = c.feed(ch)

@@ -37,7 +37,7 @@ class CursorCompletion:
     #: why that version: the setting, requires-python of a pyproject.toml, or a newer version
     #: the file parses at
     version_source: str
-    #: what ran the model ("transformers", "llama.cpp", "server", ...)
+    #: what ran the model ("transformers", "llama", "server")
     runtime: str = ""
     #: how a model server made the middle where the loop did not choose its every token ("": it did)
     note: str = ""

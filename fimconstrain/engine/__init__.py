@@ -5,16 +5,16 @@ The public face is :func:`fim_checker` and :class:`Checker`; a language is a gra
 :class:`Layer` (:func:`register_language`); the rest is for the layers above.
 """
 
-from .native import EngineInfo, choose
+from .native import EngineBuild, choose
 
 #: the engine this process runs, compiled or the sources: settled before any other module loads
-ENGINE: EngineInfo = choose()
+ENGINE_BUILD: EngineBuild = choose()
 
-from .base_layer import BaseLayer, PlainLayer
 from .checker import Checker, Language, clear_caches, fim_checker, get_layer, register_language
 from .errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
-from .layer_protocol import Branch, FinishVocabulary, Layer, LexicalLayer
-from .python_layer import PythonLayer
+from .layers.base_layer import BaseLayer, PlainLayer
+from .layers.layer_protocol import Branch, FinishVocabulary, Layer, LexicalLayer
+from .layers.python_layer import PythonLayer
 from .rejection import first_error_offset, first_rejection
 from .versions import (
     NEWEST,
@@ -27,14 +27,14 @@ from .versions import (
 )
 
 __all__ = [
-    "ENGINE",
+    "ENGINE_BUILD",
     "NEWEST",
     "OLDEST",
     "SUPPORTED",
     "BaseLayer",
     "Branch",
     "Checker",
-    "EngineInfo",
+    "EngineBuild",
     "FimConstrainError",
     "FinishVocabulary",
     "GrammarError",

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple
 
 from . import lexer
-from .base_layer import PlainLayer
+from .automata.grammar import Grammar, load_builtin, load_file
 from .errors import GrammarError, InputError, UncompletableError
-from .finish_search import shortest_finish
-from .grammar import Grammar, load_builtin, load_file
-from .layer_protocol import Branch, Layer, LayoutT
+from .finishing.finish_search import shortest_finish
+from .layers.base_layer import PlainLayer
+from .layers.layer_protocol import Branch, Layer, LayoutT
+from .layers.python_layer import PythonLayer
 from .prefix_cache import LRU, PrefixCache
-from .python_layer import PythonLayer
+from .quotients.right_quotient import PlanKey, SuffixPlan, plan_suffix
 from .rejection import first_error_offset
-from .right_quotient import PlanKey, SuffixPlan, plan_suffix
 from .versions import PythonVersion, VersionLike, parse_python_version
 
 #: a layer class, or any callable that builds a layer: called as ``layer_class(grammar)``, or

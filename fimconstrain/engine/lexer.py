@@ -1,8 +1,8 @@
 """Branching incremental lexer (paper 004, section V-A).
 
 The lexer state is a small list of *branches*. Each branch is a tuple (a
-:data:`~fimconstrain.engine.layer_protocol.Branch`; the language is a
-:class:`~fimconstrain.engine.layer_protocol.Layer`)
+:data:`~fimconstrain.engine.layers.layer_protocol.Branch`; the language is a
+:class:`~fimconstrain.engine.layers.layer_protocol.Layer`)
 
     (parser, layout, lexeme_state, lexeme, guards)
 
@@ -20,9 +20,9 @@ the parser allows (``f(a andy`` is rejected at ``andy`` once ``and`` is ruled ou
 
 from __future__ import annotations
 
-from .earley import Signature
-from .layer_protocol import Branch, Guards, Layer, LayoutT
-from .regex_dfa import DEAD
+from .automata.earley import Signature
+from .automata.regex_dfa import DEAD
+from .layers.layer_protocol import Branch, Guards, Layer, LayoutT
 
 __all__ = ["Branch", "Layer", "advance", "branch_key", "complete"]
 

@@ -31,7 +31,7 @@ ENV_VAR = "FIMCONSTRAIN_ENGINE"
 STAMP = "native_build.json"
 #: mypyc's name for the shared library that holds every compiled module (``<group>__mypyc``)
 GROUP = "fimconstrain.engine.compiled"
-#: engine modules that stay Python: the package (it runs this choice) and this module
+#: engine modules that stay Python: the packages (the engine's runs this choice) and this module
 NOT_COMPILED = ("__init__.py", "native.py")
 
 ENGINE_DIR = Path(__file__).resolve().parent
@@ -39,20 +39,27 @@ _log = logging.getLogger("fimconstrain")
 
 
 def compiled_sources(engine_dir: Path = ENGINE_DIR) -> list[Path]:
-    """The engine's source files that the build compiles, in a fixed order."""
-    return sorted(p for p in engine_dir.glob("*.py") if p.name not in NOT_COMPILED)
+    """The engine's source files that the build compiles, its rooms' included, in a fixed order."""
+    return sorted(p for p in engine_dir.rglob("*.py") if p.name not in NOT_COMPILED)
 
 
-def source_digest(sources: Sequence[Path]) -> str:
-    """SHA-256 over the names and bytes of ``sources``: a build is current only for these."""
+def module_name(source: Path, engine_dir: Path = ENGINE_DIR) -> str:
+    """The dotted name of an engine source file: ``automata/earley.py`` is
+    ``fimconstrain.engine.automata.earley``."""
+    return ".".join(("fimconstrain", "engine", *source.relative_to(engine_dir).with_suffix("").parts))
+
+
+def source_digest(sources: Sequence[Path], engine_dir: Path = ENGINE_DIR) -> str:
+    """SHA-256 over the paths and bytes of ``sources``: a build is current only for these."""
     digest = hashlib.sha256()
     for path in sources:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        name = path.relative_to(engine_dir).as_posix()
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 @dataclass(frozen=True)
-class EngineInfo:
+class EngineBuild:
     """The engine this process runs: ``kind`` is ``"compiled"`` or ``"python"``; ``detail`` says
     which build, or why the sources run."""
 
@@ -64,19 +71,21 @@ class EngineInfo:
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Loads ``fimconstrain.engine.<name>`` from ``<name>.py``, ahead of a compiled module."""
+    """Loads ``fimconstrain.engine.<room>.<name>`` from ``<room>/<name>.py``, ahead of a compiled
+    module (the rooms' packages themselves are never compiled)."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        package, _, name = fullname.rpartition(".")
-        source = ENGINE_DIR / f"{name}.py"
-        if package != __package__ or not source.is_file():
+        if not fullname.startswith(f"{__package__}."):
+            return None
+        source = ENGINE_DIR.joinpath(*fullname.split(".")[2:]).with_suffix(".py")
+        if not source.is_file():
             return None
         return importlib.util.spec_from_file_location(fullname, source)
 
 
-def _compiled_engine() -> EngineInfo | str:
+def _compiled_engine() -> EngineBuild | str:
     """The compiled engine when its modules can serve (the shared library then loaded), else
     why they cannot."""
     stamp_path = ENGINE_DIR / STAMP
@@ -93,22 +102,22 @@ def _compiled_engine() -> EngineInfo | str:
         importlib.import_module(f"{GROUP}__mypyc")
     except ImportError as error:
         return f"the compiled engine cannot be loaded: {error}"
-    return EngineInfo("compiled", f"mypyc {stamp.get('mypy', '?')}")
+    return EngineBuild("compiled", f"mypyc {stamp.get('mypy', '?')}")
 
 
-def choose() -> EngineInfo:
+def choose() -> EngineBuild:
     """Decide, once per process, before any other engine module is imported."""
     requested = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
     if requested not in ("auto", "python", "compiled"):
         raise ValueError(f"{ENV_VAR} must be auto, python or compiled, not {requested!r}")
     if requested == "python":
         sys.meta_path.insert(0, _SourceFinder())
-        return EngineInfo("python", f"{ENV_VAR}=python")
+        return EngineBuild("python", f"{ENV_VAR}=python")
     compiled = _compiled_engine()
-    if isinstance(compiled, EngineInfo):
+    if isinstance(compiled, EngineBuild):
         return compiled
     if requested == "compiled":
         raise ImportError(f"{ENV_VAR}=compiled, but {compiled}")
     sys.meta_path.insert(0, _SourceFinder())
     _log.warning("fimconstrain: %s; running the pure-Python engine (1.2-1.5x slower)", compiled)
-    return EngineInfo("python", compiled)
+    return EngineBuild("python", compiled)

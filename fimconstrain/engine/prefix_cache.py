@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from .errors import Interrupted
-from .layer_protocol import StateT
+from .layers.layer_protocol import StateT
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layer_protocol import ParseState, StateT
+from .layers.layer_protocol import ParseState, StateT
 
 
 def first_rejection(

@@ -1,6 +1,6 @@
 """Target Python versions: which syntax the engine accepts is chosen per checker, not by the
 interpreter it runs on. One grammar serves 3.8 through 3.14 through version gates
-(``grammars/python.lark``, see :func:`fimconstrain.engine.grammar.apply_version_gates`)."""
+(``grammars/python.lark``, see :func:`fimconstrain.engine.automata.grammar.apply_version_gates`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The model-backend seam, proved by a second runtime: a pure-numpy bigram FIM model (no torch
 model, no transformers call) runs every decoding mode, the editor's policy, the language
-server's engine and the evaluation's experiments unchanged. And ``fimconstrain complete`` under
+server's completer and the evaluation's experiments unchanged. And ``fimconstrain complete`` under
 a ``requires-python = ">=3.10"`` never writes 3.12 syntax, however much the model wants it."""
 
 from __future__ import annotations
@@ -72,15 +72,15 @@ def test_every_mode_runs_through_the_bigram(bigram, mode, tmp_path, monkeypatch)
 
 
 def test_the_editor_policy_and_the_lsp_engine_run_through_the_bigram(bigram):
+    from lsp_server.completer import Completer, Job
     from lsp_server.config import Settings
-    from lsp_server.engine import Engine, Job
 
-    engine = Engine()
-    loaded = engine.load(Settings(max_tokens=12, finish_search=True), backend=bigram)
+    completer = Completer()
+    loaded = completer.load(Settings(max_tokens=12, finish_search=True), backend=bigram)
     assert loaded.name == "bigram"
     prefix, suffix = "import string\n\n\ndef shout(text):\n    return ", "\n"
     job = Job("file:///a.py", time.monotonic() + 60, True, python_version=(3, 11))
-    items = engine.complete(job, prefix, suffix, Settings(max_tokens=12, finish_search=True), 3)
+    items = completer.complete(job, prefix, suffix, Settings(max_tokens=12, finish_search=True), 3)
     assert job.generated > 0 and job.used_version == (3, 11)
     for middle in items:
         assert middle.strip() and parses(prefix + middle + suffix)

@@ -1,5 +1,5 @@
 """Semantic decoding (paper 003) in the decode loop: a candidate naming nothing known is excluded
-where the engine is confident and the position a plain read, demoted elsewhere, and never blocks
+where the provider is confident and the position a plain read, demoted elsewhere, and never blocks
 (fail-open); jedi's attributes with their time budget; the switches (API, CLI, server setting)."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from fimconstrain.decoding.loop.semantic import SemanticGuide, SemanticOptions  
 from fimconstrain.decoding.models.loading import load_model  # noqa: E402
 from fimconstrain.decoding.tokens.fim_formats import TextCodec  # noqa: E402
 from fimconstrain.engine.checker import fim_checker  # noqa: E402
-from fimconstrain.engine.completion_engine import UNKNOWN, NamePoint  # noqa: E402
-from fimconstrain.engine.name_check import NameCheck  # noqa: E402
-from fimconstrain.engine.scopes import FileScopes  # noqa: E402
+from fimconstrain.engine.names.name_check import NameCheck  # noqa: E402
+from fimconstrain.engine.names.provider import UNKNOWN, NamePoint  # noqa: E402
+from fimconstrain.engine.names.scopes import FileScopes  # noqa: E402
 
 HARD = "def wrap(text):\n    return"  # `return |`: only a known name fits
 SOFT = "def wrap(text):\n    return len(1 +"  # inside parentheses: maybe a comprehension's variable
@@ -223,7 +223,7 @@ def test_the_command_line_switch():
 
 def test_the_server_setting_reaches_the_decoder():
     from lsp_server import config
-    from lsp_server.engine import Engine, Job, Loaded
+    from lsp_server.completer import Completer, Job, Loaded
 
     settings, problems = config.update(config.Settings(), {"semantic": not SEMANTIC_DEFAULT})
     assert settings.semantic is (not SEMANTIC_DEFAULT) and not problems
@@ -243,11 +243,11 @@ def test_the_server_setting_reaches_the_decoder():
             unshowable=False,
         )
 
-    engine = Engine()
+    completer = Completer()
     gate = SimpleNamespace(shows=lambda score: True)
     decoder = SimpleNamespace(generate=generate, python_version=(3, 14))
-    engine.loaded = Loaded("fake", decoder, "fake", 0.0, gate)  # type: ignore[arg-type]
+    completer.loaded = Loaded("fake", decoder, "fake", 0.0, gate)  # type: ignore[arg-type]
     for semantic in (True, False):
         job = Job("file:///a.py", float("inf"), True)
-        assert engine.complete(job, "x = ", "\n", replace(settings, semantic=semantic), 1) == ["x"]
+        assert completer.complete(job, "x = ", "\n", replace(settings, semantic=semantic), 1) == ["x"]
     assert asked == [True, False]

@@ -178,26 +178,28 @@ def test_the_language_servers_engine_says_once_that_the_server_is_gone(serve, bi
     items made in process; when the server stops answering, none and one message in
     ``server_error`` (the status), cleared when it is back."""
     pytest.importorskip("pygls")
+    from lsp_server.completer import Completer, Job
     from lsp_server.config import Settings
-    from lsp_server.engine import Engine, Job
 
     prefix, suffix = "def f(a, b):\n    return ", "\n"
     server = serve()
     settings = Settings(model=str(tiny_dir), server=server.url, finish_search=False, semantic=False)
     local = Settings(model=str(tiny_dir), finish_search=False, semantic=False)
-    engine, here = Engine(), Engine()
-    loaded = engine.load(settings)
+    completer, here = Completer(), Completer()
+    loaded = completer.load(settings)
     here.load(local, backend=bigram)
     assert loaded.name == f"test-coder at {server.url}" and loaded.fim_format == bigram.fim_format.name
 
-    def complete(engine: Engine, settings: Settings) -> list[str]:
+    def complete(completer: Completer, settings: Settings) -> list[str]:
         from fimconstrain.decoding.editor.policy import ShownItems
 
-        engine.shown = ShownItems()  # (asked afresh: not answered from the items kept at the cursor)
-        return engine.complete(Job("file:///a.py", time.monotonic() + 10, True), prefix, suffix, settings, 1)
+        completer.shown = ShownItems()  # (asked afresh: not answered from the items kept at the cursor)
+        return completer.complete(
+            Job("file:///a.py", time.monotonic() + 10, True), prefix, suffix, settings, 1
+        )
 
-    assert complete(engine, settings) == complete(here, local) and engine.server_error is None
+    assert complete(completer, settings) == complete(here, local) and completer.server_error is None
     server.refuse = "the model is reloading"
-    assert complete(engine, settings) == [] and "the model is reloading" in (engine.server_error or "")
+    assert complete(completer, settings) == [] and "the model is reloading" in (completer.server_error or "")
     server.refuse = None
-    assert complete(engine, settings) == complete(here, local) and engine.server_error is None
+    assert complete(completer, settings) == complete(here, local) and completer.server_error is None

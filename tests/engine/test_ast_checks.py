@@ -1,8 +1,8 @@
-"""The checks ast.parse makes after parsing, per target version (engine/ast_checks.py and the
+"""The checks ast.parse makes after parsing, per target version (engine/layers/ast_checks.py and the
 grammar's `any_name`): before 3.9 binding `__debug__` and a keyword argument given twice; from
 3.14 the names of the module's leading `from __future__` imports. Also 3.12 and 3.13's line
 breaks in a one-quote format spec, and 3.12 on a debugging `=` two format specs deep
-(engine/fstring_modes.py).
+(engine/layers/fstring_modes.py).
 
 What each version's ast.parse says was measured with that interpreter (pyenv's CPython 3.8.18
 to 3.13.0, pyodide's 3.14); ``tests/engine/test_python_versions.py`` compares with the

@@ -11,9 +11,9 @@ import pytest
 from conftest import RUNNING_VERSION, read_utf8, sample_stdlib
 
 from fimconstrain import FimConstrainError, fim_checker
+from fimconstrain.engine.automata.earley import PREDICTIONS_LIMIT
+from fimconstrain.engine.automata.regex_dfa import NON_ASCII_TRANSITIONS
 from fimconstrain.engine.checker import get_layer
-from fimconstrain.engine.earley import PREDICTIONS_LIMIT
-from fimconstrain.engine.regex_dfa import NON_ASCII_TRANSITIONS
 
 #: non-ASCII text of several scripts, in names, strings and comments
 WORDS = ["café", "naïve", "Straße", "ĳssel", "Ωmega", "данные", "数据", "データ", "नमस्ते", "😀"]

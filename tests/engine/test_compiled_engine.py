@@ -16,9 +16,10 @@ import fimconstrain
 from fimconstrain.engine import native
 
 REPO = Path(__file__).resolve().parents[2]
-COMPILED = fimconstrain.ENGINE.kind == "compiled"
+COMPILED = fimconstrain.ENGINE_BUILD.kind == "compiled"
 needs_compiled = pytest.mark.skipif(
-    not COMPILED and not os.environ.get("CI"), reason=f"no compiled engine here: {fimconstrain.ENGINE.detail}"
+    not COMPILED and not os.environ.get("CI"),
+    reason=f"no compiled engine here: {fimconstrain.ENGINE_BUILD.detail}",
 )
 
 
@@ -40,9 +41,9 @@ def _python(code: str, env: dict[str, str] | None = None, path: Path | None = No
 @needs_compiled
 def test_the_compiled_engine_runs():
     """Under CI (and wherever it is built) every engine module is the compiled one."""
-    assert COMPILED, fimconstrain.ENGINE.detail
+    assert COMPILED, fimconstrain.ENGINE_BUILD.detail
     for source in native.compiled_sources():
-        module = sys.modules.get(f"fimconstrain.engine.{source.stem}")
+        module = sys.modules.get(native.module_name(source))
         if module is not None:
             assert not module.__file__.endswith(".py"), module.__file__
 
@@ -71,7 +72,8 @@ def test_compiled_and_python_engines_answer_alike(tmp_path):
 
 def test_the_sources_run_when_asked_and_say_nothing():
     done = _python(
-        "import fimconstrain, fimconstrain.engine.earley as e; print(fimconstrain.ENGINE.kind, e.__file__)",
+        "import fimconstrain, fimconstrain.engine.automata.earley as e; "
+        "print(fimconstrain.ENGINE_BUILD.kind, e.__file__)",
         {native.ENV_VAR: "python"},
     )
     assert done.returncode == 0, done.stderr
@@ -87,7 +89,7 @@ def _copy_with_edited_source(tmp_path: Path) -> Path:
     )
     (tmp_path / "fimconstrain" / "grammars").unlink(missing_ok=True)
     shutil.copytree(REPO / "grammars", tmp_path / "fimconstrain" / "grammars", dirs_exist_ok=True)
-    earley = tmp_path / "fimconstrain" / "engine" / "earley.py"
+    earley = tmp_path / "fimconstrain" / "engine" / "automata" / "earley.py"
     earley.write_text(earley.read_text() + "\n# edited after the build\n")
     return tmp_path
 
@@ -96,13 +98,17 @@ def test_a_stale_or_missing_build_falls_back_with_one_line(tmp_path):
     """Sources edited after the build (or no build at all): the sources run, and one line says why."""
     root = _copy_with_edited_source(tmp_path)
     done = _python(
-        "import fimconstrain, fimconstrain.engine.earley as e; "
-        "print(fimconstrain.ENGINE.kind, e.__file__); "
+        "import fimconstrain, fimconstrain.engine.automata.earley as e; "
+        "print(fimconstrain.ENGINE_BUILD.kind, e.__file__); "
         "print(fimconstrain.fim_checker('x = (', '').feed('1)\\n') is not None)",
         path=root,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["python", str(root / "fimconstrain" / "engine" / "earley.py"), "True"]
+    assert done.stdout.split() == [
+        "python",
+        str(root / "fimconstrain" / "engine" / "automata" / "earley.py"),
+        "True",
+    ]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "running the pure-Python engine" in lines[0], done.stderr
     assert ("older than the engine's sources" in lines[0]) == COMPILED

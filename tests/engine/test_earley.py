@@ -1,4 +1,4 @@
-"""The Earley recognizer (``engine/earley.py``) against a textbook chart parser.
+"""The Earley recognizer (``engine/automata/earley.py``) against a textbook chart parser.
 
 The recognizer shares predictions between sets, steps over nullable symbols as items are added
 and replays a completion's unit chain from the prediction (``Recognizer.chain``). The reference
@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from fimconstrain.engine.earley import Recognizer
-from fimconstrain.engine.grammar import Grammar, Terminal
+from fimconstrain.engine.automata.earley import Recognizer
+from fimconstrain.engine.automata.grammar import Grammar, Terminal
 
 Rules = list[tuple[str, tuple[str, ...]]]
 

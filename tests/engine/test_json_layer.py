@@ -12,9 +12,9 @@ import pytest
 
 from fimconstrain import UncompletableError, fim_checker
 from fimconstrain.engine import checker as checker_module
-from fimconstrain.engine.base_layer import PlainLayer
 from fimconstrain.engine.checker import get_layer, register_language
 from fimconstrain.engine.errors import GrammarError
+from fimconstrain.engine.layers.base_layer import PlainLayer
 from fimconstrain.engine.rejection import first_rejection
 
 

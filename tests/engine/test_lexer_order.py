@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fimconstrain.engine import fim_checker, lexer
-from fimconstrain.engine.regex_dfa import DEAD
+from fimconstrain.engine.automata.regex_dfa import DEAD
 
 
 def sweep(layer, branches, text):

@@ -1,4 +1,4 @@
-"""Tests for fimconstrain.engine.regex_dfa: the combined lazy DFA is checked against Python's
+"""Tests for fimconstrain.engine.automata.regex_dfa: the combined lazy DFA is checked against Python's
 ``re.fullmatch``."""
 
 import re
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fimconstrain.engine.automata.regex_dfa import DEAD, LexerDFA
 from fimconstrain.engine.errors import GrammarError
-from fimconstrain.engine.regex_dfa import DEAD, LexerDFA
 
 _ESC = r"\\[\s\S]"  # a backslash escape, newline included
 _SQ_BODY = r"(?:[^'\\]|" + _ESC + ")"

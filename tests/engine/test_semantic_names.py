@@ -1,6 +1,6 @@
 """The completion engines for names (paper 003): the forgiving scanner, where a name is read or
 bound, the file-local scopes on real code, and the per-candidate check (exclusions only where
-the engine is confident and the position a plain read; never at a binding position)."""
+the provider is confident and the position a plain read; never at a binding position)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import random
 import pytest
 from conftest import STDLIB
 
-from fimconstrain.engine.completion_engine import UNKNOWN, NamePoint, NameSet
-from fimconstrain.engine.name_check import NameCheck
-from fimconstrain.engine.name_positions import Reader
-from fimconstrain.engine.py_tokens import NAME, STRING, scan
-from fimconstrain.engine.scopes import ALWAYS_VISIBLE, FileScopes
+from fimconstrain.engine.names.name_check import NameCheck
+from fimconstrain.engine.names.name_positions import Reader
+from fimconstrain.engine.names.provider import UNKNOWN, NamePoint, NameSet
+from fimconstrain.engine.names.py_tokens import NAME, STRING, scan
+from fimconstrain.engine.names.scopes import ALWAYS_VISIBLE, FileScopes
 
 
 def position_at(text: str):

@@ -608,20 +608,20 @@ def test_incremental_changes():
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_model):
+def completer(tiny_model):
+    from lsp_server.completer import Completer
     from lsp_server.config import Settings
-    from lsp_server.engine import Engine
 
-    engine = Engine()
-    engine.load(Settings(model=str(tiny_model), threads=1))
-    return engine
+    completer = Completer()
+    completer.load(Settings(model=str(tiny_model), threads=1))
+    return completer
 
 
-def test_cancel_stops_within_one_decode_step(engine):
+def test_cancel_stops_within_one_decode_step(completer):
     import time
 
+    from lsp_server.completer import Job
     from lsp_server.config import Settings
-    from lsp_server.engine import Job
 
     # the plain decode loop: a random model's names would make the names guide end it early
     settings = Settings(max_tokens=1000, multiline="always", semantic=False)
@@ -634,49 +634,49 @@ def test_cancel_stops_within_one_decode_step(engine):
             job.cancel()  # from "outside", between two decode steps
 
     job.on_token = on_token
-    assert engine.complete(job, "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n", settings, 1) == []
+    assert completer.complete(job, "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n", settings, 1) == []
     assert job.generated == 5 and job.reason == "cancelled"
 
 
-def test_deadline_and_single_line(engine):
+def test_deadline_and_single_line(completer):
     """The deadline and the end of a one-line completion stop generation through should_stop."""
     import time
 
+    from lsp_server.completer import Job
     from lsp_server.config import Settings
-    from lsp_server.engine import Job
 
     # the plain decode loop: a random model's names would make the names guide end it early
     settings = Settings(max_tokens=1000, multiline="always", semantic=False)
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
     job = Job("u", time.monotonic() + 0.2, single_line=False)
-    items = engine.complete(job, prefix, suffix, settings, 1)
+    items = completer.complete(job, prefix, suffix, settings, 1)
     assert job.ended == "deadline" and job.generated < 1000
     for middle in items:
         ast.parse(prefix + middle + suffix)
     # one line at a time: generation stops at the end of the line
     job = Job("u", time.monotonic() + 60, single_line=True)
-    for middle in engine.complete(job, "x = 1\ny = ", "\n", settings, 1):
+    for middle in completer.complete(job, "x = 1\ny = ", "\n", settings, 1):
         assert "\n" not in middle.strip("\n")
         ast.parse("x = 1\ny = " + middle + "\n")
 
 
-def test_a_job_says_where_its_time_went(engine):
+def test_a_job_says_where_its_time_went(completer):
     """The model's and the constraint's seconds over a job's generations (the server logs them
     per token; the editor-quality benchmark reads them)."""
     import time
 
+    from lsp_server.completer import Job
     from lsp_server.config import Settings
-    from lsp_server.engine import Job
 
     settings = Settings(max_tokens=12, multiline="always", semantic=False)
     job = Job("u", time.monotonic() + 60, single_line=False)
     started = time.perf_counter()
-    engine.complete(job, "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n", settings, 1)
+    completer.complete(job, "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n", settings, 1)
     wall = time.perf_counter() - started
     assert job.generated > 0 and job.model_seconds > 0 and job.constraint_seconds > 0
     assert job.model_seconds + job.constraint_seconds <= wall  # two parts of the same time
     model, constraint = job.model_seconds, job.constraint_seconds
-    engine.complete(job, "x = ", "\n", settings, 1)
+    completer.complete(job, "x = ", "\n", settings, 1)
     assert job.model_seconds > model and job.constraint_seconds > constraint  # summed over generations
 
 
@@ -699,31 +699,31 @@ def test_python_version_setting():
         assert kept.python_version == "3.9" and problems and "3.8" in problems[0]
 
 
-def test_engine_falls_back_to_a_newer_version(engine):
+def test_engine_falls_back_to_a_newer_version(completer):
     """A document that does not parse at the version asked for, but does at the newest, is
     completed as the newest (never refused); one that parses keeps its version."""
     import time
 
+    from lsp_server.completer import Job
     from lsp_server.config import Settings
-    from lsp_server.engine import Job
 
     settings = Settings(max_tokens=4, multiline="never")
     prefix, suffix = "match command:\n    case 'go':\n        x = ", "\n"
     job = Job("u", time.monotonic() + 60, True, python_version=(3, 9), verify_text=prefix + suffix)
-    for middle in engine.complete(job, prefix, suffix, settings, 1):
+    for middle in completer.complete(job, prefix, suffix, settings, 1):
         ast.parse(prefix + middle + suffix)
     assert job.used_version == (3, 14)
     # no whole-document check, but the text before the cursor needs 3.12: the same
     prefix, suffix = "type Pair = tuple[int, int]\nx = ", "\n"
     job = Job("u", time.monotonic() + 60, True, python_version=(3, 11))
-    engine.complete(job, prefix, suffix, settings, 1)
+    completer.complete(job, prefix, suffix, settings, 1)
     assert job.used_version == (3, 14)
     job = Job("u", time.monotonic() + 60, True, python_version=(3, 9), verify_text="x = 1\ny = \n")
-    engine.complete(job, "x = 1\ny = ", "\n", settings, 1)
+    completer.complete(job, "x = 1\ny = ", "\n", settings, 1)
     assert job.used_version == (3, 9)
     # broken at every version: nothing, and the version stays
     job = Job("u", time.monotonic() + 60, True, python_version=(3, 9), verify_text="x = 1)\ny = \n")
-    assert engine.complete(job, "x = 1)\ny = ", "\n", settings, 1) == []
+    assert completer.complete(job, "x = 1)\ny = ", "\n", settings, 1) == []
     assert job.used_version == (3, 9)
 
 
@@ -809,3 +809,4 @@ def test_major_changes_check_the_document_again():
     assert _major_change(types.TextDocumentContentChangeWholeDocument(text="x = 1\n"))
     assert _major_change(edit(3, 3, "x = 1\n" * 5))  # a paste
     assert _major_change(edit(3, 40, ""))  # a block deleted
+

@@ -43,7 +43,7 @@ TAIL = "".join(f"def g{i}(y):\n    return y - {i}\n\n\n" for i in range(40))
 
 
 def test_a_slow_model_gets_the_window_it_reads_within_the_first_requests_share_of_the_deadline():
-    from lsp_server.engine import FIRST_READ_SHARE, MIN_FITTED_WINDOW, fitted_window
+    from lsp_server.completer import FIRST_READ_SHARE, MIN_FITTED_WINDOW, fitted_window
 
     settings = Settings()  # promptWindow 1024, deadlineMs 3000, maxTokens 64
     assert fitted_window(settings, 8192, None) == settings.prompt_window  # (not timed: as set)
@@ -60,7 +60,7 @@ def test_the_reading_rate_is_measured_once_per_model_and_settings(tmp_path, monk
     a changed file or other settings are measured again."""
     from types import SimpleNamespace
 
-    from lsp_server import engine
+    from lsp_server import completer
 
     monkeypatch.setenv("FIMCONSTRAIN_CACHE", str(tmp_path / "cache"))
     measured: list[str] = []
@@ -69,27 +69,27 @@ def test_the_reading_rate_is_measured_once_per_model_and_settings(tmp_path, monk
         measured.append(backend.name)
         return 100.0 + len(measured)
 
-    monkeypatch.setattr(engine, "reading_rate", reading_rate)
+    monkeypatch.setattr(completer, "reading_rate", reading_rate)
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     backend = SimpleNamespace(name=str(model))
     settings = Settings(model=str(model), threads=2)
-    assert engine.remembered_rate(backend, settings) == 101.0
-    assert engine.remembered_rate(backend, settings) == 101.0 and len(measured) == 1
-    assert engine.remembered_rate(backend, update(settings, {"threads": 1})[0]) == 102.0
+    assert completer.remembered_rate(backend, settings) == 101.0
+    assert completer.remembered_rate(backend, settings) == 101.0 and len(measured) == 1
+    assert completer.remembered_rate(backend, update(settings, {"threads": 1})[0]) == 102.0
     os.utime(model, ns=(1, 1))  # another file, for all the rate knows
-    assert engine.remembered_rate(backend, settings) == 103.0
-    (tmp_path / "cache" / engine.RATES_FILE).write_text("{cut")  # damaged: measured again
-    assert engine.remembered_rate(backend, settings) == 104.0
-    assert engine.remembered_rate(backend, settings) == 104.0 and len(measured) == 4
+    assert completer.remembered_rate(backend, settings) == 103.0
+    (tmp_path / "cache" / completer.RATES_FILE).write_text("{cut")  # damaged: measured again
+    assert completer.remembered_rate(backend, settings) == 104.0
+    assert completer.remembered_rate(backend, settings) == 104.0 and len(measured) == 4
 
 
 def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail():
-    from lsp_server.engine import Engine, Job
+    from lsp_server.completer import Completer, Job
 
     settings = Settings(model=str(_gguf()), threads=1, prompt_window=256, suffix_tokens=24, semantic=False)
-    engine = Engine()
-    loaded = engine.load(settings)
+    completer = Completer()
+    loaded = completer.load(settings)
     decoder = loaded.decoder
     assert decoder.window == 256 and decoder.cut.suffix_tokens == 24
     backend = decoder.backend
@@ -98,7 +98,7 @@ def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail()
         """The prompt tokens read and reused by a request at the end of ``prefix``."""
         read, reused = backend.prompt_read, backend.prompt_reused
         job = Job("file:///w.py", time.monotonic() + 120, single_line=True)
-        for middle in engine.complete(job, prefix, "\n\n\n" + TAIL, settings, 1):
+        for middle in completer.complete(job, prefix, "\n\n\n" + TAIL, settings, 1):
             ast.parse(prefix + middle + "\n\n\n" + TAIL)
         return backend.prompt_read - read, backend.prompt_reused - reused
 
@@ -111,8 +111,8 @@ def test_the_window_reaches_the_decoder_and_typing_reads_only_the_changed_tail()
     assert typed <= 24 + 3 + 6 and kept >= 256 - 64 - 24 - 3 - 6 - 64  # (a stride may fall)
 
     # no window setting: the model's whole window
-    engine.load(Settings(model=str(_gguf()), threads=1, prompt_window=None, semantic=False))
-    assert engine.loaded.decoder.window == engine.loaded.decoder.backend.context_window
+    completer.load(Settings(model=str(_gguf()), threads=1, prompt_window=None, semantic=False))
+    assert completer.loaded.decoder.window == completer.loaded.decoder.backend.context_window
 
 
 def test_in_spm_order_typing_reads_only_the_prompts_last_tokens_again():

@@ -1,4 +1,4 @@
-"""Typing through a generation (lsp_server/engine.py ``Job.typed_since``, lsp_server/server.py
+"""Typing through a generation (lsp_server/completer.py ``Job.typed_since``, lsp_server/server.py
 ``FimServer.supersede``): a newer request whose typed text the running generation wrote, or may
 still write, lets it run on, so that the newer one is answered from its items; a generation the
 typed text left behind, and a request that has not begun, stop at once. Policy only: no model."""
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pygls")
 
-from lsp_server.engine import Job
+from lsp_server.completer import Job
 from lsp_server.server import FimServer
 
 pytestmark = pytest.mark.time_limit(60)

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("pygls")
 
-from lsp_server.engine import Job
+from lsp_server.completer import Job
 from lsp_server.server import FimServer, _cursor_place
 from lsp_server.turns import AHEAD, ORDINARY, Ticket, Turns
 
@@ -131,7 +131,7 @@ class _Worker:
 def loaded_server() -> tuple[FimServer, _Worker]:
     """A server that believes a model is loaded, with ``PREFIX + SUFFIX`` open at ``URI``."""
     server = FimServer()
-    server.engine.loaded = object()  # type: ignore[assignment]  # (never called: the worker runs nothing)
+    server.completer.loaded = object()  # type: ignore[assignment]  # (never called: the worker runs nothing)
     server.on_worker = worker = _Worker()  # type: ignore[method-assign]
     server.documents.open(URI, PREFIX + SUFFIX, 1, "python")
     return server, worker
@@ -162,7 +162,7 @@ def test_no_work_ahead_where_a_generation_follows_the_typing_or_the_answer_is_kn
     server.document_changed(URI, [change])
     assert not running.cancelled and server.ahead is None and not worker.work
     del server.generating[URI]
-    server.engine.shown.remember(PREFIX + "w", SUFFIX, [], final=True)
+    server.completer.shown.remember(PREFIX + "w", SUFFIX, [], final=True)
     server.look_ahead(URI, len(PREFIX) + 1)
     assert server.ahead is None and not worker.work
 

@@ -173,7 +173,7 @@ class FimDecoder:
         exact check confirms fewer candidates and the same tokens are chosen.
         With ``heal`` the prompt ends before the prefix's last token and the first tokens must
         write it again (:func:`.constraint.healed_tail`); the middle returned is what comes
-        after it. With ``semantic`` the constrained modes also ask completion engines which
+        after it. With ``semantic`` the constrained modes also ask name providers which
         names exist (paper 003, :mod:`.semantic`). ``controls``: stop the run, watch its tokens.
         """
         options = replace(options or DecodeOptions(), **changes) if changes else options or DecodeOptions()

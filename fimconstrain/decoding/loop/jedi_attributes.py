@@ -1,4 +1,4 @@
-"""Attributes of resolvable receivers, from jedi: the completion engine after ``.`` (paper 003
+"""Attributes of resolvable receivers, from jedi: the name provider after ``.`` (paper 003
 §3.1; its SQL engine's "columns behind an alias", appendix C.1, is the same question).
 
 jedi (PyPI ``jedi``, the ``semantic`` extra) infers the receiver in the file around the cursor
@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import BinaryIO
 
-from ...engine.completion_engine import UNKNOWN, NamePoint, NameSet
+from ...engine.names.provider import UNKNOWN, NamePoint, NameSet
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ class JediAttributes:
         self._worker.close()
 
     def for_file(self, prefix: str, suffix: str, budget: float = BUDGET) -> FileAttributes:
-        """The engine for one generation between ``prefix`` and ``suffix``; each receiver's
+        """The provider for one generation between ``prefix`` and ``suffix``; each receiver's
         answer is waited for ``budget`` seconds at most, over all steps. The receivers nearest
         the cursor are asked for now, ahead of the model."""
         attributes = FileAttributes(self, (hash(prefix), hash(suffix)), budget)
@@ -219,7 +219,7 @@ def _safe(text: str, suffix: str) -> NameSet:
 
 
 class FileAttributes:
-    """:class:`~fimconstrain.engine.completion_engine.CompletionEngine` for attributes in one
+    """:class:`~fimconstrain.engine.names.provider.NameProvider` for attributes in one
     generation: answers per receiver, each waited for at most the budget in all."""
 
     def __init__(self, shared: JediAttributes, file_key: tuple[int, int], budget: float):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ...engine.checker import fim_checker
-from ...engine.name_check import NameMark
+from ...engine.names.name_check import NameMark
 from ...engine.positions import NEWLINE, last_line
 from ...engine.versions import PythonVersion
 from ..masks.store import MaskStore

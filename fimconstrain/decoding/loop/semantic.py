@@ -1,16 +1,16 @@
 """Semantic decoding: the decode loop's choice among syntactically valid candidates, guided by
 completion engines for names (paper 003 §3.3, constrained semantic decoding), soft and fail-open.
 
-Synchromesh samples only tokens its completion engine allows. Here the engines' answers are
-trusted by degree (:mod:`fimconstrain.engine.name_check`): a candidate that makes a name
-unresolvable where the engine is confident and the position is a plain read is *excluded*;
+Synchromesh samples only tokens its completion engine allows. Here the providers' answers are
+trusted by degree (:mod:`fimconstrain.engine.names.name_check`): a candidate that makes a name
+unresolvable where the provider is confident and the position is a plain read is *excluded*;
 one that fails elsewhere (an instance's attribute, a name that may yet be bound or be a keyword
 argument, a provider that is not sure) is *demoted* by ``penalty`` in the ranking (log-space:
 its probability is multiplied by e^-penalty, an exact reweighting under Gumbel sampling).
 :meth:`SemanticGuide.choose` walks the valid candidates best first and stops as soon as no later
 one can win, so a step whose favourite resolves costs one check. If every candidate it judges
 is excluded, the syntactic favourite is taken (fail-open), so the semantic layer never blocks
-a completion; engines that are slow answer "unknown" and cost nothing (their budget is theirs).
+a completion; providers that are slow answer "unknown" and cost nothing (their budget is theirs).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...engine.completion_engine import CompletionEngine
-from ...engine.name_check import RESOLVES, NameCheck, NameMark, Verdict
-from ...engine.scopes import FileScopes
+from ...engine.names.name_check import RESOLVES, NameCheck, NameMark, Verdict
+from ...engine.names.provider import NameProvider
+from ...engine.names.scopes import FileScopes
 from . import jedi_attributes
 from .constraint import ConstraintState, passing_candidates
 
@@ -45,10 +45,10 @@ class SemanticOptions:
     budget: float = jedi_attributes.BUDGET
 
 
-def engines(
+def name_providers(
     prefix: str, suffix: str, options: SemanticOptions
-) -> tuple[CompletionEngine, jedi_attributes.FileAttributes | None]:
-    """The completion engines for one file: its scopes, and jedi's attributes if wanted and installed."""
+) -> tuple[NameProvider, jedi_attributes.FileAttributes | None]:
+    """The name providers for one file: its scopes, and jedi's attributes if wanted and installed."""
     scopes = FileScopes.read(prefix, suffix)
     shared = jedi_attributes.shared() if options.attributes else None
     return scopes, (shared.for_file(prefix, suffix, options.budget) if shared is not None else None)
@@ -80,7 +80,7 @@ class SemanticGuide:
     ) -> SemanticGuide:
         """The guide for a middle between ``prefix`` and ``suffix`` (whose tokens first write
         the prefix's end again, token healing: that text is the user's, never judged)."""
-        names, attributes = engines(prefix, suffix, options)
+        names, attributes = name_providers(prefix, suffix, options)
         check = NameCheck(prefix, suffix, names, attributes)
         guide = cls(check, stop_ids, banned_ids, options)
         guide.attributes = attributes

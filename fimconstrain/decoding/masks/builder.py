@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.layer_protocol import Layer
-from ...engine.regex_dfa import DEAD, LexerDFA
+from ...engine.automata.regex_dfa import DEAD, LexerDFA
+from ...engine.layers.layer_protocol import Layer
 from ..tokens.token_bytes import TokenBytes, split_utf8
 
 #: token text that may open an f-string or t-string (its quote, or the quote and the prefix

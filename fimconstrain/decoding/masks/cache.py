@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...cache_folder import cache_root
-from ...engine.layer_protocol import Layer
+from ...engine.layers.layer_protocol import Layer
 from ...engine.versions import VersionLike, format_version, parse_python_version
 from ..tokens.token_bytes import TokenBytes
 

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from ...cache_folder import cache_root
-from ...engine.earley import EarleySet
-from ...engine.layer_protocol import Layer
+from ...engine.automata.earley import EarleySet
+from ...engine.layers.layer_protocol import Layer
+from ...engine.layers.python_layer import line_indentation
 from ...engine.prefix_cache import LRU
-from ...engine.python_layer import line_indentation
 from ...engine.versions import VersionLike
 from ..tokens.token_bytes import TokenBytes, vocabulary
 from .builder import StoreBuilder

@@ -74,7 +74,7 @@ class ModelBackend(Protocol):
 
     #: the model's name, for logs and records
     name: str
-    #: what runs it ("transformers", "llama.cpp", ...), for logs and records
+    #: what runs it, named as `--runtime` names it ("transformers", "llama"; "server"), for logs and records
     runtime: str
     #: a Hugging Face-compatible tokenizer (``encode``, ``decode``, ``convert_ids_to_tokens``,
     #: special tokens): the vocabulary the constraint reads token texts and bytes from

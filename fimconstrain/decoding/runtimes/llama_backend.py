@@ -331,7 +331,7 @@ class LlamaCppBackend:
     ``fim_format`` overrides the format the file implies; ``tokenizer`` (a Hugging Face tokenizer)
     replaces the one rebuilt from the file."""
 
-    runtime = "llama.cpp"
+    runtime = "llama"
 
     def __init__(
         self,

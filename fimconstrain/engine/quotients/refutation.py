@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any, Generic, NamedTuple
 
-from . import lexer
-from .earley import EarleySet, Item, Recognizer
-from .grammar import Grammar
-from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer, Modes
-from .regex_dfa import DEAD
+from .. import lexer
+from ..automata.earley import EarleySet, Item, Recognizer
+from ..automata.grammar import Grammar
+from ..automata.regex_dfa import DEAD
+from ..layers.layer_protocol import Branch, Layer, LayoutT, LexicalLayer, Modes
 
 #: how much of the head is read, without and with layout (the refutation stays sound; it
 #: only looks less far)

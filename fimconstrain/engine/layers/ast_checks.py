@@ -22,9 +22,9 @@ depends on what came before it.
 
 from __future__ import annotations
 
-from .earley import EarleySet
-from .grammar import Grammar
-from .versions import PythonVersion
+from ..automata.earley import EarleySet
+from ..automata.grammar import Grammar
+from ..versions import PythonVersion
 
 #: the names ``from __future__ import`` knows in 3.14 (``Python/future.c``)
 FUTURE_FEATURES = frozenset(

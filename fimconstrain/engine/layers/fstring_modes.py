@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 
+from ..automata.grammar import Grammar
+from ..automata.regex_dfa import LexerDFA
+from ..versions import PythonVersion
 from .base_layer import bitmask
-from .grammar import Grammar
 from .layer_protocol import Modes
 from .lexeme_checks import fstring_text_ok
-from .regex_dfa import LexerDFA
-from .versions import PythonVersion
 
 #: mode frames: literal text, a replacement field's expression, its format spec, and (before
 #: 3.12) the field right after its conversion. A frame is ``(_TEXT, quote, raw)`` or

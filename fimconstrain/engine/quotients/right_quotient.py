@@ -9,7 +9,7 @@ complete file, the whole is valid exactly when the text from that line on is val
 So the suffix is split into a *head*, parsed after each middle, and a *tail*, checked once
 (:class:`SuffixPlan`); middles that leave the head open (a decorator waiting for its ``def``)
 are followed through the tail for real. A suffix that no middle can join is refuted up front
-(:meth:`SuffixPlan.unjoinable`, with :mod:`fimconstrain.engine.refutation` for the head).
+(:meth:`SuffixPlan.unjoinable`, with :mod:`fimconstrain.engine.quotients.refutation` for the head).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import re
 from collections.abc import Callable
 from typing import Generic
 
-from .layer_protocol import Branch, LayoutT, LexicalLayer, ParseState
-from .lexer import BranchKey
-from .prefix_cache import LRU
+from ..layers.layer_protocol import Branch, LayoutT, LexicalLayer, ParseState
+from ..lexer import BranchKey
+from ..prefix_cache import LRU
+from ..rejection import first_error_offset
 from .refutation import read_brackets, refuted_at
-from .rejection import first_error_offset
 
 #: where a :class:`SuffixPlan`'s memo stands: an offset in the head and the branches there
 PlanKey = tuple[int, tuple[BranchKey[LayoutT], ...]]
@@ -86,9 +86,9 @@ class SuffixPlan(Generic[LayoutT]):
 
     def unjoinable(self) -> tuple[int, str] | None:
         """``(offset in the suffix, reason)`` when no middle can make the file valid: the head
-        can be part of no program (see :mod:`fimconstrain.engine.refutation`), or the tail is broken in a
-        way nothing before it can change; None otherwise (which does not promise that some
-        middle joins). Computed once per suffix."""
+        can be part of no program (see :mod:`fimconstrain.engine.quotients.refutation`), or the
+        tail is broken in a way nothing before it can change; None otherwise (which does not
+        promise that some middle joins). Computed once per suffix."""
         if not self._unjoinable_known:
             self._unjoinable = self._head_refuted() or self._tail_refuted()
             self._unjoinable_known = True

@@ -16,7 +16,7 @@ from lark.exceptions import GrammarError as LarkGrammarError
 from lark.lexer import Pattern, PatternStr
 from lark.load_grammar import GrammarBuilder
 
-from .errors import GrammarError
+from ..errors import GrammarError
 
 AUGMENTED_START = "$start"
 
@@ -223,7 +223,7 @@ def load_builtin(name: str, start: str, version: tuple[int, int] | None = None) 
     try:
         folder = resources.files("fimconstrain.grammars")
     except ModuleNotFoundError:  # running from a source checkout that is not installed
-        folder = Path(__file__).resolve().parents[2] / "grammars"
+        folder = Path(__file__).resolve().parents[3] / "grammars"
     try:
         text = folder.joinpath(f"{name}.lark").read_text("utf-8")
     except FileNotFoundError as exc:

@@ -1,13 +1,14 @@
-"""The completion-engine interface: which names may be written at a point (paper 003 §3.1).
+"""The name-provider interface: which names may be written at a point (paper 003 §3.1, where
+such a provider is a "completion engine").
 
 Synchromesh's completion engine (CE) maps a partial program to the set of tokens that may come
 next; its context-sensitive layer knows, for instance, the columns of a table behind an alias.
-Here the syntactic layer is the FIM checker and a :class:`CompletionEngine` is the semantic
+Here the syntactic layer is the FIM checker and a :class:`NameProvider` is the semantic
 layer for identifiers: at a :class:`NamePoint` (a bare name, or an attribute of a receiver) it
 answers a :class:`NameSet`: the names that exist there, and whether that set can be trusted to
 be complete (``confident``), or :data:`UNKNOWN`. Unlike the paper's engines these answers are
-advisory: the decode loop restricts only where an engine is confident and the position is a
-plain read, reranks elsewhere, and never waits on an engine past its budget (fail-open).
+advisory: the decode loop restricts only where a provider is confident and the position is a
+plain read, reranks elsewhere, and never waits on a provider past its budget (fail-open).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class NameSet:
 UNKNOWN = NameSet(None, False)
 
 
-class CompletionEngine(Protocol):
+class NameProvider(Protocol):
     """A provider of the names that exist at a point; it must not raise and should answer
     fast (it is asked for candidate tokens of every decode step where a name is written)."""
 

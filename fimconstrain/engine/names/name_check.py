@@ -1,7 +1,7 @@
 """Whether a candidate's text keeps the names of the middle resolvable (paper 003 §3.2-3.3).
 
 Synchromesh checks a token by running the completion engine over the partial program and
-matching what the token adds against the engine's answer, with a derivative test for an
+matching what the token adds against the provider's answer, with a derivative test for an
 identifier still being written. :class:`NameCheck` does this for one generation: it keeps the
 file's text so far, a statement reader (:mod:`.name_positions`) after all but its last token,
 and the names the middle has bound. :meth:`NameCheck.verdict` looks only at identifiers whose
@@ -14,9 +14,9 @@ At a read, an identifier being written resolves while some known name starts wit
 may become a string's prefix, ``rb"``), a finished one when it is known. Where the name may
 yet be a binding or a keyword argument (its position has escapes) nothing is held against it
 until what follows is written: then it resolves when it is known or the follow is one of the
-escapes (``x =`` binds, ``f(key=`` is a keyword argument). A failure is ``excluded`` only where the engine is
-confident and the position is a read nothing later can bind (``hard``); elsewhere it is a
-soft failure the decode loop reranks by.
+escapes (``x =`` binds, ``f(key=`` is a keyword argument). A failure is ``excluded`` only
+where the provider is confident and the position is a read nothing later can bind (``hard``);
+elsewhere it is a soft failure the decode loop reranks by.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass
 
-from .completion_engine import UNKNOWN, CompletionEngine, NamePoint, NameSet
 from .name_positions import ALWAYS, Position, Reader
+from .provider import UNKNOWN, NamePoint, NameProvider, NameSet
 from .py_tokens import ERROR, NAME, NEWLINE, OP, STRING_PREFIXES, Token, is_name_char, scan
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What a candidate does to the middle's names: ``fails`` when it makes a name
-    unresolvable, ``excluded`` when a confident engine rules the candidate out."""
+    unresolvable, ``excluded`` when a confident provider rules the candidate out."""
 
     fails: bool = False
     excluded: bool = False
@@ -79,12 +79,12 @@ class NameCheck:
         self,
         text: str,
         suffix: str,
-        names: CompletionEngine,
-        attributes: CompletionEngine | None = None,
+        names: NameProvider,
+        attributes: NameProvider | None = None,
     ):
         self.text, self.suffix = text, suffix
         self.middle_start = len(text)
-        self.engines = names, attributes
+        self.providers = names, attributes
         self.bound: frozenset[str] = frozenset()
         self.bound_attributes: dict[str, frozenset[str]] = {}  # receiver -> attributes the middle set
         tokens = list(scan(text))
@@ -106,9 +106,9 @@ class NameCheck:
         self.bound, self.bound_attributes = mark.bound, mark.bound_attributes
         self._tail_ok = None
 
-    def _engine_answer(self, position: Position, text: str, start: int) -> NameSet | None:
-        """The engine's set for the identifier starting at ``start`` (None: no engine)."""
-        names, attributes = self.engines
+    def _provider_answer(self, position: Position, text: str, start: int) -> NameSet | None:
+        """The provider's set for the identifier starting at ``start`` (None: no provider)."""
+        names, attributes = self.providers
         if position.attribute:
             if attributes is None or position.receiver is None:
                 return None
@@ -119,10 +119,10 @@ class NameCheck:
         return self._ask(names, NamePoint(text[:start], self.suffix, None, self.middle_start, self.bound))
 
     @staticmethod
-    def _ask(engine: CompletionEngine, point: NamePoint) -> NameSet:
-        """The engine's answer; unknown if it fails (an engine never blocks a completion)."""
+    def _ask(provider: NameProvider, point: NamePoint) -> NameSet:
+        """The provider's answer; unknown if it fails (a provider never blocks a completion)."""
         try:
-            return engine.names(point)
+            return provider.names(point)
         except Exception:
             return UNKNOWN
 
@@ -135,7 +135,7 @@ class NameCheck:
         self, token: Token, follow: Token | None, position: Position, text: str
     ) -> tuple[bool, NameSet | None]:
         """Whether the identifier ``token`` can still resolve, given what follows it in ``text``."""
-        answer = self._engine_answer(position, text, token.start)
+        answer = self._provider_answer(position, text, token.start)
         if answer is None or not answer.known:
             return True, answer
         escapes = position.escapes or frozenset()

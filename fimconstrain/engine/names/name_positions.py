@@ -1,7 +1,7 @@
 """What kind of name is written at a point: read, bound, or either, decided by what follows.
 
 Paper 003 (§3.1) splits a completion engine into a context-free layer and a context-sensitive
-one that sees the partial program's structure. This is the structure the name engines need:
+one that sees the partial program's structure. This is the structure the name providers need:
 walking a statement's tokens (:mod:`.py_tokens`), :class:`Reader` says of the next identifier
 
 * whether it is an attribute (after ``.``, with its receiver's offsets) or a bare name;

@@ -1,4 +1,4 @@
-"""A forgiving Python token scanner for the semantic layer (paper 003 §3.1: a completion engine
+"""A forgiving Python token scanner for the semantic layer (paper 003 §3.1: a name provider
 reads the partial program's tokens).
 
 The file around a cursor is never a whole program while a middle is being written: brackets

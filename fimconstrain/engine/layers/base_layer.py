@@ -12,11 +12,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Generic
 
-from .earley import EarleySet, Recognizer
-from .grammar import Grammar
+from ..automata.earley import EarleySet, Recognizer
+from ..automata.grammar import Grammar
+from ..automata.regex_dfa import LexerDFA
+from ..versions import PythonVersion
 from .layer_protocol import Branch, FinishVocabulary, LayoutT, Modes
-from .regex_dfa import LexerDFA
-from .versions import PythonVersion
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -26,7 +26,7 @@ class BaseLayer(ABC, Generic[LayoutT]):
     """What layers share: the grammar's recognizer and lexer automaton, terminal classes, and
     the behaviour of a language without layout, for layouts of type ``LayoutT`` (a subclass
     says where a file starts and may override the rest). Implements
-    :class:`~fimconstrain.engine.layer_protocol.Layer`."""
+    :class:`~fimconstrain.engine.layers.layer_protocol.Layer`."""
 
     #: whether a suffix may be split before a top-level statement line (see right_quotient.py)
     splits_at_top_level = False
@@ -97,7 +97,7 @@ class BaseLayer(ABC, Generic[LayoutT]):
     def open_layouts(self, indents: list[str], depth: int) -> list[LayoutT]:
         """Layouts a text may start from when what came before it is unknown and left
         ``depth`` brackets open; ``indents``: its newline lexemes that begin measured lines
-        (see :mod:`fimconstrain.engine.refutation`)."""
+        (see :mod:`fimconstrain.engine.quotients.refutation`)."""
 
     def describe(self) -> str:
         """The language, in words, for messages."""

@@ -76,7 +76,7 @@ class Job:
         self.python_version = python_version
         self.verify_text = verify_text
         self.used_version: PythonVersion | None = (
-            None  # the version the completion was constrained by (set by Engine.complete)
+            None  # the version the completion was constrained by (set by Completer.complete)
         )
         self.reason: str | None = None  # "cancelled", "superseded"...: stopped from outside
         self.ended: str | None = None  # "deadline" or "end of line": the last generation stopped itself
@@ -189,7 +189,7 @@ class Loaded:
     read_rate: float | None = None
 
 
-class Engine:
+class Completer:
     """Owns the model; every method is called on a worker thread holding the turn."""
 
     def __init__(self):

@@ -9,9 +9,9 @@ is verified by the exact checker.
 
 from __future__ import annotations
 
+from ..layers.layer_protocol import LayoutT, ParseState
 from .bridging import TimedSearch, bridge_to_suffix
 from .closing import closing_candidates
-from .layer_protocol import LayoutT, ParseState
 
 
 def shortest_finish(

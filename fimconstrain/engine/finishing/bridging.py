@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from functools import cache, cached_property
 
+from ..automata.earley import EarleySet
+from ..layers.layer_protocol import FinishVocabulary, LayoutT, LexicalLayer, ParseState
+from ..quotients.refutation import lex
 from .closing import ClosingPlanner, closing_planner
-from .earley import EarleySet
-from .layer_protocol import FinishVocabulary, LayoutT, LexicalLayer, ParseState
-from .refutation import lex
 
 #: how many of the cheapest left contexts of each grammar item bridges may start from
 _CONTEXTS_PER_ITEM = 6

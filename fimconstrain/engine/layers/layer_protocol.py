@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .earley import EarleySet, Recognizer
-from .grammar import Grammar
-from .regex_dfa import LexerDFA
-from .versions import PythonVersion
+from ..automata.earley import EarleySet, Recognizer
+from ..automata.grammar import Grammar
+from ..automata.regex_dfa import LexerDFA
+from ..versions import PythonVersion
 
 if TYPE_CHECKING:
     from typing_extensions import Self

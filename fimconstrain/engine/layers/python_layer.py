@@ -9,14 +9,14 @@ from __future__ import annotations
 import keyword
 from typing import TYPE_CHECKING
 
+from ..automata.earley import EarleySet
+from ..automata.grammar import Grammar
+from ..versions import PythonVersion, format_version
 from .ast_checks import DONE, AstChecks, AstState
 from .base_layer import BaseLayer, bitmask
-from .earley import EarleySet
 from .fstring_modes import FStringModes, open_quotes
-from .grammar import Grammar
 from .layer_protocol import Branch, FinishVocabulary, Modes
 from .lexeme_checks import identifier_ok, string_ok
-from .versions import PythonVersion, format_version
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -16,9 +16,9 @@ import heapq
 from collections.abc import Iterable
 from functools import cache
 
-from .earley import EarleySet
-from .layer_protocol import Branch, Layer, LayoutT, LexicalLayer, ParseState
-from .regex_dfa import DEAD
+from ..automata.earley import EarleySet
+from ..automata.regex_dfa import DEAD
+from ..layers.layer_protocol import Branch, Layer, LayoutT, LexicalLayer, ParseState
 
 
 class ClosingPlanner:

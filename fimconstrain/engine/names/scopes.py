@@ -1,4 +1,4 @@
-"""The file-local completion engine: the bare names visible at the cursor (paper 003 §3.1 and
+"""The file-local name provider: the bare names visible at the cursor (paper 003 §3.1 and
 appendix C.1, whose SQL engine keeps a stack of scopes to resolve aliases; here Python's).
 
 The prefix and the suffix are read once with the forgiving scanner (:mod:`.py_tokens`) and
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .completion_engine import NamePoint, NameSet
 from .name_positions import ALWAYS, Reader
+from .provider import NamePoint, NameSet
 from .py_tokens import NAME, NEWLINE, Token, scan
 
 #: builtins of Pythons newer than the one running, and the names every module or class body has
@@ -147,8 +147,8 @@ class FileScopes:
         return _read(prefix, suffix)
 
     def names(self, point: NamePoint) -> NameSet:
-        """:class:`CompletionEngine` for bare names: the visible names, the middle's own and
-        the builtins; attributes are not this engine's (unknown)."""
+        """:class:`NameProvider` for bare names: the visible names, the middle's own and
+        the builtins; attributes are not this provider's (unknown)."""
         if point.receiver is not None:
             return NameSet(None)
         return _with_middle(self, point.bound_in_middle)
