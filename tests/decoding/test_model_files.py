@@ -92,3 +92,40 @@ def test_a_folder_without_a_checkpoint_is_one_line(tmp_path, files, says):
         (folder / name).write_text(text)
     rc, err = complete_with(folder)
     assert rc == 2 and says in _one_line(err)
+
+
+@pytest.fixture(scope="module")
+def checkpoint_without_fim_tokens(tmp_path_factory) -> Path:
+    """The tiny model (``scripts/tiny_model.py``) with SantaCoder's FIM markers renamed: tokens
+    like any other, so that its vocabulary holds no format's markers."""
+    pytest.importorskip("torch")
+    from tiny_model import build_tiny_model
+
+    folder = build_tiny_model(tmp_path_factory.mktemp("no_fim") / "model", layers=1)
+    for path in folder.glob("*.json"):
+        path.write_text(path.read_text("utf-8").replace("<fim-", "<no-fim-"), "utf-8")
+    return folder
+
+
+NO_FIM_TOKENS = "no known FIM marker tokens in its vocabulary"
+
+
+def test_a_checkpoint_without_fim_tokens_is_one_line(checkpoint_without_fim_tokens):
+    rc, err = complete_with(checkpoint_without_fim_tokens)
+    line = _one_line(err)  # (said before the weights load: no progress bar)
+    assert rc == 2 and NO_FIM_TOKENS in line and "not a fill-in-the-middle model" in line
+    assert str(checkpoint_without_fim_tokens) in line
+
+
+def test_a_gguf_without_fim_tokens_is_one_line(checkpoint_without_fim_tokens, tmp_path):
+    """No ``tokenizer.ggml.fim_*`` keys in the metadata, and no markers in the vocabulary."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("llama_cpp")
+    from fimconstrain.decoding.models.gguf_export import export_gguf
+
+    gguf = export_gguf(checkpoint_without_fim_tokens, tmp_path / "model.gguf")
+    metadata = read_gguf_metadata(gguf)
+    assert not isinstance(metadata, str) and not any(".fim_" in key for key in metadata)
+    rc, err = complete_with(gguf)
+    line = _one_line(err)
+    assert rc == 2 and NO_FIM_TOKENS in line and str(gguf) in line

@@ -810,3 +810,24 @@ def test_major_changes_check_the_document_again():
     assert _major_change(edit(3, 3, "x = 1\n" * 5))  # a paste
     assert _major_change(edit(3, 40, ""))  # a block deleted
 
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_model_without_fim_tokens_is_one_line_in_the_status(tiny_model, tmp_path):
+    import shutil
+
+    model = Path(shutil.copytree(tiny_model, tmp_path / "model"))
+    for path in model.glob("*.json"):  # SantaCoder's FIM markers renamed: no format's markers left
+        path.write_text(path.read_text("utf-8").replace("<fim-", "<no-fim-"), "utf-8")
+    lsp_client = await SERVER.start()
+    try:
+        _statuses(lsp_client)
+        await lsp_client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"), initialization_options=_options(model)
+            )
+        )
+        status = await _wait_status(lsp_client, "error", "no known FIM marker tokens")
+        assert "\n" not in status["message"] and str(model) in status["message"]
+        await lsp_client.shutdown_session()
+    finally:
+        await lsp_client.stop()

@@ -17,12 +17,13 @@ import hashlib
 import importlib.util
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...engine.errors import FimConstrainError
-from ..tokens.fim_formats import FimFormat, resolve_format
+from ..tokens.fim_formats import FimFormat, FimFormatError, resolve_format
 from .known_models import KNOWN_MODELS, cached_path, is_fetched
 
 if TYPE_CHECKING:
@@ -51,17 +52,27 @@ CHECKPOINT_FILES = (
 )
 
 
+def _not_a_checkpoint(name: str) -> ModelNotFoundError | None:
+    """The error for a directory that lacks a checkpoint's files (one line), None for anything else."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return None
+    missing = [what for what, files in CHECKPOINT_FILES if not any(any(path.glob(f)) for f in files)]
+    if not missing:
+        return None
+    return ModelNotFoundError(
+        f"model directory {name!r} holds no {' and no '.join(missing)}: it is not a model checkpoint"
+    )
+
+
 def _not_found(name: str, error: Exception) -> ModelNotFoundError:
     """The error for a model that is not on this machine, with what to do about it (one line)."""
     path = Path(name).expanduser()
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if path.is_dir():
-        missing = [what for what, files in CHECKPOINT_FILES if not any(any(path.glob(f)) for f in files)]
-        if missing:
-            return ModelNotFoundError(
-                f"model directory {name!r} holds no {' and no '.join(missing)}: it is not a model checkpoint"
-            )
-        return ModelNotFoundError(f"model directory {name!r} could not be loaded: {first}")
+        return _not_a_checkpoint(name) or ModelNotFoundError(
+            f"model directory {name!r} could not be loaded: {first}"
+        )
     if path.is_absolute() or name.startswith((".", "~")):
         return ModelNotFoundError(
             f"model directory {name!r} is missing (a checkpoint needs config.json, weights and "
@@ -241,7 +252,8 @@ def load_model(
         assert path is not None  # (runtime_for said llama)
         # the shipped model goes by its folder on either runtime (its gate and card live there)
         label = str(DEFAULT_MODEL_DIR) if _is_shipped(name) else str(path)
-        return LlamaCppBackend(path, fim_format=fim_format, threads=threads, context=context, name=label)
+        with _naming(path):
+            return LlamaCppBackend(path, fim_format=fim_format, threads=threads, context=context, name=label)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -258,6 +270,8 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(
             source, local_files_only=True, trust_remote_code=trust_remote_code
         )
+        with _naming(name):  # (before the weights: a model without FIM tokens loads none)
+            fmt = resolve_format(tokenizer, fim_format)
         with _load_report() as report, _progress_bars(progress):
             model = AutoModelForCausalLM.from_pretrained(
                 source, local_files_only=True, trust_remote_code=trust_remote_code, dtype=dtype
@@ -277,7 +291,7 @@ def load_model(
         ) from error
     # transformers wraps PreTrainedModel.to in a decorator whose stub loses the signature
     model.to(device).eval()  # type: ignore[arg-type]
-    return TransformersBackend(model, tokenizer, resolve_format(tokenizer, fim_format), name)
+    return TransformersBackend(model, tokenizer, fmt, name)
 
 
 def load_tokenizer(
@@ -295,7 +309,8 @@ def load_tokenizer(
         if not gguf.is_file():
             raise FimConstrainError(f"GGUF model file {str(gguf)!r} does not exist")
         tokenizer = gguf_tokenizer(gguf)
-        return tokenizer, resolve_format(tokenizer, fim_format)
+        with _naming(gguf):
+            return tokenizer, resolve_format(tokenizer, fim_format)
     from transformers import AutoTokenizer
 
     source = str(DEFAULT_MODEL_DIR if name is None else name)
@@ -306,4 +321,16 @@ def load_tokenizer(
         )
     except (OSError, ValueError) as error:
         raise _not_found(source, error) from error
-    return tokenizer, resolve_format(tokenizer, fim_format)
+    with _naming(source):
+        return tokenizer, resolve_format(tokenizer, fim_format)
+
+
+@contextmanager
+def _naming(model: str | Path) -> Iterator[None]:
+    """A FIM format error (a model without FIM tokens, a format it lacks markers for) as one
+    line that names the model file or folder; a folder without a checkpoint's files says that
+    instead (transformers makes an empty tokenizer of a config.json alone)."""
+    try:
+        yield
+    except FimFormatError as error:
+        raise _not_a_checkpoint(str(model)) or FimFormatError(f"{model}: {error}") from None

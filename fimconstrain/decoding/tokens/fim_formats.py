@@ -141,8 +141,8 @@ def detect_format(tokenizer) -> FimFormat:
         if all(any(token_id(s) is not None for s in spellings) for spellings in fmt.markers.values()):
             return fmt
     raise FimFormatError(
-        "no known FIM marker tokens in this tokenizer's vocabulary; "
-        "it is not a FIM model, or pass the format by name"
+        f"no known FIM marker tokens in its vocabulary (those of {', '.join(FORMATS)}): "
+        f"not a fill-in-the-middle model"
     )
 
 
