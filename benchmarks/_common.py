@@ -21,25 +21,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.append(str(HERE.parent / "scripts"))  # helpers kept out of the library: tokenizer_training
+sys.path.append(str(HERE.parent / "scripts"))  # helpers kept out of the library
 RESULTS_DIR = HERE / "results"
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__", ".git", ".venv", "node_modules"}
 
 # ``with time_limit(seconds, what): ...`` raises Timeout (a BaseException: ``except Exception``
-# lets it through) in the main thread; None or 0 is no limit. See fimconstrain/time_limit.py.
-try:
-    from fimconstrain.time_limit import TimeLimitExceeded as Timeout
-    from fimconstrain.time_limit import time_limit
-except ModuleNotFoundError:  # ab.py --same-script against a baseline older than the module: this tree's
-    import importlib.util
-
-    _source = HERE.parent / "fimconstrain" / "time_limit.py"
-    _spec = importlib.util.spec_from_file_location("_time_limit", _source)
-    assert _spec is not None and _spec.loader is not None
-    _time_limit = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = _time_limit
-    _spec.loader.exec_module(_time_limit)
-    Timeout, time_limit = _time_limit.TimeLimitExceeded, _time_limit.time_limit
+# lets it through) in the main thread; None or 0 is no limit. See scripts/time_limit.py.
+from time_limit import TimeLimitExceeded as Timeout  # noqa: E402, F401  (scripts/, on the path above)
+from time_limit import time_limit  # noqa: E402, F401
 
 
 def cut_fuzz_module():

@@ -19,10 +19,11 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from fimconstrain.decoding.loop.oracle import ast_error, ast_parses
-from fimconstrain.time_limit import time_limit
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.append(str(REPO / "scripts"))  # helpers kept out of the library: tiny_model, tokenizer_training
+sys.path.append(str(REPO / "scripts"))  # helpers kept out of the library (tiny_model, ...)
+from time_limit import time_limit  # noqa: E402
+
 EXAMPLES = REPO / "examples"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 DEFAULT_TIME_LIMIT = 600

@@ -1,4 +1,4 @@
-"""fimconstrain.time_limit: it fires, lets ``except Exception`` pass it through, nests, and
+"""scripts/time_limit.py: it fires, lets ``except Exception`` pass it through, nests, and
 puts back the handler and timer it found.
 
 Every test runs inside conftest's own per-test limit (an enclosing limit: the nesting case);
@@ -13,9 +13,8 @@ import threading
 import time
 
 import pytest
-
-from fimconstrain import time_limit as tl
-from fimconstrain.time_limit import TimeLimitExceeded, time_limit
+import time_limit as tl
+from time_limit import TimeLimitExceeded, time_limit
 
 pytestmark = pytest.mark.skipif(not tl.SUPPORTED, reason="no SIGALRM here: every limit is a no-op")
 

@@ -2,7 +2,7 @@
 
 ::
 
-    from .time_limit import TimeLimitExceeded, time_limit
+    from time_limit import TimeLimitExceeded, time_limit
 
     try:
         with time_limit(30, "case 17"):
