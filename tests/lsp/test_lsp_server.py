@@ -536,10 +536,32 @@ async def test_utf8_positions_model_failure_and_reload(tiny_model):
         await lsp_client.stop()
 
 
-@pytest.mark.asyncio(loop_scope="module")
-async def test_a_file_that_is_no_model_is_one_line_in_the_status(tmp_path):
+def _random_bytes_named_gguf(tmp_path: Path, tiny_model: Path) -> Path:
     bad = tmp_path / "model.gguf"
     bad.write_bytes(bytes(range(256)) * 16)
+    return bad
+
+
+def _model_without_fim_tokens(tmp_path: Path, tiny_model: Path) -> Path:
+    import shutil
+
+    model = Path(shutil.copytree(tiny_model, tmp_path / "model"))
+    for path in model.glob("*.json"):  # SantaCoder's FIM markers renamed: no format's markers left
+        path.write_text(path.read_text("utf-8").replace("<fim-", "<no-fim-"), "utf-8")
+    return model
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_random_bytes_named_gguf, "not a GGUF file"),
+        (_model_without_fim_tokens, "no known FIM marker tokens"),
+    ],
+    ids=["random-bytes", "no-fim-tokens"],
+)
+async def test_a_file_that_is_no_model_is_one_line_in_the_status(make, says, tiny_model, tmp_path):
+    bad = make(tmp_path, tiny_model)
     lsp_client = await SERVER.start()
     try:
         _statuses(lsp_client)
@@ -548,7 +570,7 @@ async def test_a_file_that_is_no_model_is_one_line_in_the_status(tmp_path):
                 capabilities=client_capabilities("visual-studio-code"), initialization_options=_options(bad)
             )
         )
-        status = await _wait_status(lsp_client, "error", "not a GGUF file")
+        status = await _wait_status(lsp_client, "error", says)
         assert "\n" not in status["message"] and str(bad) in status["message"]
         await lsp_client.shutdown_session()
     finally:
@@ -809,25 +831,3 @@ def test_major_changes_check_the_document_again():
     assert _major_change(types.TextDocumentContentChangeWholeDocument(text="x = 1\n"))
     assert _major_change(edit(3, 3, "x = 1\n" * 5))  # a paste
     assert _major_change(edit(3, 40, ""))  # a block deleted
-
-
-@pytest.mark.asyncio(loop_scope="module")
-async def test_a_model_without_fim_tokens_is_one_line_in_the_status(tiny_model, tmp_path):
-    import shutil
-
-    model = Path(shutil.copytree(tiny_model, tmp_path / "model"))
-    for path in model.glob("*.json"):  # SantaCoder's FIM markers renamed: no format's markers left
-        path.write_text(path.read_text("utf-8").replace("<fim-", "<no-fim-"), "utf-8")
-    lsp_client = await SERVER.start()
-    try:
-        _statuses(lsp_client)
-        await lsp_client.initialize_session(
-            types.InitializeParams(
-                capabilities=client_capabilities("visual-studio-code"), initialization_options=_options(model)
-            )
-        )
-        status = await _wait_status(lsp_client, "error", "no known FIM marker tokens")
-        assert "\n" not in status["message"] and str(model) in status["message"]
-        await lsp_client.shutdown_session()
-    finally:
-        await lsp_client.stop()
