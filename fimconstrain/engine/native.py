@@ -43,12 +43,6 @@ def compiled_sources(engine_dir: Path = ENGINE_DIR) -> list[Path]:
     return sorted(p for p in engine_dir.rglob("*.py") if p.name not in NOT_COMPILED)
 
 
-def module_name(source: Path, engine_dir: Path = ENGINE_DIR) -> str:
-    """The dotted name of an engine source file: ``automata/earley.py`` is
-    ``fimconstrain.engine.automata.earley``."""
-    return ".".join(("fimconstrain", "engine", *source.relative_to(engine_dir).with_suffix("").parts))
-
-
 def source_digest(sources: Sequence[Path], engine_dir: Path = ENGINE_DIR) -> str:
     """SHA-256 over the paths and bytes of ``sources``: a build is current only for these."""
     digest = hashlib.sha256()

@@ -22,9 +22,10 @@ from ..command_line.arguments import (
 from ..decoding.models.loading import DEFAULT_MODEL_DIR
 from ..engine.errors import InputError
 from .benchmarks import add_benchmark_options, benchmark_datasets, limits_of
+from .datasets import read_examples
 from .examples import Example
 from .experiments import missing_experiments, nothing_to_do, open_decoder, run_example, warm_up, write_records
-from .inputs import one_line_errors, read_dataset, read_results
+from .inputs import one_line_errors, read_results
 from .judging import Judge
 from .modes import DEFAULT_MODES, MODE_HELP, MODES, PAPER_TOP_K
 from .provenance import file_sha256
@@ -149,7 +150,7 @@ def read_datasets(args: argparse.Namespace) -> list[tuple[dict, list[Example]]]:
     for path in args.datasets:
         if path.resolve() == args.out.resolve():
             raise InputError(f"{path}: given as a dataset and as --out; results need a file of their own")
-        examples = [Example(**e) for e in read_dataset(path)[: args.n]]
+        examples = read_examples(path)[: args.n]
         datasets.append(({"name": path.stem, "path": str(path), "sha256": file_sha256(path)}, examples))
     datasets += benchmark_datasets(args)
     return select_shard(datasets, args.shard) if args.shard else datasets

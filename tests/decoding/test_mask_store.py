@@ -16,13 +16,17 @@ from fimconstrain.decoding.masks.builder import Alphabet
 from fimconstrain.decoding.masks.store import MaskStore, unpack
 from fimconstrain.decoding.tokens.token_bytes import (
     TokenBytes,
-    from_strings,
     split_utf8,
     token_steps,
     vocabulary,
 )
 
 VOCAB_SIZE = 4096
+
+
+def from_strings(tokens: list[str | None]) -> TokenBytes:
+    """A vocabulary given as token texts (None for special tokens)."""
+    return TokenBytes(tuple(None if t is None else t.encode("utf-8") for t in tokens))
 
 
 @pytest.fixture(scope="session")

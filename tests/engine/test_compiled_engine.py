@@ -43,7 +43,10 @@ def test_the_compiled_engine_runs():
     """Under CI (and wherever it is built) every engine module is the compiled one."""
     assert COMPILED, fimconstrain.ENGINE_BUILD.detail
     for source in native.compiled_sources():
-        module = sys.modules.get(native.module_name(source))
+        name = ".".join(
+            ("fimconstrain", "engine", *source.relative_to(native.ENGINE_DIR).with_suffix("").parts)
+        )
+        module = sys.modules.get(name)
         if module is not None:
             assert not module.__file__.endswith(".py"), module.__file__
 

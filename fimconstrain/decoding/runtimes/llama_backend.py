@@ -260,14 +260,9 @@ def read_gguf_metadata(path: str | Path) -> GgufMetadata | str:
     return metadata[0]
 
 
-def gguf_training_window(path: str | Path) -> int | None:
-    """The context length a GGUF file's model was trained with (its ``<architecture>.context_length``),
-    read from the metadata without loading the model; None when it cannot be read."""
-    read = read_gguf_metadata(path)
-    return None if isinstance(read, str) else _training_window(read)
-
-
-def _training_window(metadata: GgufMetadata) -> int | None:
+def training_window(metadata: GgufMetadata) -> int | None:
+    """The context length a GGUF file's model was trained with (its ``<architecture>.context_length``,
+    from :func:`read_gguf_metadata`, without loading the model); None when it does not say."""
     values = metadata.items()
     lengths = [value for key, value in values if key.endswith(".context_length") and isinstance(value, int)]
     return lengths[0] if len(lengths) == 1 and lengths[0] > 0 else None
@@ -356,7 +351,7 @@ class LlamaCppBackend:
         pending = _in_background(gguf_tokenizer, path) if tokenizer is None else None
         self.threads = threads or os.cpu_count() or 1
         if not context:  # the training window, capped; read from the metadata so that one load does
-            trained = _training_window(metadata)
+            trained = training_window(metadata)
             context = min(trained, DEFAULT_CONTEXT_CAP) if trained is not None else None
         self.llama = self._open(llama_cpp, path, context or 0, metadata)  # 0: the training window
         if not context and self.llama.n_ctx() > DEFAULT_CONTEXT_CAP:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .fim_formats import byte_level_all, byte_scheme
@@ -89,11 +89,6 @@ def vocabulary(tokenizer, size: int | None = None) -> TokenBytes:
         else:
             pieces.append(backend.decode([token], skip_special_tokens=False).encode("utf-8"))
     return TokenBytes(tuple(pieces))
-
-
-def from_strings(tokens: Sequence[str | None]) -> TokenBytes:
-    """A vocabulary given as token texts (None for special tokens), e.g. for small tests."""
-    return TokenBytes(tuple(None if t is None else t.encode("utf-8") for t in tokens))
 
 
 def token_steps(vocab: TokenBytes, ids: Iterable[int]):
