@@ -17,6 +17,7 @@ superset of the tokens the checker accepts), so the same tokens pass as without 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import product
@@ -167,12 +168,49 @@ class ConstraintState:
                     break
             else:
                 return
-        allowed = self._admitted_bytes()
         # a token's text is read from its bytes (and the store's vouch holds for it) only after
         # whole characters, not while healing: else each token goes the way of :meth:`passes`
-        by_bytes = not self.healing and self.ends_whole()
-        sure = self._sure_bytes() if by_bytes else b""
-        pieces = self.codec.pieces() if by_bytes else []
+        if not self.healing and self.ends_whole():
+            yield from self._passing_whole(tokens, stop_ids, banned_ids)
+            return
+        allowed = self._admitted_bytes()
+        yield from self._passing_each(tokens, stop_ids, banned_ids, allowed, b"", [])
+
+    def _passing_whole(self, tokens: Iterable[int], stop_ids: set[int], banned_ids: set[int]) -> list[int]:
+        """:meth:`passing` over a whole vocabulary after whole characters: the tokens the store
+        admits and vouches for (:meth:`.MaskStore.sure`) that are not stops, banned or known
+        children pass in one vectorised step; the rest go the way of :meth:`_passing_each`, and
+        the passing tokens come out in ``tokens``' order (a list: one generator, not two, per token)."""
+        import numpy as np
+
+        ranked = np.fromiter(tokens, dtype=np.int64)
+        allowed, sure = self._admitted_bytes(), self._sure_bytes()
+        has_piece = _piece_mask(self.codec)
+        size = min(len(allowed) * 8, len(sure) * 8, len(has_piece))
+        inside = (ranked >= 0) & (ranked < size)
+        at = np.where(inside, ranked, 0)
+        plain = np.isin(ranked, np.fromiter((*stop_ids, *banned_ids, *self._children), dtype=np.int64))
+        vouched = inside & ~plain & has_piece[at] & _bit_array(allowed)[at] & _bit_array(sure)[at]
+        self.vouched += int(np.count_nonzero(vouched))
+        rest = np.flatnonzero(~vouched)
+        pieces = self.codec.pieces()
+        passed = set(self._passing_each(ranked[rest].tolist(), stop_ids, banned_ids, allowed, sure, pieces))
+        if passed:
+            vouched[rest[np.isin(ranked[rest], np.fromiter(passed, dtype=np.int64))]] = True
+        return ranked[vouched].tolist()
+
+    def _passing_each(
+        self,
+        tokens: Iterable[int],
+        stop_ids: set[int],
+        banned_ids: set[int],
+        allowed: bytes,
+        sure: bytes,
+        pieces: list[str | None],
+    ) -> Iterator[int]:
+        """:meth:`passing` token by token once the store screens: ``allowed`` the store's
+        admitted tokens, ``sure`` those it vouches for and ``pieces`` the tokens' texts read
+        from their bytes (empty where they cannot be)."""
         size, children, n_pieces = len(allowed) * 8, self._children, len(pieces)
         for token in tokens:
             if token in stop_ids:
@@ -383,6 +421,30 @@ def _as_bytes(words: np.ndarray) -> bytes:
     """A store's bitset (``uint64`` words) as bytes, token t at bit t % 8 of byte t // 8: a
     one-token test on bytes is cheaper than on the array."""
     return words.view("u1").tobytes()
+
+
+def _bit_array(bits: bytes) -> np.ndarray:
+    """A bitset read as bytes (token t: bit t % 8 of byte t // 8) as a bool vector by token."""
+    import numpy as np
+
+    return np.unpackbits(np.frombuffer(bits, dtype=np.uint8), bitorder="little").view(bool)
+
+
+#: per codec, its :meth:`.TextCodec.pieces` table and which ids have a piece (a bool vector)
+_PIECE_MASKS: weakref.WeakKeyDictionary[TextCodec, tuple[list[str | None], np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _piece_mask(codec: TextCodec) -> np.ndarray:
+    """Which token ids have a :meth:`.TextCodec.piece` (a bool vector, made once per codec)."""
+    pieces = codec.pieces()
+    known = _PIECE_MASKS.get(codec)
+    if known is None or known[0] is not pieces:
+        import numpy as np
+
+        known = _PIECE_MASKS[codec] = (pieces, np.array([p is not None for p in pieces], dtype=bool))
+    return known[1]
 
 
 def _has(bits: bytes, token: int) -> bool:
