@@ -9,7 +9,8 @@ prefixes, and soundness / tightness against the exact checker with the full voca
 computes: :meth:`.ConstraintState.admitted`, then :meth:`.ConstraintState.passing` with
 ``whole=True``) at ``N`` held-out FIM cuts of the sampled files (a random column of a random
 line of code, the rest of the file as the suffix), each checked bit for bit against feeding every
-token of the vocabulary to the checker without the store.
+token of the vocabulary to the checker without the store; ``--python-walk`` leaves the C
+vocabulary walk out (``fimconstrain/decoding/masks/vocab_walk.py``), as where it is not built.
 
 The tokenizer is a byte-level BPE trained on the standard library (cached under
 ``~/.cache/fimconstrain/tokenizers``); the store is built fresh into a temporary folder so the
@@ -208,8 +209,18 @@ def main() -> None:
         metavar="N",
         help="time the exact whole mask at N held-out cuts instead",
     )
+    p.add_argument(
+        "--python-walk",
+        action="store_true",
+        help="with --exact: leave the C vocabulary walk out (the Python path, as where it is not built)",
+    )
     args = p.parse_args()
     show = not args.no_progress
+    from fimconstrain.decoding.masks import vocab_walk
+
+    if args.python_walk:
+        vocab_walk.native_walk = lambda: None
+    walk_kind = "Python" if vocab_walk.native_walk() is None else "C"
     start = time.perf_counter()
     tokenizer = stdlib_tokenizer(args.vocab_size)
     tok_s = time.perf_counter() - start
@@ -219,6 +230,7 @@ def main() -> None:
     if args.exact:
         store = MaskStore.load_or_build(tokenizer, progress=show)
         exact = exact_masks(tokenizer, store, texts, args.exact, args.seed, show)
+        exact["walk"] = walk_kind
         print(
             table(
                 [
@@ -226,7 +238,13 @@ def main() -> None:
                     for k, v in exact.items()
                     if k in ("wall", "cpu")
                 ],
-                [f"exact whole mask, {vocab.size:,} tokens", "cuts", "mean ms", "p50 ms", "p99 ms"],
+                [
+                    f"exact whole mask, {vocab.size:,} tokens, {walk_kind} walk",
+                    "cuts",
+                    "mean ms",
+                    "p50 ms",
+                    "p99 ms",
+                ],
             )
         )
         print(
@@ -235,7 +253,9 @@ def main() -> None:
             f"(and {exact['differing_partial_tokens']} that end inside a UTF-8 character)"
         )
         out = write_results(
-            f"mask_speed_exact_{vocab.size}", args, {"tokenizer": {"vocab_size": vocab.size}, "exact": exact}
+            f"mask_speed_exact_{vocab.size}_{walk_kind.lower()}",
+            args,
+            {"tokenizer": {"vocab_size": vocab.size}, "exact": exact},
         )
         print(f"wrote {out}")
         if exact["differing_tokens"]:
