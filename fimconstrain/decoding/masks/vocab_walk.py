@@ -57,8 +57,10 @@ class VocabWalk:
     """A vocabulary's character trie and the layer's lexer automaton as dense tables."""
 
     def __init__(self, layer: Layer[Any], pieces: list[str | None], states: list[int] | None = None):
-        """``states``: the lexer states the dense automaton starts from (with all they reach;
-        default: every state the layer's automaton has so far); walks add the others they meet."""
+        """``states``: the lexer states the dense automaton starts from, with all they reach
+        (default: the start of a symbol and of a file, about 300 states for Python, where every
+        state the automaton has made so far may reach 5,000: f-string modes); walks add the
+        others they meet."""
         self.layer = layer
         dfa = layer.dfa
         self.alphabet = alphabet = Alphabet(dfa)
@@ -109,7 +111,7 @@ class VocabWalk:
         self.sids: list[int] = []
         self._rows: list[list[int]] = []
         self._tables: tuple[Any, ...] = ()
-        self.grow([DEAD, *(range(len(dfa.final)) if states is None else states)])
+        self.grow([DEAD, *((dfa.start, layer.initial_lexeme) if states is None else states)])
 
     def grow(self, sids: list[int] | set[int]) -> None:
         """Add ``sids`` and every state they reach over the classes to the dense automaton."""
