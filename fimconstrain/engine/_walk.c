@@ -18,7 +18,9 @@
  *   - the branch that goes on lives while live[nxt] & allowed.
  * A token passes when some branch is alive after its last character. A lexeme end whose new
  * lexer state Python has no dense id for makes the tokens below it *undecided* (fed by Python)
- * unless another branch decides them. A subtree with neither is pruned.
+ * unless another branch decides them. A subtree with neither is pruned, and so is one without a
+ * token of ``only`` (a bitset, when given: the tokens asked about), whose tokens are then not
+ * marked (a token outside ``only`` may be said to fail when it passes, never the other way).
  * Keep in step with lexer.py's advance (its twin note) and vocab_walk.py's _walk_py. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,7 +29,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
-#define WALK_ABI 1
+#define WALK_ABI 2
 
 typedef struct {
     int32_t ctx;    /* context id: (parser, layout) in Python */
@@ -282,9 +284,9 @@ static int get_buf(PyObject *obj, Buf *b, Py_ssize_t item, int writable, const c
 
 static PyObject *walk(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *tables, *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO", &PyTuple_Type, &tables, &PyList_Type, &roots, &PyList_Type,
-                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj))
+    PyObject *tables, *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj, *only_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|O", &PyTuple_Type, &tables, &PyList_Type, &roots, &PyList_Type,
+                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj, &only_obj))
         return NULL;
     if (PyTuple_GET_SIZE(tables) != 13) {
         PyErr_SetString(PyExc_ValueError, "walk: 13 tables expected");
@@ -294,16 +296,19 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8};
     static const char *names[NBUF] = {"child_start", "edge_cp", "edge_cls", "edge_to", "tok_start",
                                       "tok_ids", "subtree_end", "trans", "final", "live"};
-    Buf bufs[NBUF + 2];
+    Buf bufs[NBUF + 3];
     memset(bufs, 0, sizeof(bufs));
     Walk w;
     memset(&w, 0, sizeof(w));
     Frame *frames = NULL;
+    uint8_t *keep = NULL;   /* per node: a token of ``only`` in its subtree (NULL: every node) */
+    int32_t *below = NULL;  /* tokens of ``only`` among tok_ids[0 .. k) */
     PyObject *result = NULL;
     for (int k = 0; k < NBUF; k++)
         if (get_buf(PyTuple_GET_ITEM(tables, k), &bufs[k], items[k], 0, names[k]) < 0) goto done;
     if (get_buf(pass_obj, &bufs[NBUF], 1, 1, "pass_out") < 0) goto done;
     if (get_buf(und_obj, &bufs[NBUF + 1], 1, 1, "und_out") < 0) goto done;
+    if (only_obj != Py_None && get_buf(only_obj, &bufs[NBUF + 2], 1, 0, "only") < 0) goto done;
     w.S = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 10));
     w.C = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 11));
     w.W = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 12));
@@ -341,11 +346,35 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "walk: an edge is out of range");
             goto done;
         }
+    for (Py_ssize_t n = 0; n <= w.n_nodes; n++)
+        if (w.child_start[n] < (n ? w.child_start[n - 1] : 0) || w.child_start[n] > w.n_edges ||
+            w.tok_start[n] < (n ? w.tok_start[n - 1] : 0) || w.tok_start[n] > w.n_toks ||
+            (n < w.n_nodes && (w.subtree_end[n] <= n || w.subtree_end[n] > w.n_nodes))) {
+            PyErr_SetString(PyExc_ValueError, "walk: a node is out of range");
+            goto done;
+        }
     for (Py_ssize_t k = 0; k < w.S * w.C; k++)
         if (w.trans[k] < 0 || w.trans[k] >= w.S) {
             PyErr_SetString(PyExc_ValueError, "walk: a transition is out of range");
             goto done;
         }
+    if (bufs[NBUF + 2].held) {
+        const uint8_t *only = bufs[NBUF + 2].v.buf;
+        Py_ssize_t only_bits = bufs[NBUF + 2].v.len * 8;
+        keep = malloc((size_t)w.n_nodes);
+        below = malloc((size_t)(w.n_toks + 1) * sizeof(int32_t));
+        if (!keep || !below) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        below[0] = 0;
+        for (Py_ssize_t k = 0; k < w.n_toks; k++) {
+            int32_t t = w.tok_ids[k];
+            below[k + 1] = below[k] + (t < only_bits && (only[t >> 3] >> (t & 7) & 1));
+        }
+        for (Py_ssize_t n = 0; n < w.n_nodes; n++)
+            keep[n] = below[w.tok_start[w.subtree_end[n]]] > below[w.tok_start[n]];
+    }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
     w.memo_cap = 256;
@@ -397,6 +426,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         }
         int32_t e = f->edge++, depth = f->depth;
         int32_t cls = w.edge_cls[e], child = w.edge_to[e];
+        if (keep && !keep[child]) continue;
         if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
         w.path[depth] = w.edge_cp[e];
         int32_t lo = (int32_t)w.br_n, gmark = (int32_t)w.gd_n;
@@ -418,9 +448,11 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromLong(w.calls);
 done:
-    for (int k = 0; k < NBUF + 2; k++)
+    for (int k = 0; k < NBUF + 3; k++)
         if (bufs[k].held) PyBuffer_Release(&bufs[k].v);
     free(frames);
+    free(keep);
+    free(below);
     free(w.ctx_allowed);
     free(w.br);
     free(w.gd);
@@ -433,7 +465,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
-     "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out) -> lexeme ends asked"},
+     "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None) -> lexeme ends "
+     "asked"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk",

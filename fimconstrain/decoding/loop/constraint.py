@@ -37,9 +37,9 @@ _DECODE_WINDOW = 8  # tokens of context when decoding a candidate's text
 #: candidates from which a screened walk after whole characters takes its verdicts in numpy
 #: steps (:meth:`ConstraintState._passing_whole`) rather than one by one
 VECTORISED_FROM = 256
-#: ... and from which share of the vocabulary (1 / this) the C vocabulary walk decides them
-#: (it reads the whole trie: about 1.6 ms at 8k tokens and 6 ms at 49k, against about 0.7 us a
-#: candidate one by one)
+#: ... and from which share (1 / this) of the tokens the store admits the C vocabulary walk
+#: decides them (it reads the trie below every admitted token: about 1.6 ms at 8k tokens and 6 ms
+#: at 49k where most are, against about 0.7 us a candidate one by one)
 WALK_FROM_SHARE = 4
 
 
@@ -163,7 +163,20 @@ class ConstraintState:
         store screens the walk, the tokens it rules out or vouches for cost a bit test each,
         read here rather than through :meth:`passes` (a whole mask is mostly such tokens).
         ``whole``: the walk goes to the end of ``ranked``, so the store screens it from the
-        first token (else from past :data:`SCREEN_AFTER` fed)."""
+        first token (else from past :data:`SCREEN_AFTER` fed); from :data:`VECTORISED_FROM`
+        candidates after whole characters the verdicts are then taken at once
+        (:meth:`_passing_whole`) and read from a list."""
+        if whole and self.mask() is not None and not self.healing and self.ends_whole():
+            tokens = list(ranked)
+            if len(tokens) >= VECTORISED_FROM:
+                return iter(self._passing_whole(tokens, stop_ids, banned_ids))
+            ranked = tokens
+        return self._passing_lazily(ranked, stop_ids, banned_ids, whole)
+
+    def _passing_lazily(
+        self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int], whole: bool
+    ) -> Iterator[int]:
+        """:meth:`passing`, a verdict at a time."""
         tokens = iter(ranked)
         if not whole or self.mask() is None:
             for token in tokens:
@@ -194,8 +207,8 @@ class ConstraintState:
         admits and vouches for (:meth:`.MaskStore.sure`) that are not stops, banned or known
         children pass in one vectorised step; where the C vocabulary walk is built, it decides
         the other such tokens but those it leaves undecided (:mod:`..masks.vocab_walk`); the
-        rest go the way of :meth:`_passing_each`, and
-        the passing tokens come out in ``tokens``' order (a list: one generator, not two, per token)."""
+        rest go the way of :meth:`_passing_each`, and the passing tokens come out in
+        ``tokens``' order (a list: no generator's step per token)."""
         import numpy as np
 
         from ..masks.vocab_walk import native_walk, vocab_walk
@@ -208,15 +221,18 @@ class ConstraintState:
         inside = (ranked >= 0) & (ranked < size)
         at = np.where(inside, ranked, 0)
         plain = np.isin(ranked, np.fromiter((*stop_ids, *banned_ids, *self._children), dtype=np.int64))
-        screened = inside & ~plain & has_piece[at] & _bit_array(allowed)[at]
+        admitted = _bit_array(allowed)
+        screened = inside & ~plain & has_piece[at] & admitted[at]
         passed = vouched = screened & _bit_array(sure)[at]
         self.vouched += int(np.count_nonzero(vouched))
         decided = vouched
-        # the walk reads the whole trie, so it pays where the tokens are a good part of it
-        wide = len(tokens) * WALK_FROM_SHARE >= len(pieces)
+        # the walk reads the trie wherever the store admits a token, so it pays where the
+        # candidates are a good part of those
+        wide = len(tokens) * WALK_FROM_SHARE >= np.count_nonzero(admitted)
         module = native_walk() if wide and not self.checker.pending_cr else None
         if module is not None:  # the C walk decides the others but the undecided (vocab_walk.py)
-            passing, undecided = vocab_walk(self.checker.layer, pieces).walk(self.checker, module)
+            walk = vocab_walk(self.checker.layer, pieces)
+            passing, undecided = walk.walk(self.checker, module, only=allowed)
             walked = screened & ~vouched & ~_bit_array(undecided)[at]
             self.walked += int(np.count_nonzero(walked))
             passed = vouched | (walked & _bit_array(passing)[at])

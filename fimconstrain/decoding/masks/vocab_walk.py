@@ -158,10 +158,14 @@ class VocabWalk:
             w,
         )
 
-    def walk(self, checker: Checker[Any], module: Any | None = None) -> tuple[bytes, bytes]:
+    def walk(
+        self, checker: Checker[Any], module: Any | None = None, only: bytes | None = None
+    ) -> tuple[bytes, bytes]:
         """``(passing, undecided)`` for every token after ``checker`` (see the module's note),
         walked by the C extension ``module`` (:func:`.native.walk_extension`), or in Python
-        without one."""
+        without one; with ``only`` (a bitset, as the answer's) for its tokens: the walk leaves
+        out the subtrees without one, so that a token outside it may be said to fail when it
+        passes (never the other way)."""
         if checker.pending_cr:
             raise ValueError("the walk reads no text after a carriage return that a line feed may join")
         layer, dense_of = self.layer, self.dense_of
@@ -207,7 +211,7 @@ class VocabWalk:
         passing = bytearray(self.n_bytes)
         undecided = bytearray(self.undecided)
         run = module.walk if module is not None else walk_py
-        run(self._tables, roots, lexemes, root_allowed, on_end, passing, undecided)
+        run(self._tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
         if unknown:
             self.grow(unknown)
         return bytes(passing), bytes(undecided)
@@ -221,6 +225,7 @@ def walk_py(
     on_end: Callable[[int, int, str], EndAnswer],
     passing: bytearray,
     undecided: bytearray,
+    only: bytes | None = None,
 ) -> int:
     """``_walk.walk`` in Python, rule for rule (the reference that the C is tested against)."""
     child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live, _, C, W = (
@@ -239,6 +244,12 @@ def walk_py(
     ctx_allowed: dict[int, int] = {k: int.from_bytes(a, "little") for k, a in enumerate(root_allowed)}
     memo: dict[tuple[int, int, int, str], tuple[int, int]] = {}
     calls = 0
+    keep: list[bool] | None = None
+    if only is not None:  # the nodes with a token of ``only`` below them
+        below = [0]
+        for t in tok_ids:
+            below.append(below[-1] + (t < len(only) * 8 and only[t >> 3] >> (t & 7) & 1))
+        keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
 
     def mark(out: bytearray, lo: int, hi: int) -> None:
         for t in tok_ids[lo:hi]:
@@ -251,6 +262,8 @@ def walk_py(
         node, branches, unknown_above = stack.pop()
         for e in range(child_start[node], child_start[node + 1]):
             ch, cls, child = chars[e], classes[e], edge_to[e]
+            if keep is not None and not keep[child]:
+                continue
             out: list[Br] = []
             unknown = unknown_above
             for ctx, q, origin, lexeme, guards in branches:
