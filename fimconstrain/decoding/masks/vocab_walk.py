@@ -21,6 +21,7 @@ runs on the thread that checks.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -111,6 +112,8 @@ class VocabWalk:
         self.sids: list[int] = []
         self._rows: list[list[int]] = []
         self._tables: tuple[Any, ...] = ()
+        #: one walk at a time (a walk grows the tables that another would be reading)
+        self._lock = threading.Lock()
         self.grow([DEAD, *((dfa.start, layer.initial_lexeme) if states is None else states)])
 
     def grow(self, sids: list[int] | set[int]) -> None:
@@ -168,6 +171,10 @@ class VocabWalk:
         passes (never the other way)."""
         if checker.pending_cr:
             raise ValueError("the walk reads no text after a carriage return that a line feed may join")
+        with self._lock:
+            return self._walk(checker, module, only)
+
+    def _walk(self, checker: Checker[Any], module: Any | None, only: bytes | None) -> tuple[bytes, bytes]:
         layer, dense_of = self.layer, self.dense_of
         branches = checker.branches
         missing = {s for _, _, state, _, guards in branches for s in (state, *guards) if s not in dense_of}
