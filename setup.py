@@ -4,8 +4,10 @@ compiled engine"); everything else is in pyproject.toml.
 Which modules, and the digest that marks a build as current, come from
 ``fimconstrain/engine/native.py`` (read by path: the package cannot be imported while it
 builds). A build that fails (no C compiler, a mypyc error) warns and installs the package
-without it: the pure-Python engine then runs and says so once. ``FIMCONSTRAIN_PURE_PYTHON=1``
-skips the build.
+without it: the pure-Python engine then runs and says so once. The C vocabulary walk
+(``fimconstrain/engine/_walk.c``) is built on its own, with or without mypyc: either build may
+fail without the other, and the stamp records the digest of each that was built.
+``FIMCONSTRAIN_PURE_PYTHON=1`` skips both.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
@@ -41,28 +43,56 @@ def _warn(message: str) -> None:
 
 
 class BuildEngine(build_ext):
-    """Compiles the engine and writes the stamp beside it; a failure leaves the sources to run."""
+    """Compiles the engine and the C walk, each on its own, and writes the stamp beside them; a
+    failure leaves the sources (or the Python walk) to run."""
 
     def run(self) -> None:
         if not self.extensions:
             return
         start = time.monotonic()
+        self._failed: set[str] = set()
+        asked = {ext.name for ext in self.extensions}
         try:
             super().run()
         except Exception as error:  # a compiler error or a missing compiler: never fail the install
             _warn(f"could not compile the engine ({type(error).__name__}: {error})")
             return
-        sources = NATIVE.compiled_sources(ENGINE_DIR)
+        engine = asked - {NATIVE.WALK_MODULE}
+        walk_built = NATIVE.WALK_MODULE in asked - self._failed
         # the engine's folder in the build's output (in place for an editable install)
         out_dir = Path(self.get_ext_fullpath("fimconstrain.engine.native")).parent
-        stamp = {
-            "sources": NATIVE.source_digest(sources, ENGINE_DIR),
-            "cache_tag": sys.implementation.cache_tag,
-            "mypy": _mypy_version(),
-            "seconds": round(time.monotonic() - start, 1),
-        }
+        stamp: dict = {"cache_tag": sys.implementation.cache_tag}
+        if engine and not engine & self._failed:
+            stamp["sources"] = NATIVE.source_digest(NATIVE.compiled_sources(ENGINE_DIR), ENGINE_DIR)
+            stamp["mypy"] = _mypy_version()
+        if walk_built:
+            stamp["walk"] = NATIVE.walk_digest(ENGINE_DIR)
+        stamp["seconds"] = round(time.monotonic() - start, 1)
         (out_dir / NATIVE.STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
-        print(f"fimconstrain: compiled engine built in {stamp['seconds']} s", file=sys.stderr)
+        built = [what for what, ok in (("compiled engine", "sources" in stamp), ("C walk", walk_built)) if ok]
+        print(
+            f"fimconstrain: {' and '.join(built) or 'nothing'} built in {stamp['seconds']} s", file=sys.stderr
+        )
+
+    def build_extensions(self) -> None:
+        """Every extension, each on its own (:meth:`build_extension`); those that failed are then
+        left out of what is copied in place and installed."""
+        super().build_extensions()
+        self.extensions = [ext for ext in self.extensions if ext.name not in self._failed]
+
+    def build_extension(self, ext) -> None:
+        """One extension; a failure is recorded and warned about, never raised: the C walk's
+        failure keeps the compiled engine, and the engine's keeps the walk."""
+        try:
+            super().build_extension(ext)
+        except Exception as error:
+            self._failed.add(ext.name)
+            what = "the C vocabulary walk" if ext.name == NATIVE.WALK_MODULE else f"the engine ({ext.name})"
+            print(
+                f"fimconstrain: could not compile {what} ({type(error).__name__}: {error}); "
+                "its Python twin will run",
+                file=sys.stderr,
+            )
 
 
 def _mypy_version() -> str:
@@ -71,10 +101,15 @@ def _mypy_version() -> str:
     return __version__
 
 
+def walk_extension() -> list:
+    """The C vocabulary walk (plain C99 on the CPython API: no build requirement of its own)."""
+    source = (ENGINE_DIR / NATIVE.WALK_SOURCE).relative_to(HERE)
+    flags = [] if sys.platform == "win32" else ["-O2", "-std=c99"]
+    return [Extension(NATIVE.WALK_MODULE, [str(source)], extra_compile_args=flags)]
+
+
 def engine_extensions() -> list:
     """mypyc's extension modules for the engine, or none (the sources run)."""
-    if os.environ.get("FIMCONSTRAIN_PURE_PYTHON", "").strip() not in ("", "0"):
-        return []
     try:
         from mypyc.build import mypycify
     except ImportError as error:
@@ -90,4 +125,11 @@ def engine_extensions() -> list:
         return []
 
 
-setup(ext_modules=engine_extensions(), cmdclass={"build_ext": BuildEngine})
+def extensions() -> list:
+    """The engine's and the walk's extensions (none with ``FIMCONSTRAIN_PURE_PYTHON=1``)."""
+    if os.environ.get("FIMCONSTRAIN_PURE_PYTHON", "").strip() not in ("", "0"):
+        return []
+    return engine_extensions() + walk_extension()
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildEngine})

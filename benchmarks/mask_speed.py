@@ -3,6 +3,14 @@ prefixes, and soundness / tightness against the exact checker with the full voca
 
     python benchmarks/mask_speed.py                   # 49,152-token BPE, 12 stdlib files
     python benchmarks/mask_speed.py --vocab-size 8192 --limit 4 --sound-positions 10
+    python benchmarks/mask_speed.py --vocab-size 8192 --limit 4 --exact 20  # the exact whole mask
+
+``--exact N`` times instead the exact whole-vocabulary mask (what serving's full-mask fallback
+computes: :meth:`.ConstraintState.admitted`, then :meth:`.ConstraintState.passing` with
+``whole=True``) at ``N`` held-out FIM cuts of the sampled files (a random column of a random
+line of code, the rest of the file as the suffix), each checked bit for bit against feeding every
+token of the vocabulary to the checker without the store; ``--python-walk`` leaves the C
+vocabulary walk out (``fimconstrain/decoding/masks/vocab_walk.py``), as where it is not built.
 
 The tokenizer is a byte-level BPE trained on the standard library (cached under
 ``~/.cache/fimconstrain/tokenizers``); the store is built fresh into a temporary folder so the
@@ -22,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, progress, read_utf8, select_files, table, timed, write_results
-from tokenizer_training import stdlib_tokenizer
+from tokenizer_training import SPECIAL_TOKENS, stdlib_tokenizer
 
 import fimconstrain
 from fimconstrain.decoding.masks.builder import Alphabet
@@ -127,20 +135,133 @@ def soundness(store: MaskStore, vocab, states: list, n: int, seed: int, show: bo
     }
 
 
+def held_out_cuts(texts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` FIM cuts ``(prefix, suffix)``: a random column of a random line of code of a random
+    file (as ``tests/decoding/stdlib_cursors.py`` picks them)."""
+    rng = random.Random(seed)
+    cuts = []
+    while len(cuts) < n:
+        text = rng.choice(texts)
+        lines = text.splitlines(keepends=True)
+        code = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+        if not code:
+            continue
+        i = rng.choice(code)
+        at = sum(map(len, lines[:i])) + rng.randrange(len(lines[i].rstrip("\n")) + 1)
+        cuts.append((text[:at], text[at:]))
+    return cuts
+
+
+def exact_masks(tokenizer, store: MaskStore, texts: list[str], n: int, seed: int, show: bool) -> dict:
+    """The exact whole mask at ``n`` held-out cuts: its time (a fresh state each, as after a
+    committed token), and its tokens against feeding every token (must be the same)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_candidates, passing_tokens
+    from fimconstrain.decoding.tokens.fim_formats import TextCodec
+
+    hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=SPECIAL_TOKENS[0])
+    codec = TextCodec(hf)
+    size = len(hf)
+    stops = {hf.eos_token_id}
+    banned = {*hf.all_special_ids, *hf.added_tokens_decoder} - stops
+    codec.pieces(), codec.tails()  # built once per vocabulary, not per mask
+    times = {"wall": [], "cpu": []}
+    differing, passing = [0, 0], 0
+    for prefix, suffix in progress(held_out_cuts(texts, n, seed), desc="exact masks", disable=not show):
+        checker = fimconstrain.fim_checker(prefix, suffix)
+
+        def mask(checker=checker) -> list[int]:
+            state = ConstraintState(checker, codec, store=store)
+            every = sorted({*state.admitted(size), *stops})
+            return list(passing_tokens(state, every, stops, banned, whole=True))
+
+        mask()  # the first mask at a cut pays for the suffix's memo and the DFA's new states
+        wall, cpu, got = timed(mask)
+        times["wall"].append(wall)
+        times["cpu"].append(cpu)
+        reference = [
+            t for t, _ in passing_candidates(ConstraintState(checker, codec), range(size), stops, banned)
+        ]
+        for token in set(got) ^ set(reference):
+            differing[codec.piece(token) is None] += 1
+        passing += len(reference)
+    return {
+        "positions": n,
+        "mean_passing": passing / max(1, n),
+        "differing_tokens": differing[0],
+        # tokens that end inside a UTF-8 character: the store rules some out that the checker
+        # takes (a character they may become continues a name), before and after stage 0
+        "differing_partial_tokens": differing[1],
+        **{k: percentiles(v) for k, v in times.items()},
+    }
+
+
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0], limit_default=12, workers=False)
     p.add_argument("--vocab-size", type=int, default=49152)
     p.add_argument("--max-tokens", type=int, default=2000, help="decoding steps per file")
     p.add_argument("--sound-positions", type=int, default=40, help="steps checked against the exact checker")
+    p.add_argument(
+        "--exact",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time the exact whole mask at N held-out cuts instead",
+    )
+    p.add_argument(
+        "--python-walk",
+        action="store_true",
+        help="with --exact: leave the C vocabulary walk out (the Python path, as where it is not built)",
+    )
     args = p.parse_args()
     show = not args.no_progress
+    from fimconstrain.decoding.masks import vocab_walk
+
+    if args.python_walk:
+        vocab_walk.native_walk = lambda: None
+    walk_kind = "Python" if vocab_walk.native_walk() is None else "C"
     start = time.perf_counter()
     tokenizer = stdlib_tokenizer(args.vocab_size)
     tok_s = time.perf_counter() - start
     vocab = vocabulary(tokenizer)
-    store, build = build_and_load(tokenizer, show)
     _root, files = select_files(args)
     texts = [t for t in (read_utf8(f) for f in files) if t]
+    if args.exact:
+        store = MaskStore.load_or_build(tokenizer, progress=show)
+        exact = exact_masks(tokenizer, store, texts, args.exact, args.seed, show)
+        exact["walk"] = walk_kind
+        print(
+            table(
+                [
+                    [k, v["n"], v["mean_us"] / 1e3, v["p50_us"] / 1e3, v["p99_us"] / 1e3]
+                    for k, v in exact.items()
+                    if k in ("wall", "cpu")
+                ],
+                [
+                    f"exact whole mask, {vocab.size:,} tokens, {walk_kind} walk",
+                    "cuts",
+                    "mean ms",
+                    "p50 ms",
+                    "p99 ms",
+                ],
+            )
+        )
+        print(
+            f"{exact['mean_passing']:.0f} tokens pass per cut; "
+            f"{exact['differing_tokens']} differ from feeding every token "
+            f"(and {exact['differing_partial_tokens']} that end inside a UTF-8 character)"
+        )
+        out = write_results(
+            f"mask_speed_exact_{vocab.size}_{walk_kind.lower()}",
+            args,
+            {"tokenizer": {"vocab_size": vocab.size}, "exact": exact},
+        )
+        print(f"wrote {out}")
+        if exact["differing_tokens"]:
+            sys.exit(1)
+        return
+    store, build = build_and_load(tokenizer, show)
     times, states, true_missed = walk(store, vocab, tokenizer, texts, args.max_tokens, show)
     steps = {name: percentiles(values) for name, values in times.items()}
     sound = soundness(store, vocab, states, args.sound_positions, args.seed, show)

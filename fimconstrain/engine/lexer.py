@@ -39,7 +39,10 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     of ``text`` only when it ends); where the symbol may end, the branch that ends it is put
     on a stack and read later. Popping that stack (last in, first out) returns the survivors
     in the order a character-by-character sweep gives: the branch that goes on before the one
-    that ends."""
+    that ends.
+
+    The same rules run over a whole vocabulary's character trie in ``_walk.c`` (and its Python
+    twin, ``decoding/masks/vocab_walk.py``'s ``walk_py``): a change here belongs there too."""
     dfa = layer.dfa
     trans, ascii_trans, final, live = dfa.trans, dfa.ascii_trans, dfa.final, dfa.live
     # (methods called where they are used: a bound method made per call of ``advance`` costs

@@ -7,6 +7,11 @@ cannot serve, it puts a finder ahead of the standard ones that loads each engine
 its ``.py`` file. ``FIMCONSTRAIN_ENGINE=python`` asks for the sources; ``=compiled`` makes an
 unusable build an error instead of a fallback. ``setup.py`` reads this file by path (the package
 is not importable while it builds) for the list of modules and their digest.
+
+The same build compiles one C extension, the exact whole-vocabulary walk (``_walk.c``, see
+``fimconstrain/decoding/masks/vocab_walk.py``), on its own: :func:`walk_extension` says whether it
+serves (built from this very ``_walk.c``, for this interpreter), and says once why not, the whole
+masks then being computed in Python. ``FIMCONSTRAIN_ENGINE=python`` leaves it out too.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ STAMP = "native_build.json"
 GROUP = "fimconstrain.engine.compiled"
 #: engine modules that stay Python: the packages (the engine's runs this choice) and this module
 NOT_COMPILED = ("__init__.py", "native.py")
+
+#: the C vocabulary walk: its source beside this file, its module, and the interface version
+#: (``ABI`` in the module) that ``vocab_walk.py`` speaks
+WALK_SOURCE = "_walk.c"
+WALK_MODULE = "fimconstrain.engine._walk"
+WALK_ABI = 2
 
 ENGINE_DIR = Path(__file__).resolve().parent
 _log = logging.getLogger("fimconstrain")
@@ -79,13 +90,63 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, source)
 
 
+def walk_digest(engine_dir: Path = ENGINE_DIR) -> str:
+    """SHA-256 of the C walk's source: its build is current only for it."""
+    return hashlib.sha256((engine_dir / WALK_SOURCE).read_bytes()).hexdigest()
+
+
+def _read_stamp() -> dict[str, object]:
+    stamp_path = ENGINE_DIR / STAMP
+    return json.loads(stamp_path.read_text()) if stamp_path.is_file() else {}
+
+
+def _walk_module() -> ModuleType | str:
+    """The C vocabulary walk when it can serve, else why not."""
+    if os.environ.get(ENV_VAR, "").strip().lower() == "python":
+        return f"is left out ({ENV_VAR}=python)"
+    stamp = _read_stamp()
+    if "walk" not in stamp:
+        return "is not built (pip install with a C compiler builds it)"
+    if stamp.get("cache_tag") != sys.implementation.cache_tag:
+        return f"was built for {stamp.get('cache_tag')}, not {sys.implementation.cache_tag}"
+    if not (ENGINE_DIR / WALK_SOURCE).is_file():
+        return f"has no {WALK_SOURCE} beside it to tell whether it is current"
+    if stamp["walk"] != walk_digest():
+        return f"is older than {WALK_SOURCE} (pip install -e . rebuilds it)"
+    try:
+        module = importlib.import_module(WALK_MODULE)
+    except ImportError as error:
+        return f"cannot be loaded: {error}"
+    if getattr(module, "ABI", None) != WALK_ABI:
+        return f"speaks interface {getattr(module, 'ABI', None)}, not {WALK_ABI}"
+    return module
+
+
+#: :func:`walk_extension`'s answer, once per process (empty: not asked yet)
+_WALK: list[ModuleType | None] = []
+
+
+def walk_extension() -> ModuleType | None:
+    """The C vocabulary walk's module, or None (then one log line, once, says why, unless
+    ``FIMCONSTRAIN_ENGINE=python`` asked for it)."""
+    if not _WALK:
+        found = _walk_module()
+        if isinstance(found, str):
+            # (left out by FIMCONSTRAIN_ENGINE=python: asked for, nothing to say)
+            log = _log.debug if found.startswith("is left out") else _log.warning
+            log("fimconstrain: the native vocabulary walk %s; whole masks are computed in Python", found)
+            _WALK.append(None)
+        else:
+            _WALK.append(found)
+    return _WALK[0]
+
+
 def _compiled_engine() -> EngineBuild | str:
     """The compiled engine when its modules can serve (the shared library then loaded), else
     why they cannot."""
-    stamp_path = ENGINE_DIR / STAMP
-    if not stamp_path.is_file():
+    stamp = _read_stamp()
+    if "sources" not in stamp:
         return "the compiled engine is not built (pip install with a C compiler builds it)"
-    stamp = json.loads(stamp_path.read_text())
     if stamp.get("cache_tag") != sys.implementation.cache_tag:
         return (
             f"the compiled engine was built for {stamp.get('cache_tag')}, not {sys.implementation.cache_tag}"

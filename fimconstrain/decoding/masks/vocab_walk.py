@@ -1,0 +1,340 @@
+"""The exact whole-vocabulary walk: for every token of a vocabulary at once, whether a checker
+takes its text (``checker.feed(text) is not None``), by running the branching lexer
+(:func:`fimconstrain.engine.lexer.advance`) over a character trie of the tokens' texts: a
+prefix that tokens share is read once, and a subtree whose prefix kills every branch is never
+read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python ends the symbols
+(the layer's ``end_symbol``, ``lex_start`` and ``allowed``), once per context, lexer state and
+text in a walk. :func:`walk_py` is the same walk in Python, the reference for the C.
+
+The answer is two bitsets over token ids (bit t % 8 of byte t // 8): the tokens that pass, and
+the *undecided* ones, which the caller feeds itself: tokens without a text
+(:meth:`.TextCodec.pieces`), texts the checker reads in its own way before lexing (a carriage
+return, a NUL, a byte order mark), and tokens below a symbol whose lexing mode starts in a lexer
+state the dense table does not have yet (the table grows by it for the next walk). Every other
+token fails.
+
+A :class:`VocabWalk` is built once per layer and vocabulary (:func:`vocab_walk`): the trie, the
+characters' classes (:class:`.builder.Alphabet`) and a dense copy of the lexer automaton over
+them. Building and growing it steps the layer's shared lazy automaton, as checking does, so it
+runs on the thread that checks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+
+from ...engine import native
+from ...engine.automata.regex_dfa import DEAD
+from ...engine.checker import BOM, Checker
+from ...engine.layers.layer_protocol import Layer
+from .builder import Alphabet
+
+#: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
+#: or (context, dense start state, allowed terminals as little-endian words)
+EndAnswer = tuple[int, int, bytes] | int | None
+
+
+def _walkable(text: str) -> bool:
+    """Whether the checker reads ``text`` by lexing it alone: no line break it translates first
+    (``\\r``), no character it rejects before lexing (NUL, a lone surrogate), no byte order mark
+    (dropped at the start of a file)."""
+    if "\r" in text or "\0" in text or BOM in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class VocabWalk:
+    """A vocabulary's character trie and the layer's lexer automaton as dense tables."""
+
+    def __init__(self, layer: Layer[Any], pieces: list[str | None], states: list[int] | None = None):
+        """``states``: the lexer states the dense automaton starts from, with all they reach
+        (default: the start of a symbol and of a file, about 300 states for Python, where every
+        state the automaton has made so far may reach 5,000: f-string modes); walks add the
+        others they meet."""
+        self.layer = layer
+        dfa = layer.dfa
+        self.alphabet = alphabet = Alphabet(dfa)
+        self.words = max(1, (layer.grammar.n_terminals + 63) // 64)
+        self.n_tokens = len(pieces)
+        self.n_bytes = (len(pieces) + 63) // 64 * 8
+        walkable = sorted((text, token) for token, text in enumerate(pieces) if text and _walkable(text))
+        # the trie, its nodes numbered in preorder (sorted texts create them in that order)
+        children: list[list[tuple[str, int]]] = [[]]
+        tokens: list[list[int]] = [[]]
+        path: list[int] = [0]
+        previous = ""
+        for text, token in walkable:
+            common = 0
+            limit = min(len(text), len(previous))
+            while common < limit and text[common] == previous[common]:
+                common += 1
+            del path[common + 1 :]
+            for ch in text[common:]:
+                node = len(children)
+                children.append([])
+                tokens.append([])
+                children[path[-1]].append((ch, node))
+                path.append(node)
+            tokens[path[-1]].append(token)
+            previous = text
+        n = len(children)
+        size = [1] * n
+        for node in range(n - 1, -1, -1):
+            for _, child in children[node]:
+                size[node] += size[child]
+        edges = [edge for kids in children for edge in kids]
+        self.child_start = np.cumsum([0, *map(len, children)], dtype=np.int32)
+        self.edge_cp = np.array([ord(ch) for ch, _ in edges], dtype=np.uint32)
+        self.edge_cls = np.array([alphabet.of(ch) for ch, _ in edges], dtype=np.int32)
+        self.edge_to = np.array([child for _, child in edges], dtype=np.int32)
+        self.tok_start = np.cumsum([0, *map(len, tokens)], dtype=np.int32)
+        self.tok_ids = np.array([t for ts in tokens for t in ts], dtype=np.int32)
+        self.subtree_end = np.arange(n, dtype=np.int32) + np.array(size, dtype=np.int32)
+        self.nodes = n
+        #: the tokens no walk decides (bit t % 8 of byte t // 8)
+        undecided = np.ones(self.n_bytes * 8, dtype=bool)
+        undecided[self.tok_ids] = False
+        self.undecided = np.packbits(undecided, bitorder="little").tobytes()
+        # the dense automaton: DEAD is dense state 0, every state the automaton has is in it
+        self.classes = len(alphabet.reps)
+        self.dense_of: dict[int, int] = {}
+        self.sids: list[int] = []
+        self._rows: list[list[int]] = []
+        self._tables: tuple[Any, ...] = ()
+        #: one walk at a time (a walk grows the tables that another would be reading)
+        self._lock = threading.Lock()
+        self.grow([DEAD, *((dfa.start, layer.initial_lexeme) if states is None else states)])
+
+    def grow(self, sids: list[int] | set[int]) -> None:
+        """Add ``sids`` and every state they reach over the classes to the dense automaton."""
+        dfa, reps, dense_of = self.layer.dfa, self.alphabet.reps, self.dense_of
+        queue: deque[int] = deque()
+
+        def dense(sid: int) -> int:
+            d = dense_of.get(sid)
+            if d is None:
+                d = dense_of[sid] = len(self.sids)
+                self.sids.append(sid)
+                self._rows.append([])
+                queue.append(sid)
+            return d
+
+        for sid in sids:
+            dense(sid)
+        if not queue:
+            return
+        while queue:
+            sid = queue.popleft()
+            row = self._rows[dense_of[sid]]
+            for ch in reps:
+                nxt = dfa.trans[sid].get(ch)
+                row.append(dense(dfa.step(sid, ch) if nxt is None else nxt))
+        w = self.words
+        word = (1 << 64) - 1
+        live = np.array(
+            [[(dfa.live[s] >> (64 * k)) & word for k in range(w)] for s in self.sids], dtype=np.uint64
+        )
+        self._tables = (
+            self.child_start,
+            self.edge_cp,
+            self.edge_cls,
+            self.edge_to,
+            self.tok_start,
+            self.tok_ids,
+            self.subtree_end,
+            np.array(self._rows, dtype=np.int32).reshape(-1),
+            np.array([dfa.final[s] for s in self.sids], dtype=np.uint8),
+            live.reshape(-1),
+            len(self.sids),
+            self.classes,
+            w,
+        )
+
+    def walk(
+        self, checker: Checker[Any], module: Any | None = None, only: bytes | None = None
+    ) -> tuple[bytes, bytes]:
+        """``(passing, undecided)`` for every token after ``checker`` (see the module's note),
+        walked by the C extension ``module`` (:func:`.native.walk_extension`), or in Python
+        without one; with ``only`` (a bitset, as the answer's) for its tokens: the walk leaves
+        out the subtrees without one, so that a token outside it may be said to fail when it
+        passes (never the other way)."""
+        if checker.pending_cr:
+            raise ValueError("the walk reads no text after a carriage return that a line feed may join")
+        with self._lock:
+            return self._walk(checker, module, only)
+
+    def _walk(self, checker: Checker[Any], module: Any | None, only: bytes | None) -> tuple[bytes, bytes]:
+        layer, dense_of = self.layer, self.dense_of
+        branches = checker.branches
+        missing = {s for _, _, state, _, guards in branches for s in (state, *guards) if s not in dense_of}
+        if missing:
+            self.grow(missing)
+        contexts: list[tuple[Any, Any]] = []
+        context_ids: dict[Hashable, int] = {}
+        allowed: list[bytes] = []
+        nbytes = 8 * self.words
+
+        def context(parser: Any, layout: Any) -> int:
+            key = (parser.signature(), layout)
+            c = context_ids.get(key)
+            if c is None:
+                c = context_ids[key] = len(contexts)
+                contexts.append((parser, layout))
+                allowed.append(layer.allowed(parser, layout).to_bytes(nbytes, "little"))
+            return c
+
+        roots = []
+        for k, (parser, layout, state, _, guards) in enumerate(branches):
+            roots.append((context(parser, layout), dense_of[state], k, tuple(dense_of[g] for g in guards)))
+        lexemes = [lexeme for _, _, _, lexeme, _ in branches]
+        root_allowed = list(allowed)
+        unknown: set[int] = set()
+        sids = self.sids
+
+        def on_end(ctx: int, q: int, text: str) -> EndAnswer:
+            parser, layout = contexts[ctx]
+            ended = layer.end_symbol(parser, layout, sids[q], text)
+            if ended is None:
+                return None
+            start = layer.lex_start(ended[1])
+            d = dense_of.get(start)
+            if d is None:
+                unknown.add(start)
+                return -2
+            c = context(*ended)
+            return c, d, allowed[c]
+
+        passing = bytearray(self.n_bytes)
+        undecided = bytearray(self.undecided)
+        run = module.walk if module is not None else walk_py
+        run(self._tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
+        if unknown:
+            self.grow(unknown)
+        return bytes(passing), bytes(undecided)
+
+
+def walk_py(
+    tables: tuple[Any, ...],
+    roots: list[tuple[int, int, int, tuple[int, ...]]],
+    root_lexemes: list[str],
+    root_allowed: list[bytes],
+    on_end: Callable[[int, int, str], EndAnswer],
+    passing: bytearray,
+    undecided: bytearray,
+    only: bytes | None = None,
+) -> int:
+    """``_walk.walk`` in Python, rule for rule (the reference that the C is tested against)."""
+    child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live, _, C, W = (
+        tables
+    )
+    child_start, edge_to, tok_start, tok_ids, subtree_end = (
+        a.tolist() for a in (child_start, edge_to, tok_start, tok_ids, subtree_end)
+    )
+    chars, classes, trans, final = (
+        [chr(c) for c in edge_cp.tolist()],
+        edge_cls.tolist(),
+        trans.tolist(),
+        final,
+    )
+    lives = [int.from_bytes(live[q * W : (q + 1) * W].tobytes(), "little") for q in range(len(final))]
+    ctx_allowed: dict[int, int] = {k: int.from_bytes(a, "little") for k, a in enumerate(root_allowed)}
+    memo: dict[tuple[int, int, int, str], tuple[int, int]] = {}
+    calls = 0
+    keep: list[bool] | None = None
+    if only is not None:  # the nodes with a token of ``only`` below them
+        below = [0]
+        for t in tok_ids:
+            below.append(below[-1] + (t < len(only) * 8 and only[t >> 3] >> (t & 7) & 1))
+        keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
+
+    def mark(out: bytearray, lo: int, hi: int) -> None:
+        for t in tok_ids[lo:hi]:
+            out[t >> 3] |= 1 << (t & 7)
+
+    # a branch: (ctx, q, origin, lexeme on the path so far, guards)
+    Br = tuple[int, int, int, str, tuple[int, ...]]
+    stack: list[tuple[int, list[Br], bool]] = [(0, [(c, q, o, "", g) for c, q, o, g in roots], False)]
+    while stack:
+        node, branches, unknown_above = stack.pop()
+        for e in range(child_start[node], child_start[node + 1]):
+            ch, cls, child = chars[e], classes[e], edge_to[e]
+            if keep is not None and not keep[child]:
+                continue
+            out: list[Br] = []
+            unknown = unknown_above
+            for ctx, q, origin, lexeme, guards in branches:
+                kept = []
+                dead = False
+                for g in guards:
+                    g2 = trans[g * C + cls]
+                    if g2 == 0:
+                        continue
+                    if final[g2]:
+                        dead = True
+                        break
+                    kept.append(g2)
+                if dead:
+                    continue
+                nxt = trans[q * C + cls]
+                if final[q] and not final[nxt]:
+                    key = (ctx, q, origin, lexeme)
+                    got = memo.get(key)
+                    if got is None:
+                        calls += 1
+                        answer = on_end(ctx, q, (root_lexemes[origin] if origin >= 0 else "") + lexeme)
+                        if answer is None:
+                            got = (-1, 0)
+                        elif isinstance(answer, int):
+                            got = (-2, 0)
+                        else:
+                            ctx_allowed[answer[0]] = int.from_bytes(answer[2], "little")
+                            got = (answer[0], answer[1])
+                        memo[key] = got
+                    ctx2, start = got
+                    if ctx2 == -2:
+                        unknown = True
+                    elif ctx2 >= 0:
+                        fresh = trans[start * C + cls]
+                        if fresh != 0 and lives[fresh] & ctx_allowed[ctx2]:
+                            out.append((ctx2, fresh, -1, ch, (*kept, nxt) if nxt != 0 else tuple(kept)))
+                if nxt != 0 and lives[nxt] & ctx_allowed[ctx]:
+                    out.append((ctx, nxt, origin, lexeme + ch, tuple(kept)))
+            if out:
+                mark(passing, tok_start[child], tok_start[child + 1])
+                stack.append((child, out, unknown))
+            elif unknown:
+                mark(undecided, tok_start[child], tok_start[subtree_end[child]])
+    return calls
+
+
+#: the walks built, newest last: (layer, pieces table, walk) (a layer is a grammar and version,
+#: of which a process has few)
+_WALKS: list[tuple[Layer[Any], list[str | None], VocabWalk]] = []
+_WALKS_KEPT = 8
+
+
+def vocab_walk(layer: Layer[Any], pieces: list[str | None]) -> VocabWalk:
+    """The walk of ``layer`` over ``pieces`` (:meth:`.TextCodec.pieces`), built once."""
+    for known_layer, known_pieces, walk in _WALKS:
+        if known_layer is layer and known_pieces is pieces:
+            return walk
+    walk = VocabWalk(layer, pieces)
+    _WALKS.append((layer, pieces, walk))
+    del _WALKS[:-_WALKS_KEPT]
+    return walk
+
+
+def native_walk() -> Any | None:
+    """The C walk's module, or None (:func:`.native.walk_extension`: one log line says why)."""
+    return native.walk_extension()

@@ -1,0 +1,483 @@
+/* The exact whole-vocabulary walk: the branching lexer (lexer.py ``advance``) run over a
+ * character trie of a vocabulary's token texts, so that one call tells, for every token, whether
+ * the checker takes its text (docs/optimizations.md, "The native vocabulary walk").
+ *
+ * Plain C99 on the CPython API and the buffer protocol: no numpy, no build requirement beyond
+ * the C compiler mypyc needs already. The tables come from
+ * fimconstrain/decoding/masks/vocab_walk.py, which also holds the Python twin of this walk.
+ *
+ * The rules are advance's, character by character, for each branch (parser, layout, lexer state,
+ * lexeme, guards); a branch's (parser, layout) is a *context* id that Python gave out, and its
+ * allowed terminals are W 64-bit words:
+ *   - each guard steps; a guard that dies is dropped; a guard that reaches an accepting state
+ *     kills the branch (a longer match exists);
+ *   - where the lexeme may end (final[q] and not final[nxt]) Python ends the symbol (layer
+ *     end_symbol + lex_start + allowed, memoised here per walk by context, state and text):
+ *     the branch that ends it starts a new lexeme with the character, guarded by nxt, if that
+ *     lexeme can still become an allowed terminal (live & allowed);
+ *   - the branch that goes on lives while live[nxt] & allowed.
+ * A token passes when some branch is alive after its last character. A lexeme end whose new
+ * lexer state Python has no dense id for makes the tokens below it *undecided* (fed by Python)
+ * unless another branch decides them. A subtree with neither is pruned, and so is one without a
+ * token of ``only`` (a bitset, when given: the tokens asked about), whose tokens are then not
+ * marked (a token outside ``only`` may be said to fail when it passes, never the other way).
+ * Keep in step with lexer.py's advance (its twin note) and vocab_walk.py's _walk_py. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
+#define WALK_ABI 2
+
+typedef struct {
+    int32_t ctx;    /* context id: (parser, layout) in Python */
+    int32_t q;      /* dense lexer state of the lexeme in progress */
+    int32_t origin; /* root branch whose lexeme this lexeme continues, or -1 */
+    int32_t begin;  /* depth where the lexeme's characters on the path start */
+    int32_t ng;     /* guards: gd[goff .. goff + ng) */
+    int32_t goff;
+} Branch;
+
+typedef struct {
+    int32_t node, edge, lo, hi, gmark, unknown, depth;
+} Frame;
+
+typedef struct {
+    uint64_t hash;
+    int32_t ctx, q, origin, len;
+    Py_ssize_t off; /* the key's characters in karena */
+    int32_t ctx2;   /* >= 0: the context after the symbol; -1: rejected; -2: undecided */
+    int32_t start;  /* dense lexer state a new symbol starts from */
+    int used;
+} Memo;
+
+typedef struct {
+    const int32_t *child_start, *edge_cls, *edge_to, *tok_start, *tok_ids, *subtree_end;
+    const uint32_t *edge_cp;
+    const int32_t *trans;
+    const uint8_t *final;
+    const uint64_t *live;
+    Py_ssize_t n_nodes, n_edges, n_toks, S, C, W;
+    uint8_t *pass_out, *und_out;
+    Py_ssize_t out_bits;
+    uint64_t *ctx_allowed;
+    Py_ssize_t ctx_cap;
+    Branch *br;
+    Py_ssize_t br_n, br_cap;
+    int32_t *gd;
+    Py_ssize_t gd_n, gd_cap;
+    uint32_t *path;
+    Memo *memo;
+    Py_ssize_t memo_cap, memo_n;
+    uint32_t *karena;
+    Py_ssize_t k_n, k_cap;
+    Py_UCS4 *tbuf;
+    Py_ssize_t tbuf_cap;
+    PyObject *root_lexemes; /* list of str, by origin */
+    PyObject *on_end;
+    long calls;
+} Walk;
+
+static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    if (need <= *cap) return 0;
+    Py_ssize_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, (size_t)n * item);
+    if (!q) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int set_ctx_allowed(Walk *w, Py_ssize_t ctx, PyObject *bytes) {
+    if (!PyBytes_Check(bytes) || PyBytes_GET_SIZE(bytes) != w->W * 8) {
+        PyErr_SetString(PyExc_ValueError, "allowed terminals must be bytes of W words");
+        return -1;
+    }
+    if (ctx >= w->ctx_cap) {
+        Py_ssize_t old = w->ctx_cap, n = old ? old : 16;
+        while (n <= ctx) n *= 2;
+        uint64_t *q = realloc(w->ctx_allowed, (size_t)(n * w->W) * sizeof(uint64_t));
+        if (!q) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(q + old * w->W, 0, (size_t)((n - old) * w->W) * sizeof(uint64_t));
+        w->ctx_allowed = q;
+        w->ctx_cap = n;
+    }
+    memcpy(w->ctx_allowed + ctx * w->W, PyBytes_AS_STRING(bytes), (size_t)(w->W * 8));
+    return 0;
+}
+
+static int live_under(const Walk *w, int32_t q, int32_t ctx) {
+    const uint64_t *a = w->live + (Py_ssize_t)q * w->W, *b = w->ctx_allowed + (Py_ssize_t)ctx * w->W;
+    for (Py_ssize_t k = 0; k < w->W; k++)
+        if (a[k] & b[k]) return 1;
+    return 0;
+}
+
+static uint64_t key_hash(int32_t ctx, int32_t q, int32_t origin, const uint32_t *cps, int32_t len) {
+    uint64_t h = 1469598103934665603ULL;
+    h = (h ^ (uint32_t)ctx) * 1099511628211ULL;
+    h = (h ^ (uint32_t)q) * 1099511628211ULL;
+    h = (h ^ (uint32_t)origin) * 1099511628211ULL;
+    for (int32_t k = 0; k < len; k++) h = (h ^ cps[k]) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+/* Python's verdict on the symbol that ends: (ctx2, start) in *out, memoised */
+static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int32_t *start) {
+    int32_t len = upto - b->begin;
+    const uint32_t *cps = w->path + b->begin;
+    uint64_t h = key_hash(b->ctx, b->q, b->origin, cps, len);
+    Py_ssize_t mask = w->memo_cap - 1, at = (Py_ssize_t)(h & (uint64_t)mask);
+    while (w->memo[at].used) {
+        Memo *m = &w->memo[at];
+        if (m->hash == h && m->ctx == b->ctx && m->q == b->q && m->origin == b->origin && m->len == len &&
+            memcmp(w->karena + m->off, cps, (size_t)len * sizeof(uint32_t)) == 0) {
+            *ctx2 = m->ctx2;
+            *start = m->start;
+            return 0;
+        }
+        at = (at + 1) & mask;
+    }
+    /* the lexeme's text: the root branch's lexeme, then the path's characters */
+    PyObject *head = b->origin >= 0 ? PyList_GET_ITEM(w->root_lexemes, b->origin) : NULL;
+    Py_ssize_t hn = head ? PyUnicode_GET_LENGTH(head) : 0;
+    if (grow((void **)&w->tbuf, &w->tbuf_cap, hn + len + 1, sizeof(Py_UCS4)) < 0) return -1;
+    if (head && !PyUnicode_AsUCS4(head, w->tbuf, hn + 1, 0)) return -1;
+    for (int32_t k = 0; k < len; k++) w->tbuf[hn + k] = cps[k];
+    PyObject *text = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w->tbuf, hn + len);
+    if (!text) return -1;
+    w->calls++;
+    PyObject *res = PyObject_CallFunction(w->on_end, "iiO", (int)b->ctx, (int)b->q, text);
+    Py_DECREF(text);
+    if (!res) return -1;
+    int32_t c2 = -1, s = 0;
+    if (res == Py_None) {
+        c2 = -1;
+    } else if (PyLong_Check(res)) {
+        c2 = -2;
+    } else if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 3) {
+        long a = PyLong_AsLong(PyTuple_GET_ITEM(res, 0)), st = PyLong_AsLong(PyTuple_GET_ITEM(res, 1));
+        if ((a == -1 || st == -1) && PyErr_Occurred()) {
+            Py_DECREF(res);
+            return -1;
+        }
+        if (a < 0 || a > INT32_MAX || st < 0 || st >= w->S) {
+            Py_DECREF(res);
+            PyErr_SetString(PyExc_ValueError, "on_end gave a context or a state out of range");
+            return -1;
+        }
+        if (set_ctx_allowed(w, a, PyTuple_GET_ITEM(res, 2)) < 0) {
+            Py_DECREF(res);
+            return -1;
+        }
+        c2 = (int32_t)a;
+        s = (int32_t)st;
+    } else {
+        Py_DECREF(res);
+        PyErr_SetString(PyExc_TypeError, "on_end must give None, an int or (context, state, allowed)");
+        return -1;
+    }
+    Py_DECREF(res);
+    /* remember it (the table stays at most half full) */
+    if (grow((void **)&w->karena, &w->k_cap, w->k_n + len, sizeof(uint32_t)) < 0) return -1;
+    memcpy(w->karena + w->k_n, cps, (size_t)len * sizeof(uint32_t));
+    Memo m = {h, b->ctx, b->q, b->origin, len, w->k_n, c2, s, 1};
+    w->k_n += len;
+    w->memo[at] = m;
+    if (++w->memo_n * 2 > w->memo_cap) {
+        Py_ssize_t n = w->memo_cap * 2;
+        Memo *t = calloc((size_t)n, sizeof(Memo));
+        if (!t) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < w->memo_cap; k++) {
+            if (!w->memo[k].used) continue;
+            Py_ssize_t j = (Py_ssize_t)(w->memo[k].hash & (uint64_t)(n - 1));
+            while (t[j].used) j = (j + 1) & (n - 1);
+            t[j] = w->memo[k];
+        }
+        free(w->memo);
+        w->memo = t;
+        w->memo_cap = n;
+    }
+    *ctx2 = c2;
+    *start = s;
+    return 0;
+}
+
+static int push_branch(Walk *w, Branch b) {
+    if (grow((void **)&w->br, &w->br_cap, w->br_n + 1, sizeof(Branch)) < 0) return -1;
+    w->br[w->br_n++] = b;
+    return 0;
+}
+
+/* branch ``b`` (a copy) reads the character at depth ``i`` of class ``cls``: its successors are
+ * appended to the branch arena; *unknown is set where Python cannot tell */
+static int step(Walk *w, Branch b, int32_t i, int32_t cls, int *unknown) {
+    const Py_ssize_t C = w->C;
+    if (grow((void **)&w->gd, &w->gd_cap, w->gd_n + 2 * (Py_ssize_t)b.ng + 2, sizeof(int32_t)) < 0) return -1;
+    int32_t gmark = (int32_t)w->gd_n, nk = 0;
+    for (int32_t k = 0; k < b.ng; k++) {
+        int32_t g2 = w->trans[(Py_ssize_t)w->gd[b.goff + k] * C + cls];
+        if (g2 == 0) continue;
+        if (w->final[g2]) return 0; /* a guard saw a longer match: this branch is wrong */
+        w->gd[gmark + nk++] = g2;
+    }
+    w->gd_n += nk;
+    int32_t nxt = w->trans[(Py_ssize_t)b.q * C + cls];
+    if (w->final[b.q] && !w->final[nxt]) {
+        int32_t ctx2, start;
+        if (end_symbol(w, &b, i, &ctx2, &start) < 0) return -1;
+        if (ctx2 == -2) {
+            *unknown = 1;
+        } else if (ctx2 >= 0) {
+            int32_t fresh = w->trans[(Py_ssize_t)start * C + cls];
+            if (fresh != 0 && live_under(w, fresh, ctx2)) {
+                int32_t goff = (int32_t)w->gd_n;
+                for (int32_t k = 0; k < nk; k++) w->gd[goff + k] = w->gd[gmark + k];
+                int32_t ng = nk;
+                if (nxt != 0) w->gd[goff + ng++] = nxt;
+                w->gd_n += ng;
+                Branch e = {ctx2, fresh, -1, i, ng, goff};
+                if (push_branch(w, e) < 0) return -1;
+            }
+        }
+    }
+    if (nxt != 0 && live_under(w, nxt, b.ctx)) {
+        Branch c = {b.ctx, nxt, b.origin, b.begin, nk, gmark};
+        if (push_branch(w, c) < 0) return -1;
+    }
+    return 0;
+}
+
+static void mark(uint8_t *out, const Walk *w, Py_ssize_t lo, Py_ssize_t hi) {
+    for (Py_ssize_t k = lo; k < hi; k++) {
+        int32_t t = w->tok_ids[k];
+        out[t >> 3] |= (uint8_t)(1u << (t & 7));
+    }
+}
+
+typedef struct {
+    Py_buffer v;
+    int held;
+} Buf;
+
+static int get_buf(PyObject *obj, Buf *b, Py_ssize_t item, int writable, const char *what) {
+    if (PyObject_GetBuffer(obj, &b->v, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
+    b->held = 1;
+    if (b->v.len % item) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes is not a whole number of items", what, b->v.len);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *tables, *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj, *only_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|O", &PyTuple_Type, &tables, &PyList_Type, &roots, &PyList_Type,
+                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj, &only_obj))
+        return NULL;
+    if (PyTuple_GET_SIZE(tables) != 13) {
+        PyErr_SetString(PyExc_ValueError, "walk: 13 tables expected");
+        return NULL;
+    }
+    enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, NBUF };
+    static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8};
+    static const char *names[NBUF] = {"child_start", "edge_cp", "edge_cls", "edge_to", "tok_start",
+                                      "tok_ids", "subtree_end", "trans", "final", "live"};
+    Buf bufs[NBUF + 3];
+    memset(bufs, 0, sizeof(bufs));
+    Walk w;
+    memset(&w, 0, sizeof(w));
+    Frame *frames = NULL;
+    uint8_t *keep = NULL;   /* per node: a token of ``only`` in its subtree (NULL: every node) */
+    int32_t *below = NULL;  /* tokens of ``only`` among tok_ids[0 .. k) */
+    PyObject *result = NULL;
+    for (int k = 0; k < NBUF; k++)
+        if (get_buf(PyTuple_GET_ITEM(tables, k), &bufs[k], items[k], 0, names[k]) < 0) goto done;
+    if (get_buf(pass_obj, &bufs[NBUF], 1, 1, "pass_out") < 0) goto done;
+    if (get_buf(und_obj, &bufs[NBUF + 1], 1, 1, "und_out") < 0) goto done;
+    if (only_obj != Py_None && get_buf(only_obj, &bufs[NBUF + 2], 1, 0, "only") < 0) goto done;
+    w.S = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 10));
+    w.C = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 11));
+    w.W = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 12));
+    if (PyErr_Occurred()) goto done;
+    w.child_start = bufs[CHILD].v.buf;
+    w.edge_cp = bufs[CP].v.buf;
+    w.edge_cls = bufs[CLS].v.buf;
+    w.edge_to = bufs[TO].v.buf;
+    w.tok_start = bufs[TSTART].v.buf;
+    w.tok_ids = bufs[TIDS].v.buf;
+    w.subtree_end = bufs[SUBEND].v.buf;
+    w.trans = bufs[TRANS].v.buf;
+    w.final = bufs[FINAL].v.buf;
+    w.live = bufs[LIVE].v.buf;
+    w.n_nodes = bufs[CHILD].v.len / 4 - 1;
+    w.n_edges = bufs[CP].v.len / 4;
+    w.n_toks = bufs[TIDS].v.len / 4;
+    w.pass_out = bufs[NBUF].v.buf;
+    w.und_out = bufs[NBUF + 1].v.buf;
+    w.out_bits = bufs[NBUF].v.len * 8;
+    if (w.n_nodes < 1 || w.S < 1 || w.C < 1 || w.W < 1 || bufs[CLS].v.len / 4 != w.n_edges ||
+        bufs[TO].v.len / 4 != w.n_edges || bufs[TSTART].v.len / 4 != w.n_nodes + 1 ||
+        bufs[SUBEND].v.len / 4 != w.n_nodes || bufs[TRANS].v.len / 4 != w.S * w.C ||
+        bufs[FINAL].v.len != w.S || bufs[LIVE].v.len / 8 != w.S * w.W || bufs[NBUF + 1].v.len != bufs[NBUF].v.len) {
+        PyErr_SetString(PyExc_ValueError, "walk: the tables' sizes do not agree");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < w.n_toks; k++)
+        if (w.tok_ids[k] < 0 || w.tok_ids[k] >= w.out_bits) {
+            PyErr_SetString(PyExc_ValueError, "walk: a token id is outside the output bitsets");
+            goto done;
+        }
+    for (Py_ssize_t k = 0; k < w.n_edges; k++)
+        if (w.edge_to[k] <= 0 || w.edge_to[k] >= w.n_nodes || w.edge_cls[k] < 0 || w.edge_cls[k] >= w.C) {
+            PyErr_SetString(PyExc_ValueError, "walk: an edge is out of range");
+            goto done;
+        }
+    for (Py_ssize_t n = 0; n <= w.n_nodes; n++)
+        if (w.child_start[n] < (n ? w.child_start[n - 1] : 0) || w.child_start[n] > w.n_edges ||
+            w.tok_start[n] < (n ? w.tok_start[n - 1] : 0) || w.tok_start[n] > w.n_toks ||
+            (n < w.n_nodes && (w.subtree_end[n] <= n || w.subtree_end[n] > w.n_nodes))) {
+            PyErr_SetString(PyExc_ValueError, "walk: a node is out of range");
+            goto done;
+        }
+    for (Py_ssize_t k = 0; k < w.S * w.C; k++)
+        if (w.trans[k] < 0 || w.trans[k] >= w.S) {
+            PyErr_SetString(PyExc_ValueError, "walk: a transition is out of range");
+            goto done;
+        }
+    if (bufs[NBUF + 2].held) {
+        const uint8_t *only = bufs[NBUF + 2].v.buf;
+        Py_ssize_t only_bits = bufs[NBUF + 2].v.len * 8;
+        keep = malloc((size_t)w.n_nodes);
+        below = malloc((size_t)(w.n_toks + 1) * sizeof(int32_t));
+        if (!keep || !below) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        below[0] = 0;
+        for (Py_ssize_t k = 0; k < w.n_toks; k++) {
+            int32_t t = w.tok_ids[k];
+            below[k + 1] = below[k] + (t < only_bits && (only[t >> 3] >> (t & 7) & 1));
+        }
+        for (Py_ssize_t n = 0; n < w.n_nodes; n++)
+            keep[n] = below[w.tok_start[w.subtree_end[n]]] > below[w.tok_start[n]];
+    }
+    w.root_lexemes = root_lexemes;
+    w.on_end = on_end;
+    w.memo_cap = 256;
+    w.memo = calloc((size_t)w.memo_cap, sizeof(Memo));
+    Py_ssize_t frames_cap = 0, path_cap = 0;
+    if (grow((void **)&frames, &frames_cap, 64, sizeof(Frame)) < 0 ||
+        grow((void **)&w.path, &path_cap, 64, sizeof(uint32_t)) < 0)
+        goto done;
+    if (!w.memo) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(root_allowed); k++)
+        if (set_ctx_allowed(&w, k, PyList_GET_ITEM(root_allowed, k)) < 0) goto done;
+    /* the root branches: (ctx, q, origin, guards) */
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(roots); k++) {
+        PyObject *r = PyList_GET_ITEM(roots, k);
+        PyObject *guards;
+        int ctx, q, origin;
+        if (!PyArg_ParseTuple(r, "iiiO!", &ctx, &q, &origin, &PyTuple_Type, &guards)) goto done;
+        if (ctx < 0 || ctx >= PyList_GET_SIZE(root_allowed) || q < 0 || q >= w.S || origin < -1 ||
+            origin >= PyList_GET_SIZE(root_lexemes) ||
+            (origin >= 0 && !PyUnicode_Check(PyList_GET_ITEM(root_lexemes, origin)))) {
+            PyErr_SetString(PyExc_ValueError, "walk: a root branch is out of range");
+            goto done;
+        }
+        Py_ssize_t ng = PyTuple_GET_SIZE(guards);
+        if (grow((void **)&w.gd, &w.gd_cap, w.gd_n + ng, sizeof(int32_t)) < 0) goto done;
+        Branch b = {ctx, q, origin, 0, (int32_t)ng, (int32_t)w.gd_n};
+        for (Py_ssize_t j = 0; j < ng; j++) {
+            long g = PyLong_AsLong(PyTuple_GET_ITEM(guards, j));
+            if (g < 0 || g >= w.S) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "walk: a guard is out of range");
+                goto done;
+            }
+            w.gd[w.gd_n++] = (int32_t)g;
+        }
+        if (push_branch(&w, b) < 0) goto done;
+    }
+    Py_ssize_t top = 0;
+    frames[0] = (Frame){0, w.child_start[0], 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
+    while (top >= 0) {
+        Frame *f = &frames[top]; /* (valid until frames grows, below) */
+        if (f->edge >= w.child_start[f->node + 1]) {
+            w.br_n = f->lo;
+            w.gd_n = f->gmark;
+            top--;
+            continue;
+        }
+        int32_t e = f->edge++, depth = f->depth;
+        int32_t cls = w.edge_cls[e], child = w.edge_to[e];
+        if (keep && !keep[child]) continue;
+        if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
+        w.path[depth] = w.edge_cp[e];
+        int32_t lo = (int32_t)w.br_n, gmark = (int32_t)w.gd_n;
+        int unknown = f->unknown;
+        for (int32_t k = f->lo; k < f->hi; k++)
+            if (step(&w, w.br[k], depth, cls, &unknown) < 0) goto done;
+        if (w.br_n > lo) {
+            mark(w.pass_out, &w, w.tok_start[child], w.tok_start[child + 1]);
+            if (grow((void **)&frames, &frames_cap, top + 2, sizeof(Frame)) < 0) goto done;
+            frames[++top] = (Frame){child, w.child_start[child], lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
+        } else {
+            if (unknown) { /* no branch decides the tokens below: Python feeds them */
+                int32_t end = w.subtree_end[child];
+                mark(w.und_out, &w, w.tok_start[child], w.tok_start[end]);
+            }
+            w.br_n = lo;
+            w.gd_n = gmark;
+        }
+    }
+    result = PyLong_FromLong(w.calls);
+done:
+    for (int k = 0; k < NBUF + 3; k++)
+        if (bufs[k].held) PyBuffer_Release(&bufs[k].v);
+    free(frames);
+    free(keep);
+    free(below);
+    free(w.ctx_allowed);
+    free(w.br);
+    free(w.gd);
+    free(w.path);
+    free(w.memo);
+    free(w.karena);
+    free(w.tbuf);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"walk", walk, METH_VARARGS,
+     "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None) -> lexeme ends "
+     "asked"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk",
+                                    "The exact whole-vocabulary walk (see vocab_walk.py).", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__walk(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", WALK_ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,249 @@
+"""The exact whole-vocabulary walk (``fimconstrain/decoding/masks/vocab_walk.py``, its C
+extension ``fimconstrain/engine/_walk.c``): the same verdict as feeding every token's text to
+the checker, bit for bit, for every token it decides, at held-out cuts over the shipped model's
+vocabulary and a larger one, and after random text; the same whole masks with it as without it;
+and the fallback to Python when it is not built or stale, with one line saying so."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from stdlib_cursors import STDLIB, stdlib_cursors
+
+import fimconstrain
+from fimconstrain.decoding.masks import vocab_walk as vw
+from fimconstrain.decoding.tokens.fim_formats import TextCodec
+from fimconstrain.engine import native
+
+REPO = Path(__file__).resolve().parents[2]
+TOKENIZER = REPO / "fimconstrain" / "default_model" / "tokenizer.json"
+NATIVE = native.walk_extension()
+needs_native = pytest.mark.skipif(
+    NATIVE is None and not os.environ.get("CI"), reason="the C vocabulary walk is not built here"
+)
+#: held-out files (the shipped model never trained on the standard library)
+FILES = ("ast.py", "json/decoder.py", "textwrap.py", "string.py")
+
+
+@pytest.fixture(scope="module")
+def codec() -> TextCodec:
+    from transformers import AutoTokenizer
+
+    return TextCodec(AutoTokenizer.from_pretrained(TOKENIZER.parent))
+
+
+@pytest.fixture(scope="module")
+def larger(codec) -> list[str | None]:
+    """A vocabulary five times the shipped one: its texts and 32,768 concatenations of two of
+    them (long tokens that end and start several symbols: ``"):\\n    "``, ``" = self"``)."""
+    pieces = codec.pieces()
+    texts = [p for p in pieces if p]
+    rng = random.Random(62)
+    return [*pieces, *(rng.choice(texts) + rng.choice(texts) for _ in range(32768))]
+
+
+def _bits(data: bytes, n: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")[:n].astype(bool)
+
+
+def _check(checker, pieces: list[str | None], module, only: np.ndarray | None = None) -> tuple[int, int]:
+    """The walk against feeding every token (of ``only``, a bool vector, when given), and the C
+    walk against the Python twin; (tokens decided, tokens undecided)."""
+    walk = vw.vocab_walk(checker.layer, pieces)
+    asked = None if only is None else np.packbits(only, bitorder="little").tobytes()
+    while True:  # (a walk that meets lexer states the table lacks grows it for the next)
+        known = len(walk.sids)
+        answer = walk.walk(checker, module, asked)
+        _verify(checker, pieces, *answer, only)
+        if len(walk.sids) == known:
+            break
+    if module is not None:
+        assert answer == walk.walk(checker, None, asked)
+    return _verify(checker, pieces, *answer, only)
+
+
+def _verify(
+    checker, pieces: list[str | None], passing: bytes, undecided: bytes, only: np.ndarray | None = None
+) -> tuple[int, int]:
+    """A walk's answer against feeding every token it decides (of ``only``); (decided, undecided)."""
+    passes, open_ = _bits(passing, len(pieces)), _bits(undecided, len(pieces))
+    assert not (passes & open_).any()
+    if only is not None:  # the others that a walk read are told, the others are left
+        open_ = open_ | (~only[: len(pieces)] & ~passes)
+    decided = np.flatnonzero(~open_)
+    fed = np.array([checker.feed(pieces[t]) is not None for t in decided.tolist()], dtype=bool)
+    wrong = decided[fed != passes[decided]]
+    assert not len(wrong), [(pieces[t], bool(passes[t])) for t in wrong[:10]]
+    return len(decided), int(open_.sum())
+
+
+@needs_native
+@pytest.mark.parametrize("version", ["3.8", "3.12", "3.14"])
+def test_the_walk_is_the_checker_at_held_out_cuts(codec, version):
+    pieces = codec.pieces()
+    for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:])):
+        checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
+        decided, undecided = _check(checker, pieces, NATIVE)
+        # undecided: only the tokens without a text of their own (or with a \r), so that no
+        # fallback hides a wrong answer
+        assert undecided <= sum(p is None or "\r" in p for p in pieces) + 2 and decided > 0.95 * len(pieces)
+        # asked about some tokens only (the store's admitted ones): the rest of the trie is left out
+        only = np.random.default_rng(len(prefix)).random(len(pieces)) < 0.1
+        _check(checker, pieces, NATIVE, only)
+
+
+@needs_native
+def test_the_walk_is_the_checker_over_a_larger_vocabulary(larger):
+    for prefix, suffix in stdlib_cursors(FILES, 2, seed=5):
+        checker = fimconstrain.fim_checker(prefix, suffix)
+        decided, _ = _check(checker, larger, NATIVE)
+        assert decided > 0.95 * len(larger)
+
+
+@needs_native
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cut=st.integers(0, 10**6),
+    text=st.text(alphabet=st.sampled_from(list("ab_1 .,:()[]{}'\"\\#=+-*\nfr\t\u00e9")), max_size=12),
+)
+def test_the_walk_is_the_checker_after_random_text(codec, cut, text):
+    """After random text at a random point of a held-out file (in strings, comments, f-strings,
+    half-written numbers and names), over the shipped vocabulary's texts of up to 3 characters
+    and a sample of the rest (a small trie: many examples)."""
+    source = (STDLIB / "textwrap.py").read_text()
+    checker = fimconstrain.fim_checker(source[: cut % 5000], "").feed(text)
+    assume(checker is not None and not checker.pending_cr)
+    pieces = codec.pieces()
+    sample = [p if p and (len(p) <= 3 or t % 7 == 0) else None for t, p in enumerate(pieces)]
+    _check(checker, _SAMPLES.setdefault(len(pieces), sample), NATIVE)
+
+
+#: the sampled vocabulary of the random-text test, one list (one walk built) for all examples
+_SAMPLES: dict[int, list[str | None]] = {}
+
+
+@needs_native
+def test_states_the_table_lacks_leave_their_tokens_undecided_then_grow_it(codec):
+    """A walk built from no lexer state but those of the checker's branches meets new symbols'
+    start states it has no dense id for: the tokens below them are undecided (and the others
+    still right), and the next walk has those states."""
+    prefix, suffix = stdlib_cursors(FILES, 1, seed=11)[0]
+    checker = fimconstrain.fim_checker(prefix, suffix)
+    pieces = codec.pieces()
+    walk, twin = (vw.VocabWalk(checker.layer, pieces, states=[]) for _ in range(2))
+    untexted = int(_bits(walk.undecided, len(pieces)).sum())
+    before = len(walk.sids)
+    answer = walk.walk(checker, NATIVE)
+    assert answer == twin.walk(checker, None)
+    _, first = _verify(checker, pieces, *answer)
+    assert len(walk.sids) > before and first > untexted
+    answer = walk.walk(checker, NATIVE)
+    assert answer == twin.walk(checker, None)
+    _, second = _verify(checker, pieces, *answer)
+    assert second < first
+
+
+@needs_native
+def test_an_error_where_a_symbol_ends_comes_out_of_the_walk(codec, monkeypatch):
+    """An exception in Python where a lexeme ends (a time limit, a bug) leaves the C walk as it
+    is, not swallowed; the next walk is whole again."""
+    checker = fimconstrain.fim_checker("x = foo(1, ", ")\n")
+    walk = vw.vocab_walk(checker.layer, codec.pieces())
+    layer = checker.layer
+
+    class Stop(Exception):
+        pass
+
+    def failing(*args):
+        raise Stop
+
+    monkeypatch.setattr(layer, "end_symbol", failing, raising=False)
+    with pytest.raises(Stop):
+        walk.walk(checker, NATIVE)
+    monkeypatch.undo()
+    _check(checker, codec.pieces(), NATIVE)
+
+
+def test_the_python_twin_is_the_checker(codec):
+    """The walk in Python (what the C is compared with) against feeding every token."""
+    prefix, suffix = stdlib_cursors(FILES, 1, seed=9)[0]
+    _check(fimconstrain.fim_checker(prefix, suffix), codec.pieces(), None)
+
+
+def test_whole_masks_are_the_same_with_the_walk_and_without(codec, tmp_path, monkeypatch):
+    """ConstraintState.passing(whole=True) through the walk and through the Python path: the
+    same tokens, and the walk decided most of them."""
+    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_tokens
+    from fimconstrain.decoding.masks.store import MaskStore
+
+    store = MaskStore.load_or_build(codec.tokenizer, cache_dir=tmp_path, progress=False)
+    size = len(codec.tokenizer)
+    stops = {codec.tokenizer.eos_token_id}
+    banned = {*codec.tokenizer.all_special_ids, *codec.tokenizer.added_tokens_decoder} - stops
+    for prefix, suffix in stdlib_cursors(FILES, 2, seed=3):
+        checker = fimconstrain.fim_checker(prefix, suffix)
+
+        def mask(module, checker=checker) -> tuple[list[int], int]:
+            monkeypatch.setattr(vw, "native_walk", lambda: module)
+            state = ConstraintState(checker, codec, store=store)
+            return list(passing_tokens(state, range(size), stops, banned, whole=True)), state.walked
+
+        plain, none_walked = mask(None)
+        walked, decided = mask(NATIVE if NATIVE is not None else _TwinModule)
+        assert walked == plain and none_walked == 0 and decided > 0
+
+
+class _TwinModule:
+    """The Python twin where a module is expected (when the C walk is not built)."""
+
+    walk = staticmethod(vw.walk_py)
+
+
+def test_a_pending_carriage_return_is_not_walked(codec):
+    checker = fimconstrain.fim_checker("x = 1\r", "")
+    assert checker.pending_cr
+    with pytest.raises(ValueError):
+        vw.vocab_walk(checker.layer, codec.pieces()).walk(checker, NATIVE)
+
+
+def test_a_missing_stale_or_refused_walk_falls_back_with_one_line(monkeypatch, caplog):
+    """No build, a build of an older ``_walk.c``, or ``FIMCONSTRAIN_ENGINE=python``: no module,
+    and (but where asked for) one log line, once per process, that says why."""
+    monkeypatch.setattr(native, "_WALK", [])
+    monkeypatch.setattr(native, "walk_digest", lambda engine_dir=native.ENGINE_DIR: "0" * 64)
+    monkeypatch.setattr(
+        native, "_read_stamp", lambda: {"walk": "1" * 64, "cache_tag": sys.implementation.cache_tag}
+    )
+    with caplog.at_level(logging.WARNING, logger="fimconstrain"):
+        assert native.walk_extension() is None
+        assert native.walk_extension() is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "is older than _walk.c" in lines[0] and "computed in Python" in lines[0]
+    monkeypatch.setattr(native, "_read_stamp", lambda: {"cache_tag": sys.implementation.cache_tag})
+    assert "is not built" in str(native._walk_module())
+    monkeypatch.setattr(
+        native, "_read_stamp", lambda: {"walk": "0" * 64, "cache_tag": sys.implementation.cache_tag}
+    )
+    monkeypatch.setattr(native, "WALK_MODULE", "fimconstrain.engine._no_such_walk")
+    assert "cannot be loaded" in str(native._walk_module())
+    monkeypatch.setenv(native.ENV_VAR, "python")
+    assert "FIMCONSTRAIN_ENGINE=python" in str(native._walk_module())
+    monkeypatch.setattr(native, "_WALK", [])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fimconstrain"):
+        assert native.walk_extension() is None
+    assert not caplog.records  # asked for: nothing to say
+
+
+@needs_native
+def test_the_walk_is_built_from_this_source():
+    """Where it is built (CI builds it), it is current and serves."""
+    assert NATIVE is not None and NATIVE.ABI == native.WALK_ABI
