@@ -233,6 +233,52 @@ def test_unfinished_utf8_and_held_characters():
     assert store.allowed(c, held=1).all()
 
 
+def byte_level_tokenizer(pieces: list[bytes]):
+    """A transformers tokenizer whose tokens are ``pieces`` under GPT-2's byte-level mapping
+    (no merges: built to decode hand-picked tokens, not to encode)."""
+    pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    kept = [*range(33, 127), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    extra = [b for b in range(256) if b not in kept]
+    char = {**{b: chr(b) for b in kept}, **{b: chr(256 + n) for n, b in enumerate(extra)}}
+    vocab = {"".join(char[b] for b in piece): t for t, piece in enumerate(pieces)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+def test_a_stray_byte_before_an_unfinished_character_stays_text():
+    """A byte-level BPE learns tokens such as ``\\x98\\xf0\\x9d\\x94`` (the end of 𝔘, the start of
+    the next) from runs of such characters. After whole text its first byte is U+FFFD for good
+    and only the unfinished character is held back (one U+FFFD, as lossy UTF-8 decodes it): in
+    a name no continuation mends the first, so the exact check refuses the token, and every
+    token it passes is in the store's mask. (It held back both, saw 𝔘 continue the name and
+    passed a token the mask rightly lacks.)"""
+    from fimconstrain.decoding.loop.constraint import ConstraintState
+    from fimconstrain.decoding.tokens.fim_formats import TextCodec
+
+    pieces = [b"x", b" =", b" ab", b" '", b"\xf0\x9d\x94", b"\x98", b"\x98\xf0\x9d\x94", b"\xcc", b"\x80"]
+    tok = byte_level_tokenizer(pieces)
+    store = MaskStore.build(vocabulary(tok), progress=False)
+    codec = TextCodec(tok)
+    for prefix in ("x = ab", "x =", "x = 'ab", "x = 1"):
+        state = ConstraintState(fimconstrain.fim_checker(prefix), codec)
+        mask = store.allowed(state.checker)
+        missed = [pieces[t] for t in range(len(pieces)) if state.child(t) is not None and not mask[t]]
+        assert not missed, (prefix, missed)
+    stray, start, end, mark = 6, 4, 5, 7
+    name = ConstraintState(fimconstrain.fim_checker("x = ab"), codec)
+    assert name.child(stray) is None  # ab\ufffd: no name
+    twice = name.child(start).child(stray)  # ab𝔘, then the start of another 𝔘
+    assert twice is not None and twice.held == 1 and twice.child(end).checker.feed("\n") is not None
+    assert name.child(mark).child(pieces.index(b"\x80")).held == 0  # ab + a combining grave
+    in_string = ConstraintState(fimconstrain.fim_checker("x = 'ab"), codec).child(stray)
+    assert in_string is not None and in_string.held == 1 and in_string.final_checker().feed("'") is not None
+
+
 def test_pending_carriage_return():
     """After a lone \\r the checker drops a following \\n: tokens starting with \\n stay allowed."""
     tokens = ["x", "\r", "\n", "\nx", "("]

@@ -402,7 +402,7 @@ class ConstraintState:
                 )
             new = new[len(self.healing) :]
         unfinished = b"" if whole else self.codec.unfinished_char(list(ids[-4:]))
-        held = min(len(unfinished), len(new) - len(new.rstrip(REPLACEMENT)))
+        held = min(self.codec.held_replacements(unfinished), len(new) - len(new.rstrip(REPLACEMENT)))
         if held:
             new = new[:-held]
         nxt = self._feed(new) if new else self.checker

@@ -362,6 +362,16 @@ class TextCodec:
                 return b""
         return b""
 
+    def held_replacements(self, unfinished: bytes) -> int:
+        """How many U+FFFD the decoder writes for ``unfinished``, the start of a character at the
+        end of the text: one under GPT-2's byte-level mapping (the bytes are decoded as lossy
+        UTF-8, where an unfinished character is one ill-formed sequence), one per byte under
+        SentencePiece's byte fallback. A U+FFFD before them is text (a byte that never becomes
+        a character), not part of the held character."""
+        if not unfinished:
+            return 0
+        return 1 if self._byte_scheme == "byte-level" else len(unfinished)
+
     def _token_bytes(self, token: int) -> bytes:
         """The raw bytes a token stands for, under this tokenizer's byte scheme (remembered:
         asked for every candidate token of every step)."""
