@@ -4,6 +4,7 @@ prefixes, and soundness / tightness against the exact checker with the full voca
     python benchmarks/mask_speed.py                   # 49,152-token BPE, 12 stdlib files
     python benchmarks/mask_speed.py --vocab-size 8192 --limit 4 --sound-positions 10
     python benchmarks/mask_speed.py --vocab-size 8192 --limit 4 --exact 20  # the exact whole mask
+    python benchmarks/mask_speed.py --model qwen2.5-coder-0.5b --limit 4 --exact 20  # at Qwen's 151,936
 
 ``--exact N`` times instead the exact whole-vocabulary mask (what serving's full-mask fallback
 computes: :meth:`.ConstraintState.admitted`, then :meth:`.ConstraintState.passing` with
@@ -152,15 +153,13 @@ def held_out_cuts(texts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
     return cuts
 
 
-def exact_masks(tokenizer, store: MaskStore, texts: list[str], n: int, seed: int, show: bool) -> dict:
-    """The exact whole mask at ``n`` held-out cuts: its time (a fresh state each, as after a
-    committed token), and its tokens against feeding every token (must be the same)."""
-    from transformers import PreTrainedTokenizerFast
-
+def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show: bool) -> dict:
+    """The exact whole mask at ``n`` held-out cuts over the transformers tokenizer ``hf``: its
+    time (a fresh state each, as after a committed token), and its tokens against feeding every
+    token (must be the same)."""
     from fimconstrain.decoding.loop.constraint import ConstraintState, passing_candidates, passing_tokens
     from fimconstrain.decoding.tokens.fim_formats import TextCodec
 
-    hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=SPECIAL_TOKENS[0])
     codec = TextCodec(hf)
     size = len(hf)
     stops = {hf.eos_token_id}
@@ -197,6 +196,22 @@ def exact_masks(tokenizer, store: MaskStore, texts: list[str], n: int, seed: int
     }
 
 
+def model_tokenizer(name: str):
+    """A model's tokenizer (transformers), as the decode loop reads it."""
+    from fimconstrain.decoding.models.loading import load_tokenizer
+
+    return load_tokenizer(name)[0]
+
+
+def as_transformers(tokenizer):
+    """``tokenizer`` as a transformers tokenizer (a stdlib BPE is a bare ``tokenizers`` one)."""
+    if hasattr(tokenizer, "backend_tokenizer"):
+        return tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=SPECIAL_TOKENS[0])
+
+
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0], limit_default=12, workers=False)
     p.add_argument("--vocab-size", type=int, default=49152)
@@ -210,6 +225,11 @@ def main() -> None:
         help="time the exact whole mask at N held-out cuts instead",
     )
     p.add_argument(
+        "--model",
+        help="with --exact: a model's tokenizer instead (a known model's name such as "
+        "qwen2.5-coder-0.5b, fetched; a .gguf file; a checkpoint folder)",
+    )
+    p.add_argument(
         "--python-walk",
         action="store_true",
         help="with --exact: leave the C vocabulary walk out (the Python path, as where it is not built)",
@@ -221,15 +241,17 @@ def main() -> None:
     if args.python_walk:
         vocab_walk.native_walk = lambda: None
     walk_kind = "Python" if vocab_walk.native_walk() is None else "C"
+    if args.model and not args.exact:
+        p.error("--model needs --exact")
     start = time.perf_counter()
-    tokenizer = stdlib_tokenizer(args.vocab_size)
+    tokenizer = model_tokenizer(args.model) if args.model else stdlib_tokenizer(args.vocab_size)
     tok_s = time.perf_counter() - start
     vocab = vocabulary(tokenizer)
     _root, files = select_files(args)
     texts = [t for t in (read_utf8(f) for f in files) if t]
     if args.exact:
         store = MaskStore.load_or_build(tokenizer, progress=show)
-        exact = exact_masks(tokenizer, store, texts, args.exact, args.seed, show)
+        exact = exact_masks(as_transformers(tokenizer), store, texts, args.exact, args.seed, show)
         exact["walk"] = walk_kind
         print(
             table(

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from stdlib_cursors import STDLIB, stdlib_cursors
+from vocab_walk_twin import TwinModule
 
 import fimconstrain
 from fimconstrain.decoding.masks import vocab_walk as vw
@@ -61,12 +62,12 @@ def _check(checker, pieces: list[str | None], module, only: np.ndarray | None = 
     asked = None if only is None else np.packbits(only, bitorder="little").tobytes()
     while True:  # (a walk that meets lexer states the table lacks grows it for the next)
         known = len(walk.sids)
-        answer = walk.walk(checker, module, asked)
+        answer = walk.walk(checker, module or TwinModule, asked)
         _verify(checker, pieces, *answer, only)
         if len(walk.sids) == known:
             break
     if module is not None:
-        assert answer == walk.walk(checker, None, asked)
+        assert answer == walk.walk(checker, TwinModule, asked)
     return _verify(checker, pieces, *answer, only)
 
 
@@ -142,11 +143,11 @@ def test_states_the_table_lacks_leave_their_tokens_undecided_then_grow_it(codec)
     untexted = int(_bits(walk.undecided, len(pieces)).sum())
     before = len(walk.sids)
     answer = walk.walk(checker, NATIVE)
-    assert answer == twin.walk(checker, None)
+    assert answer == twin.walk(checker, TwinModule)
     _, first = _verify(checker, pieces, *answer)
     assert len(walk.sids) > before and first > untexted
     answer = walk.walk(checker, NATIVE)
-    assert answer == twin.walk(checker, None)
+    assert answer == twin.walk(checker, TwinModule)
     _, second = _verify(checker, pieces, *answer)
     assert second < first
 
@@ -197,14 +198,8 @@ def test_whole_masks_are_the_same_with_the_walk_and_without(codec, tmp_path, mon
             return list(passing_tokens(state, range(size), stops, banned, whole=True)), state.walked
 
         plain, none_walked = mask(None)
-        walked, decided = mask(NATIVE if NATIVE is not None else _TwinModule)
+        walked, decided = mask(NATIVE if NATIVE is not None else TwinModule)
         assert walked == plain and none_walked == 0 and decided > 0
-
-
-class _TwinModule:
-    """The Python twin where a module is expected (when the C walk is not built)."""
-
-    walk = staticmethod(vw.walk_py)
 
 
 def test_a_pending_carriage_return_is_not_walked(codec):

@@ -4,7 +4,8 @@ takes its text (``checker.feed(text) is not None``), by running the branching le
 prefix that tokens share is read once, and a subtree whose prefix kills every branch is never
 read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python ends the symbols
 (the layer's ``end_symbol``, ``lex_start`` and ``allowed``), once per context, lexer state and
-text in a walk. :func:`walk_py` is the same walk in Python, the reference for the C.
+text in a walk. Its Python twin, the reference the C is tested against, is the tests' own
+(``tests/decoding/vocab_walk_twin.py``).
 
 The answer is two bitsets over token ids (bit t % 8 of byte t // 8): the tokens that pass, and
 the *undecided* ones, which the caller feeds itself: tokens without a text
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -161,20 +162,17 @@ class VocabWalk:
             w,
         )
 
-    def walk(
-        self, checker: Checker[Any], module: Any | None = None, only: bytes | None = None
-    ) -> tuple[bytes, bytes]:
+    def walk(self, checker: Checker[Any], module: Any, only: bytes | None = None) -> tuple[bytes, bytes]:
         """``(passing, undecided)`` for every token after ``checker`` (see the module's note),
-        walked by the C extension ``module`` (:func:`.native.walk_extension`), or in Python
-        without one; with ``only`` (a bitset, as the answer's) for its tokens: the walk leaves
-        out the subtrees without one, so that a token outside it may be said to fail when it
-        passes (never the other way)."""
+        walked by the C extension ``module`` (:func:`.native.walk_extension`); with ``only`` (a
+        bitset, as the answer's) for its tokens: the walk leaves out the subtrees without one, so
+        that a token outside it may be said to fail when it passes (never the other way)."""
         if checker.pending_cr:
             raise ValueError("the walk reads no text after a carriage return that a line feed may join")
         with self._lock:
             return self._walk(checker, module, only)
 
-    def _walk(self, checker: Checker[Any], module: Any | None, only: bytes | None) -> tuple[bytes, bytes]:
+    def _walk(self, checker: Checker[Any], module: Any, only: bytes | None) -> tuple[bytes, bytes]:
         layer, dense_of = self.layer, self.dense_of
         branches = checker.branches
         missing = {s for _, _, state, _, guards in branches for s in (state, *guards) if s not in dense_of}
@@ -217,105 +215,10 @@ class VocabWalk:
 
         passing = bytearray(self.n_bytes)
         undecided = bytearray(self.undecided)
-        run = module.walk if module is not None else walk_py
-        run(self._tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
+        module.walk(self._tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
         if unknown:
             self.grow(unknown)
         return bytes(passing), bytes(undecided)
-
-
-def walk_py(
-    tables: tuple[Any, ...],
-    roots: list[tuple[int, int, int, tuple[int, ...]]],
-    root_lexemes: list[str],
-    root_allowed: list[bytes],
-    on_end: Callable[[int, int, str], EndAnswer],
-    passing: bytearray,
-    undecided: bytearray,
-    only: bytes | None = None,
-) -> int:
-    """``_walk.walk`` in Python, rule for rule (the reference that the C is tested against)."""
-    child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live, _, C, W = (
-        tables
-    )
-    child_start, edge_to, tok_start, tok_ids, subtree_end = (
-        a.tolist() for a in (child_start, edge_to, tok_start, tok_ids, subtree_end)
-    )
-    chars, classes, trans, final = (
-        [chr(c) for c in edge_cp.tolist()],
-        edge_cls.tolist(),
-        trans.tolist(),
-        final,
-    )
-    lives = [int.from_bytes(live[q * W : (q + 1) * W].tobytes(), "little") for q in range(len(final))]
-    ctx_allowed: dict[int, int] = {k: int.from_bytes(a, "little") for k, a in enumerate(root_allowed)}
-    memo: dict[tuple[int, int, int, str], tuple[int, int]] = {}
-    calls = 0
-    keep: list[bool] | None = None
-    if only is not None:  # the nodes with a token of ``only`` below them
-        below = [0]
-        for t in tok_ids:
-            below.append(below[-1] + (t < len(only) * 8 and only[t >> 3] >> (t & 7) & 1))
-        keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
-
-    def mark(out: bytearray, lo: int, hi: int) -> None:
-        for t in tok_ids[lo:hi]:
-            out[t >> 3] |= 1 << (t & 7)
-
-    # a branch: (ctx, q, origin, lexeme on the path so far, guards)
-    Br = tuple[int, int, int, str, tuple[int, ...]]
-    stack: list[tuple[int, list[Br], bool]] = [(0, [(c, q, o, "", g) for c, q, o, g in roots], False)]
-    while stack:
-        node, branches, unknown_above = stack.pop()
-        for e in range(child_start[node], child_start[node + 1]):
-            ch, cls, child = chars[e], classes[e], edge_to[e]
-            if keep is not None and not keep[child]:
-                continue
-            out: list[Br] = []
-            unknown = unknown_above
-            for ctx, q, origin, lexeme, guards in branches:
-                kept = []
-                dead = False
-                for g in guards:
-                    g2 = trans[g * C + cls]
-                    if g2 == 0:
-                        continue
-                    if final[g2]:
-                        dead = True
-                        break
-                    kept.append(g2)
-                if dead:
-                    continue
-                nxt = trans[q * C + cls]
-                if final[q] and not final[nxt]:
-                    key = (ctx, q, origin, lexeme)
-                    got = memo.get(key)
-                    if got is None:
-                        calls += 1
-                        answer = on_end(ctx, q, (root_lexemes[origin] if origin >= 0 else "") + lexeme)
-                        if answer is None:
-                            got = (-1, 0)
-                        elif isinstance(answer, int):
-                            got = (-2, 0)
-                        else:
-                            ctx_allowed[answer[0]] = int.from_bytes(answer[2], "little")
-                            got = (answer[0], answer[1])
-                        memo[key] = got
-                    ctx2, start = got
-                    if ctx2 == -2:
-                        unknown = True
-                    elif ctx2 >= 0:
-                        fresh = trans[start * C + cls]
-                        if fresh != 0 and lives[fresh] & ctx_allowed[ctx2]:
-                            out.append((ctx2, fresh, -1, ch, (*kept, nxt) if nxt != 0 else tuple(kept)))
-                if nxt != 0 and lives[nxt] & ctx_allowed[ctx]:
-                    out.append((ctx, nxt, origin, lexeme + ch, tuple(kept)))
-            if out:
-                mark(passing, tok_start[child], tok_start[child + 1])
-                stack.append((child, out, unknown))
-            elif unknown:
-                mark(undecided, tok_start[child], tok_start[subtree_end[child]])
-    return calls
 
 
 #: the walks built, newest last: (layer, pieces table, walk) (a layer is a grammar and version,

@@ -1,0 +1,110 @@
+"""The C vocabulary walk's Python twin (``fimconstrain/engine/_walk.c``'s ``walk``, rule for
+rule): the reference the C is tested against, kept with the tests since the library never runs
+it (without the C, whole masks feed each token instead)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fimconstrain.decoding.masks.vocab_walk import EndAnswer
+
+
+def walk_py(
+    tables: tuple[Any, ...],
+    roots: list[tuple[int, int, int, tuple[int, ...]]],
+    root_lexemes: list[str],
+    root_allowed: list[bytes],
+    on_end: Callable[[int, int, str], EndAnswer],
+    passing: bytearray,
+    undecided: bytearray,
+    only: bytes | None = None,
+) -> int:
+    """``_walk.walk`` in Python, rule for rule (the reference that the C is tested against)."""
+    child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live, _, C, W = (
+        tables
+    )
+    child_start, edge_to, tok_start, tok_ids, subtree_end = (
+        a.tolist() for a in (child_start, edge_to, tok_start, tok_ids, subtree_end)
+    )
+    chars, classes, trans, final = (
+        [chr(c) for c in edge_cp.tolist()],
+        edge_cls.tolist(),
+        trans.tolist(),
+        final,
+    )
+    lives = [int.from_bytes(live[q * W : (q + 1) * W].tobytes(), "little") for q in range(len(final))]
+    ctx_allowed: dict[int, int] = {k: int.from_bytes(a, "little") for k, a in enumerate(root_allowed)}
+    memo: dict[tuple[int, int, int, str], tuple[int, int]] = {}
+    calls = 0
+    keep: list[bool] | None = None
+    if only is not None:  # the nodes with a token of ``only`` below them
+        below = [0]
+        for t in tok_ids:
+            below.append(below[-1] + (t < len(only) * 8 and only[t >> 3] >> (t & 7) & 1))
+        keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
+
+    def mark(out: bytearray, lo: int, hi: int) -> None:
+        for t in tok_ids[lo:hi]:
+            out[t >> 3] |= 1 << (t & 7)
+
+    # a branch: (ctx, q, origin, lexeme on the path so far, guards)
+    Br = tuple[int, int, int, str, tuple[int, ...]]
+    stack: list[tuple[int, list[Br], bool]] = [(0, [(c, q, o, "", g) for c, q, o, g in roots], False)]
+    while stack:
+        node, branches, unknown_above = stack.pop()
+        for e in range(child_start[node], child_start[node + 1]):
+            ch, cls, child = chars[e], classes[e], edge_to[e]
+            if keep is not None and not keep[child]:
+                continue
+            out: list[Br] = []
+            unknown = unknown_above
+            for ctx, q, origin, lexeme, guards in branches:
+                kept = []
+                dead = False
+                for g in guards:
+                    g2 = trans[g * C + cls]
+                    if g2 == 0:
+                        continue
+                    if final[g2]:
+                        dead = True
+                        break
+                    kept.append(g2)
+                if dead:
+                    continue
+                nxt = trans[q * C + cls]
+                if final[q] and not final[nxt]:
+                    key = (ctx, q, origin, lexeme)
+                    got = memo.get(key)
+                    if got is None:
+                        calls += 1
+                        answer = on_end(ctx, q, (root_lexemes[origin] if origin >= 0 else "") + lexeme)
+                        if answer is None:
+                            got = (-1, 0)
+                        elif isinstance(answer, int):
+                            got = (-2, 0)
+                        else:
+                            ctx_allowed[answer[0]] = int.from_bytes(answer[2], "little")
+                            got = (answer[0], answer[1])
+                        memo[key] = got
+                    ctx2, start = got
+                    if ctx2 == -2:
+                        unknown = True
+                    elif ctx2 >= 0:
+                        fresh = trans[start * C + cls]
+                        if fresh != 0 and lives[fresh] & ctx_allowed[ctx2]:
+                            out.append((ctx2, fresh, -1, ch, (*kept, nxt) if nxt != 0 else tuple(kept)))
+                if nxt != 0 and lives[nxt] & ctx_allowed[ctx]:
+                    out.append((ctx, nxt, origin, lexeme + ch, tuple(kept)))
+            if out:
+                mark(passing, tok_start[child], tok_start[child + 1])
+                stack.append((child, out, unknown))
+            elif unknown:
+                mark(undecided, tok_start[child], tok_start[subtree_end[child]])
+    return calls
+
+
+class TwinModule:
+    """The twin where the C extension's module is expected."""
+
+    walk = staticmethod(walk_py)
