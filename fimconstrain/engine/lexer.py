@@ -42,7 +42,7 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     that ends.
 
     The same rules run over a whole vocabulary's character trie in ``_walk.c`` (and its Python
-    twin, ``decoding/masks/vocab_walk.py``'s ``walk_py``): a change here belongs there too."""
+    twin, ``tests/decoding/vocab_walk_twin.py``): a change here belongs there too."""
     dfa = layer.dfa
     trans, ascii_trans, final, live = dfa.trans, dfa.ascii_trans, dfa.final, dfa.live
     # (methods called where they are used: a bound method made per call of ``advance`` costs
