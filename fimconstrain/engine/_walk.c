@@ -4,7 +4,7 @@
  *
  * Plain C99 on the CPython API and the buffer protocol: no numpy, no build requirement beyond
  * the C compiler mypyc needs already. The tables come from
- * fimconstrain/decoding/masks/vocab_walk.py, which also holds the Python twin of this walk.
+ * fimconstrain/decoding/masks/vocab_walk.py; its Python twin is tests/decoding/vocab_walk_twin.py.
  *
  * The rules are advance's, character by character, for each branch (parser, layout, lexer state,
  * lexeme, guards); a branch's (parser, layout) is a *context* id that Python gave out, and its
@@ -21,7 +21,7 @@
  * unless another branch decides them. A subtree with neither is pruned, and so is one without a
  * token of ``only`` (a bitset, when given: the tokens asked about), whose tokens are then not
  * marked (a token outside ``only`` may be said to fail when it passes, never the other way).
- * Keep in step with lexer.py's advance (its twin note) and vocab_walk.py's _walk_py. */
+ * Keep in step with lexer.py's advance (its twin note) and the twin's walk_py. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
