@@ -202,6 +202,33 @@ def test_whole_masks_are_the_same_with_the_walk_and_without(codec, tmp_path, mon
         assert walked == plain and none_walked == 0 and decided > 0
 
 
+@pytest.mark.parametrize(
+    ("prefix", "suffix"),
+    [("x = 1  # a note on ", "\ny = 2\n"), ("s = 'caf", "'\n"), ("def f(na", "):\n    pass\n")],
+    ids=["comment", "string", "name"],
+)
+def test_tokens_that_end_inside_a_character_are_walked_as_their_completions(codec, tmp_path, prefix, suffix):
+    """A token whose bytes end inside a UTF-8 character passes when one character it may become
+    does (walk_texts): the walk decides it, with the same verdict as feeding it."""
+    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_tokens, walk_texts
+    from fimconstrain.decoding.masks.store import MaskStore
+
+    store = MaskStore.load_or_build(codec.tokenizer, cache_dir=tmp_path, progress=False)
+    partial = [t for t, texts in enumerate(walk_texts(codec)) if isinstance(texts, tuple)]
+    assert partial
+    checker = fimconstrain.fim_checker(prefix, suffix)
+    texts = walk_texts(codec)
+    answer = vw.vocab_walk(checker.layer, texts).walk(checker, NATIVE if NATIVE is not None else TwinModule)
+    passes, open_ = _bits(answer[0], len(texts)), _bits(answer[1], len(texts))
+    assert not open_[partial].any()
+    fed = [ConstraintState(checker, codec).child(t) is not None for t in partial]
+    assert passes[partial].tolist() == fed and any(fed)
+    whole = ConstraintState(checker, codec, store=store)
+    assert set(passing_tokens(whole, range(len(texts)), set(), set(), whole=True)) >= {
+        t for t, ok in zip(partial, fed, strict=True) if ok
+    }
+
+
 def test_a_pending_carriage_return_is_not_walked(codec):
     checker = fimconstrain.fim_checker("x = 1\r", "")
     assert checker.pending_cr

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # numpy and the store load with a store, not with this module
     import numpy as np
 
     from ..masks.store import MaskStore
+    from ..masks.vocab_walk import TokenTexts
 
 #: candidates a state feeds to the checker before the token-mask store screens the rest
 SCREEN_AFTER = 1
@@ -215,29 +217,32 @@ class ConstraintState:
 
         ranked = np.array(tokens, dtype=np.int64)
         allowed, sure = self._admitted_bytes(), self._sure_bytes()
-        has_piece = _piece_mask(self.codec)
-        pieces = self.codec.pieces()
-        size = min(len(allowed) * 8, len(sure) * 8, len(has_piece))
+        table = _walk_table(self.codec)
+        size = min(len(allowed) * 8, len(sure) * 8, len(table.pieces))
         inside = (ranked >= 0) & (ranked < size)
         at = np.where(inside, ranked, 0)
         plain = np.isin(ranked, np.fromiter((*stop_ids, *banned_ids, *self._children), dtype=np.int64))
         admitted = _bit_array(allowed)
-        screened = inside & ~plain & has_piece[at] & admitted[at]
-        passed = vouched = screened & _bit_array(sure)[at]
+        screened = inside & ~plain & admitted[at]
+        passed = vouched = screened & table.has_piece[at] & _bit_array(sure)[at]
         self.vouched += int(np.count_nonzero(vouched))
         decided = vouched
-        # the walk reads the trie wherever the store admits a token, so it pays where the
-        # candidates are a good part of those
+        # the walk reads the trie wherever the store admits a token it does not vouch for, so
+        # it pays where the candidates are a good part of those
+        n = min(len(allowed), len(sure), len(table.piece_bits))
+        asked = np.frombuffer(allowed, dtype=np.uint8).copy()
+        asked[:n] &= ~(np.frombuffer(sure, dtype=np.uint8)[:n] & table.piece_bits[:n])
         wide = len(tokens) * WALK_FROM_SHARE >= np.count_nonzero(admitted)
         module = native_walk() if wide and not self.checker.pending_cr else None
         if module is not None:  # the C walk decides the others but the undecided (vocab_walk.py)
-            walk = vocab_walk(self.checker.layer, pieces)
-            passing, undecided = walk.walk(self.checker, module, only=allowed)
-            walked = screened & ~vouched & ~_bit_array(undecided)[at]
+            walk = vocab_walk(self.checker.layer, table.texts)
+            passing, undecided = walk.walk(self.checker, module, only=asked.tobytes())
+            walked = screened & ~vouched & table.has_texts[at] & ~_bit_array(undecided)[at]
             self.walked += int(np.count_nonzero(walked))
             passed = vouched | (walked & _bit_array(passing)[at])
             decided = vouched | walked
         rest = np.flatnonzero(~decided)
+        pieces = table.pieces
         fed = set(self._passing_each(ranked[rest].tolist(), stop_ids, banned_ids, allowed, sure, pieces))
         if fed:
             passed[rest[np.isin(ranked[rest], np.fromiter(fed, dtype=np.int64))]] = True
@@ -474,21 +479,60 @@ def _bit_array(bits: bytes) -> np.ndarray:
     return np.unpackbits(np.frombuffer(bits, dtype=np.uint8), bitorder="little").view(bool)
 
 
-#: per codec, its :meth:`.TextCodec.pieces` table and which ids have a piece (a bool vector)
-_PIECE_MASKS: weakref.WeakKeyDictionary[TextCodec, tuple[list[str | None], np.ndarray]] = (
-    weakref.WeakKeyDictionary()
-)
+@dataclass(frozen=True)
+class _WalkTable:
+    """A codec's tokens as a whole mask reads them (made once per codec and pieces table)."""
+
+    pieces: list[str | None]
+    #: which ids have a :meth:`.TextCodec.piece` (a bool vector, and packed as a bitset's bytes)
+    has_piece: np.ndarray
+    piece_bits: np.ndarray
+    #: :func:`walk_texts`, and which ids have some
+    texts: list[TokenTexts]
+    has_texts: np.ndarray
 
 
-def _piece_mask(codec: TextCodec) -> np.ndarray:
-    """Which token ids have a :meth:`.TextCodec.piece` (a bool vector, made once per codec)."""
+_WALK_TABLES: weakref.WeakKeyDictionary[TextCodec, _WalkTable] = weakref.WeakKeyDictionary()
+
+
+def _walk_table(codec: TextCodec) -> _WalkTable:
+    """:class:`_WalkTable` of ``codec`` (made on the first whole mask, again if its pieces change)."""
     pieces = codec.pieces()
-    known = _PIECE_MASKS.get(codec)
-    if known is None or known[0] is not pieces:
+    known = _WALK_TABLES.get(codec)
+    if known is None or known.pieces is not pieces:
         import numpy as np
 
-        known = _PIECE_MASKS[codec] = (pieces, np.array([p is not None for p in pieces], dtype=bool))
-    return known[1]
+        texts = walk_texts(codec)
+        has_piece = np.array([p is not None for p in pieces], dtype=bool)
+        known = _WALK_TABLES[codec] = _WalkTable(
+            pieces,
+            has_piece,
+            np.packbits(has_piece, bitorder="little"),
+            texts,
+            np.array([t is not None for t in texts], dtype=bool),
+        )
+    return known
+
+
+def walk_texts(codec: TextCodec) -> list[TokenTexts]:
+    """Each id's text after whole characters as the vocabulary walk reads it
+    (:mod:`..masks.vocab_walk`): its piece; for a token whose bytes are not whole characters,
+    the texts one of which it must pass as: its whole characters (:meth:`.TextCodec.raw_text`)
+    followed by each character the character it ends inside of may become
+    (:func:`utf8_completions`), as :meth:`ConstraintState._advance` checks it; else None."""
+    texts: list[TokenTexts] = []
+    for token, piece in enumerate(codec.pieces()):
+        raw = None if piece is not None else codec.raw_text(token)
+        if raw is None:
+            texts.append(piece)
+            continue
+        unfinished = codec.unfinished_char([token])
+        held = min(codec.held_replacements(unfinished), len(raw) - len(raw.rstrip(REPLACEMENT)))
+        if held:
+            texts.append(tuple(raw[:-held] + ch for ch in utf8_completions(unfinished)))
+        else:
+            texts.append(raw or None)
+    return texts
 
 
 def _has(bits: bytes, token: int) -> bool:

@@ -7,12 +7,15 @@ read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python 
 text in a walk. Its Python twin, the reference the C is tested against, is the tests' own
 (``tests/decoding/vocab_walk_twin.py``).
 
+A token may have several texts and passes when one of them does: a token that ends inside a
+UTF-8 character is its whole characters followed by each character it may become
+(:func:`..loop.constraint.walk_texts`).
+
 The answer is two bitsets over token ids (bit t % 8 of byte t // 8): the tokens that pass, and
-the *undecided* ones, which the caller feeds itself: tokens without a text
-(:meth:`.TextCodec.pieces`), texts the checker reads in its own way before lexing (a carriage
-return, a NUL, a byte order mark), and tokens below a symbol whose lexing mode starts in a lexer
-state the dense table does not have yet (the table grows by it for the next walk). Every other
-token fails.
+the *undecided* ones, which the caller feeds itself: tokens without a text, texts the checker
+reads in its own way before lexing (a carriage return, a NUL, a byte order mark), and tokens
+below a symbol whose lexing mode starts in a lexer state the dense table does not have yet (the
+table grows by it for the next walk). Every other token fails.
 
 A :class:`VocabWalk` is built once per layer and vocabulary (:func:`vocab_walk`): the trie, the
 characters' classes (:class:`.builder.Alphabet`) and a dense copy of the lexer automaton over
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,9 +38,17 @@ from ...engine.checker import BOM, Checker
 from ...engine.layers.layer_protocol import Layer
 from .builder import Alphabet
 
+#: a token's text (its :meth:`.TextCodec.piece`), or the texts one of which it must pass as,
+#: or None (the walk leaves it undecided)
+TokenTexts = str | tuple[str, ...] | None
+
 #: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
 #: or (context, dense start state, allowed terminals as little-endian words)
 EndAnswer = tuple[int, int, bytes] | int | None
+
+
+def _as_tuple(entry: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (entry,) if isinstance(entry, str) else entry
 
 
 def _walkable(text: str) -> bool:
@@ -58,18 +69,24 @@ def _walkable(text: str) -> bool:
 class VocabWalk:
     """A vocabulary's character trie and the layer's lexer automaton as dense tables."""
 
-    def __init__(self, layer: Layer[Any], pieces: list[str | None], states: list[int] | None = None):
-        """``states``: the lexer states the dense automaton starts from, with all they reach
-        (default: the start of a symbol and of a file, about 300 states for Python, where every
+    def __init__(self, layer: Layer[Any], texts: Sequence[TokenTexts], states: list[int] | None = None):
+        """``texts``: each token's text, or the texts one of which it must pass as, or None
+        (:data:`TokenTexts`); ``states``: the lexer states the dense automaton starts from, with
+        all they reach (default: the start of a symbol and of a file, about 300 states for Python, where every
         state the automaton has made so far may reach 5,000: f-string modes); walks add the
         others they meet."""
         self.layer = layer
         dfa = layer.dfa
         self.alphabet = alphabet = Alphabet(dfa)
         self.words = max(1, (layer.grammar.n_terminals + 63) // 64)
-        self.n_tokens = len(pieces)
-        self.n_bytes = (len(pieces) + 63) // 64 * 8
-        walkable = sorted((text, token) for token, text in enumerate(pieces) if text and _walkable(text))
+        self.n_tokens = len(texts)
+        self.n_bytes = (len(texts) + 63) // 64 * 8
+        walkable = sorted(
+            (text, token)
+            for token, entry in enumerate(texts)
+            if entry and all(map(_walkable, _as_tuple(entry)))
+            for text in _as_tuple(entry)
+        )
         # the trie, its nodes numbered in preorder (sorted texts create them in that order)
         children: list[list[tuple[str, int]]] = [[]]
         tokens: list[list[int]] = [[]]
@@ -221,19 +238,20 @@ class VocabWalk:
         return bytes(passing), bytes(undecided)
 
 
-#: the walks built, newest last: (layer, pieces table, walk) (a layer is a grammar and version,
+#: the walks built, newest last: (layer, texts table, walk) (a layer is a grammar and version,
 #: of which a process has few)
-_WALKS: list[tuple[Layer[Any], list[str | None], VocabWalk]] = []
+_WALKS: list[tuple[Layer[Any], Sequence[TokenTexts], VocabWalk]] = []
 _WALKS_KEPT = 8
 
 
-def vocab_walk(layer: Layer[Any], pieces: list[str | None]) -> VocabWalk:
-    """The walk of ``layer`` over ``pieces`` (:meth:`.TextCodec.pieces`), built once."""
-    for known_layer, known_pieces, walk in _WALKS:
-        if known_layer is layer and known_pieces is pieces:
+def vocab_walk(layer: Layer[Any], texts: Sequence[TokenTexts]) -> VocabWalk:
+    """The walk of ``layer`` over ``texts`` (:meth:`.TextCodec.pieces`, or
+    :func:`..loop.constraint.walk_texts`), built once."""
+    for known_layer, known_texts, walk in _WALKS:
+        if known_layer is layer and known_texts is texts:
             return walk
-    walk = VocabWalk(layer, pieces)
-    _WALKS.append((layer, pieces, walk))
+    walk = VocabWalk(layer, texts)
+    _WALKS.append((layer, texts, walk))
     del _WALKS[:-_WALKS_KEPT]
     return walk
 

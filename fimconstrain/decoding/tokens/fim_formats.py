@@ -271,6 +271,16 @@ class TextCodec:
         pieces[token] = text
         return text
 
+    def raw_text(self, token: int) -> str | None:
+        """The text ``token`` adds after whole characters when :meth:`piece` has none because its
+        bytes are not whole characters by themselves: the decoder's lossy reading of them (a
+        character they end inside of, or bytes that never become one, read as U+FFFD). None
+        where no piece could be (not a byte-level-only decoder, an added token, an id the
+        tokenizer does not have)."""
+        if not self._bytes_only or not 0 <= token < self._known or token in self._added:
+            return None
+        return self._decode([token])
+
     def pieces(self) -> list[str | None]:
         """:meth:`piece` of every id the tokenizer has, by id (built on the first call): a walk
         over a step's candidates reads a list rather than calling :meth:`piece` per token."""
