@@ -10,7 +10,7 @@ from .native import EngineBuild, choose
 #: the engine this process runs, compiled or the sources: settled before any other module loads
 ENGINE_BUILD: EngineBuild = choose()
 
-from .checker import Checker, Language, clear_caches, fim_checker, get_layer, register_language
+from .checker import Checker, Language, clear_caches, fim_checker, get_layer, prepare, register_language
 from .errors import FimConstrainError, GrammarError, InputError, Interrupted, UncompletableError
 from .layers.base_layer import BaseLayer, PlainLayer
 from .layers.layer_protocol import Branch, FinishVocabulary, Layer, LexicalLayer
@@ -55,5 +55,6 @@ __all__ = [
     "format_version",
     "get_layer",
     "parse_python_version",
+    "prepare",
     "register_language",
 ]

@@ -4,8 +4,10 @@ a scan past the top asks once for a cheap superset of the passing tokens and wal
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fimconstrain.decoding.loop.ranking import ranked_tokens
+from fimconstrain.decoding.loop.ranking import SAMPLE, SAMPLED_FROM, ranked_tokens, top_ids
 
 
 def test_the_top_then_the_rest_by_key_never_twice_never_masked():
@@ -27,3 +29,32 @@ def test_narrowing_is_asked_only_past_the_top_and_keeps_the_order():
     walk = ranked_tokens(keys, 2, narrow=narrow)
     assert [next(walk), next(walk)] == [1, 5] and not asked  # the top: no narrowing
     assert list(walk) == [3, 4, 2] and asked == [True]
+
+
+@given(
+    st.integers(1, 200),
+    st.sampled_from([np.float32, np.float64]),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["normal", "few values", "mostly masked", "sorted", "high where sampled"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_top_of_a_large_vocabulary_is_the_partial_sorts(first, dtype, seed, shape):
+    """top_ids past SAMPLED_FROM keys (a bar from a sample first) gives the same keys in the same
+    order as a full sort; a few candidates above the bar, or none, fall back to the partial sort."""
+    rng = np.random.default_rng(seed)
+    n = SAMPLED_FROM + int(rng.integers(0, 3 * SAMPLED_FROM))
+    keys = rng.standard_normal(n).astype(dtype) * 4
+    if shape == "few values":  # many ties, at the edge too
+        keys = np.round(keys).astype(dtype)
+    elif shape == "mostly masked":
+        keys[rng.random(n) < 0.999] = -np.inf
+    elif shape == "sorted":  # the strided sample sees only the low end
+        keys = np.sort(keys)
+    elif shape == "high where sampled":  # fewer than ``first`` above the bar: the partial sort
+        keys[:: n // SAMPLE] += 100
+    first = min(first, int(np.isfinite(keys).sum()) or 1)
+    top = top_ids(keys, first)
+    assert len(set(top.tolist())) == first
+    assert keys[top].tolist() == sorted(keys.tolist(), reverse=True)[:first]
+    tied = keys[top]
+    assert all(a < b for a, b, ka, kb in zip(top, top[1:], tied, tied[1:], strict=False) if ka == kb)

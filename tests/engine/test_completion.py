@@ -93,3 +93,18 @@ def test_bridges_start_the_construct_the_suffix_goes_on_with():
         assert text is not None, (prefix, middle, suffix)
         assert checker.feed(text).is_complete()
         assert parses(prefix + middle + text + suffix), (prefix, middle, text, suffix)
+
+
+def test_the_bridge_tables_are_worked_out_once_and_prepared_at_load():
+    """engine.prepare builds the finish search's grammar-wide tables; later searches reuse them
+    (compiled by mypyc, a functools.cached_property cached nothing: every new opener worked
+    them out again, about 0.1 s each)."""
+    from fimconstrain.engine import get_layer, prepare
+    from fimconstrain.engine.finishing.bridging import bridge_planner
+
+    prepare("python", "3.12")
+    planner = bridge_planner(get_layer("python", "3.12"))
+    first_after, left_contexts = planner.prepare()
+    again = planner.prepare()  # (a new tuple under mypyc: its parts are what stays)
+    assert again[0] is first_after and again[1] is left_contexts
+    assert left_contexts and len(first_after) > max(left_contexts)

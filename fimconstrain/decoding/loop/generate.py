@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...engine.checker import check_characters
+from ...engine.checker import check_characters, prepare
 from ...engine.versions import PythonVersion, VersionLike, format_version, parse_python_version
 from ..masks.cache import SavedStore
 from ..masks.store import MaskStore
@@ -122,7 +122,8 @@ class FimDecoder:
         of the Python version last used with this vocabulary (read from the cache; a store not
         on disk is built when a request needs it: its version is not known before, and it is
         seconds of the same cores), then the healing index and the codec's tables (loaded, or
-        built and cached). A failure here is left for the request to meet."""
+        built and cached), then the engine's finish-search tables for the decoder's Python
+        version (:func:`fimconstrain.engine.prepare`). A failure here is left for the request to meet."""
         try:
             saved = MaskStore.last_used(self.vocabulary.token_bytes())
             if saved is not None:
@@ -135,6 +136,10 @@ class FimDecoder:
             self.vocabulary.prepare()
         except Exception as error:
             log.debug("vocabulary tables not prepared at load: %s", error)
+        try:
+            prepare("python", self.python_version)
+        except Exception as error:
+            log.debug("finish search not prepared at load: %s", error)
 
     def adjusted(self, options: DecodeOptions) -> DecodeOptions:
         """The options a generation runs under: ``options`` (a decoder whose model cannot follow

@@ -40,6 +40,35 @@ def ranking_keys(
     return keys
 
 
+#: from this many keys the top is found among the keys above a bar read off a strided sample of
+#: :data:`SAMPLE` of them (at Qwen's 151,936 tokens about 0.07 ms against 0.23 for a partial
+#: sort of them all)
+SAMPLED_FROM = 16384
+SAMPLE = 4096
+
+
+def top_ids(keys: np.ndarray, first: int) -> np.ndarray:
+    """The ids of the ``first`` largest keys (1 <= ``first`` <= ``len(keys)``), by descending key,
+    ties by id (which of the keys tied at the edge come in is the partial sort's choice). With
+    many keys, a bar that a few times ``first`` of a strided sample reach picks the keys to sort
+    first: every key left out is below every key picked, so when at least ``first`` are picked
+    the top is among them (else all are sorted, as without the bar)."""
+    n = keys.shape[-1]
+    picked: np.ndarray | None = None
+    if n >= SAMPLED_FROM:
+        sample = keys[:: n // SAMPLE]
+        m = len(sample)
+        k = min(m, 4 * first * m // n + 8)
+        bar = np.partition(sample, m - k)[m - k]
+        chosen = np.flatnonzero(keys >= bar)
+        if len(chosen) >= first:
+            picked = chosen[np.argpartition(keys[chosen], len(chosen) - first)[len(chosen) - first :]]
+    if picked is None:
+        picked = np.argpartition(keys, n - first)[n - first :]
+    picked.sort()
+    return picked[np.argsort(-keys[picked], kind="stable")]
+
+
 def ranked_tokens(
     keys: np.ndarray,
     first: int,
@@ -57,8 +86,7 @@ def ranked_tokens(
     first = min(first, finite)
     top: list[int] = []
     if first:
-        part = np.argpartition(keys, keys.shape[-1] - first)[keys.shape[-1] - first :]
-        top = part[np.argsort(-keys[part], kind="stable")].tolist()
+        top = top_ids(keys, first).tolist()
         yield from top
     if rest and first < finite:
         if narrow is not None:

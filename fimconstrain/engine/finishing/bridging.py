@@ -18,7 +18,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from functools import cache, cached_property
+from functools import cache
 
 from ..automata.earley import EarleySet
 from ..layers.layer_protocol import FinishVocabulary, LayoutT, LexicalLayer, ParseState
@@ -45,6 +45,8 @@ class BridgePlanner:
         self.grammar = g = closing.grammar
         vocabulary = layer.finish_vocabulary
         self._openers: dict[tuple[int, bool], list[tuple[int, ...]]] = {}
+        #: (:meth:`_first_after`, :meth:`_left_contexts`), worked out once (:meth:`prepare`)
+        self._contexts: tuple[list[int], dict[int, list[tuple[int, ...]]]] | None = None
         self._states_after: dict[tuple[int, ...], EarleySet | None] = {(): layer.recognizer.initial}
         literal = {i: t.literal for i, t in enumerate(g.terminals)}
         self.bracket_terminal = {text: i for i, text in literal.items() if text in _CLOSES.values()}
@@ -55,8 +57,17 @@ class BridgePlanner:
             if (t.literal or t.name) in vocabulary.connector_symbols and i in closing.spelling
         ]
 
-    @cached_property
-    def first_after(self) -> list[int]:
+    def prepare(self) -> tuple[list[int], dict[int, list[tuple[int, ...]]]]:
+        """The grammar-wide tables, worked out on the first call (:meth:`_first_after`,
+        :meth:`_left_contexts`: about 0.1 s compiled for Python): a server calls it at load, so
+        that no search, whose time limit cannot cut it short, pays for it. (Kept by hand:
+        mypyc's classes have no ``__dict__`` for ``functools.cached_property`` to cache in,
+        which then worked them out again at every new opener.)"""
+        if self._contexts is None:
+            self._contexts = (self._first_after(), self._left_contexts())
+        return self._contexts
+
+    def _first_after(self) -> list[int]:
         """For each item, the terminals (bitmask) its remaining symbols can begin with."""
         g = self.grammar
         first = {sym: 1 << sym for sym in range(g.n_terminals)}
@@ -80,8 +91,7 @@ class BridgePlanner:
                 out[d] = first.get(sym, 0) | (out[d + 1] if sym in g.nullable else 0)
         return out
 
-    @cached_property
-    def left_contexts(self) -> dict[int, list[tuple[int, ...]]]:
+    def _left_contexts(self) -> dict[int, list[tuple[int, ...]]]:
         """For each item reachable from the start, the terminals of the few cheapest texts
         that reach it from the beginning of a file: where a bridge to a suffix can start.
         (Several, because an item shared by many rules, like a block's body, is reached
@@ -121,10 +131,11 @@ class BridgePlanner:
         key = (first_mask, ends_line)
         found = self._openers.get(key)
         if found is None:
-            first_after, cost, layout = self.first_after, self.closing.cost, self.closing.layout_terminals
+            first_after, left_contexts = self.prepare()
+            cost, layout = self.closing.cost, self.closing.layout_terminals
             distinct = {
                 ctx
-                for d, ctxs in self.left_contexts.items()
+                for d, ctxs in left_contexts.items()
                 if first_after[d] & first_mask
                 for ctx in ctxs
                 if (bool(ctx) and ctx[-1] in layout) == ends_line

@@ -9,8 +9,8 @@ is verified by the exact checker.
 
 from __future__ import annotations
 
-from ..layers.layer_protocol import LayoutT, ParseState
-from .bridging import TimedSearch, bridge_to_suffix
+from ..layers.layer_protocol import LayoutT, LexicalLayer, ParseState
+from .bridging import TimedSearch, bridge_planner, bridge_to_suffix
 from .closing import closing_candidates
 
 
@@ -28,3 +28,9 @@ def shortest_finish(
     if found is not None or suffix_head is None:
         return found
     return bridge_to_suffix(checker, candidates, suffix_head, search)
+
+
+def prepare_finish_search(layer: LexicalLayer) -> None:
+    """Build ``layer``'s finish-search tables now, once per layer and process (the closing and
+    bridge planners, :meth:`.bridging.BridgePlanner.prepare`), so that no search pays for them."""
+    bridge_planner(layer).prepare()
