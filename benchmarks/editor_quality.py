@@ -195,6 +195,7 @@ class Completer:
             "model_s": sum(r.model_seconds for r in done.results),
             "prefill_s": sum(r.prefill_seconds for r in done.results),
             "constraint_s": sum(r.checker_seconds for r in done.results),
+            "names_wait_s": sum(r.semantic.get("jedi-wait-ms", 0) for r in done.results) / 1000,
             "step_constraint_s": [s for r in done.results for s in r.step_checker_seconds],
             "recalled": done.recalled,
             "mean_logprob": done.items[0].mean_logprob if done.items else None,
@@ -319,6 +320,10 @@ def summarise(rows: list[dict]) -> dict:
         "model_ms_per_token": 1000 * sum(r["model_s"] for r in rows) / tokens if tokens else 0.0,
         "constraint_ms_per_token": 1000 * sum(r["constraint_s"] for r in rows) / tokens if tokens else 0.0,
         "constraint_share_median": statistics.median(shares) if shares else 0.0,
+        # of the constraint: the names guide waiting for jedi's attribute names (another process)
+        "names_wait_ms_per_token": 1000 * sum(r.get("names_wait_s", 0.0) for r in rows) / tokens
+        if tokens
+        else 0.0,
         "steps": len(steps),
         **{f"step_constraint_{name}_ms": 1000 * _quantile(steps, q) for name, q in STEP_QUANTILES.items()},
         "step_constraint_mean_ms": 1000 * statistics.mean(steps) if steps else 0.0,
@@ -494,6 +499,12 @@ def main(argv=None) -> int:
     print(
         "model/t, cons/t: ms per generated token (pooled); share: the constraint's median share per request"
     )
+    for mode, by_kind in summary.items():
+        if "all" in by_kind and by_kind["all"]["names_wait_ms_per_token"]:
+            print(
+                f"{mode}: of cons/t, {by_kind['all']['names_wait_ms_per_token']:.2f} ms per token waited "
+                "for jedi's attribute names (the names guide's other process)"
+            )
     print(
         f"\n{'constraint per step, ms':{width + 10}} {'steps':>6} "
         f"{'p50':>6} {'p95':>6} {'p99':>6} {'max':>7} {'mean':>6}"

@@ -146,6 +146,27 @@ def test_a_late_attribute_engine_is_unknown_and_never_blocks():
     assert not check.verdict("x = os.nothing_here").fails
 
 
+def test_the_time_waited_for_jedi_is_counted_answered_or_not():
+    """FileAttributes.waited_total: what the decode loop spent waiting (the guide's
+    ``jedi-wait-ms``), for a receiver whose answer never comes and for one answered at once."""
+    late = jedi_attributes.FileAttributes(_NeverAnswers(), (0, 0), budget=0.05)  # type: ignore[arg-type]
+    assert late.names(NamePoint("import os\nos.", "\n", "os")) is UNKNOWN
+    assert late.waited_total >= 0.05 and late.timeouts == 1
+
+    class Answers:
+        def query(self, key, text, suffix) -> Future:
+            future: Future = Future()
+            future.set_result(UNKNOWN)
+            return future
+
+    prompt = jedi_attributes.FileAttributes(Answers(), (0, 0), budget=0.05)  # type: ignore[arg-type]
+    assert prompt.names(NamePoint("import os\nos.", "\n", "os")) is UNKNOWN and prompt.timeouts == 0
+    assert prompt.answers == {"os": UNKNOWN}  # kept: asked again, nothing is waited for
+    waited = prompt.waited_total
+    prompt.names(NamePoint("import os\nos.", "\n", "os"))
+    assert prompt.waited_total == waited
+
+
 def test_a_failing_jedi_is_unknown(monkeypatch):
     def broken(text, suffix):
         raise RuntimeError("jedi fell over")

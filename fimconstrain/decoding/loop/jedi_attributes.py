@@ -231,6 +231,8 @@ class FileAttributes:
         self.ahead: dict[str, Future[NameSet]] = {}
         self.waited: dict[str, float] = {}
         self.timeouts = 0
+        #: seconds the decode loop waited for answers in all (answered or not)
+        self.waited_total = 0.0
 
     def names(self, point: NamePoint) -> NameSet:
         receiver = point.receiver
@@ -259,8 +261,10 @@ class FileAttributes:
             answer = future.result(timeout=max(0.0, left))
         except FutureTimeout:
             self.waited[receiver] = self.waited.get(receiver, 0.0) + time.perf_counter() - start
+            self.waited_total += time.perf_counter() - start
             self.timeouts += 1
             return None
+        self.waited_total += time.perf_counter() - start
         if answer.names is not None or future is not self.ahead.get(receiver):
             self.answers[receiver] = answer
         return answer

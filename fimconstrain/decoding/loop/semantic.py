@@ -150,8 +150,11 @@ class SemanticGuide:
             best = fallback[:2]
         elif best[0] != fallback[0]:
             self.stats["restricted" if fallback[2].excluded else "reranked"] += 1
-        if self.attributes is not None and self.attributes.timeouts:
-            self.stats["jedi-timeouts"] = self.attributes.timeouts
+        if self.attributes is not None:
+            if self.attributes.timeouts:
+                self.stats["jedi-timeouts"] = self.attributes.timeouts
+            if waited := round(1000 * self.attributes.waited_total):
+                self.stats["jedi-wait-ms"] = waited
         if best[0] not in self.stop_ids:
             self.check.advance(self._new_text(state, best[0]))
         yield best
