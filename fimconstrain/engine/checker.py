@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, NamedTuple
@@ -80,10 +81,18 @@ def prepare(language: str = "python", python_version: VersionLike | None = None)
 _LAYERS: dict[tuple[str, PythonVersion], Layer[Any]] = {}
 
 
+#: one layer per language and version, also where a decoder's thread prepares it at load while
+#: a first request asks for it (a mask store is for one layer object)
+_LAYERS_LOCK = threading.Lock()
+
+
 def _layer(language: str, version: PythonVersion) -> Layer[Any]:
     layer = _LAYERS.get((language, version))
     if layer is None:
-        layer = _LAYERS[language, version] = _build_layer(language, version)
+        with _LAYERS_LOCK:
+            layer = _LAYERS.get((language, version))
+            if layer is None:
+                layer = _LAYERS[language, version] = _build_layer(language, version)
     return layer
 
 

@@ -108,3 +108,27 @@ def test_the_bridge_tables_are_worked_out_once_and_prepared_at_load():
     again = planner.prepare()  # (a new tuple under mypyc: its parts are what stays)
     assert again[0] is first_after and again[1] is left_contexts
     assert left_contexts and len(first_after) > max(left_contexts)
+
+
+def test_threads_that_ask_for_a_layer_first_share_one():
+    """A decoder's thread prepares the layer at load while a first request asks for it: both get
+    the same layer (a mask store serves one layer object)."""
+    import threading
+
+    from fimconstrain.engine import get_layer, register_language
+
+    name = f"json-{random.random()}"  # a language never built before in this process
+    register_language(name, "json", "value")
+    start = threading.Barrier(4)
+    layers = []
+
+    def ask() -> None:
+        start.wait()
+        layers.append(get_layer(name))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(layers) == 4 and all(layer is layers[0] for layer in layers)
