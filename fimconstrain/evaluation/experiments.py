@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..decoding.editor.policy import wants_multiline
+from ..decoding.loop import jedi_attributes
 from ..decoding.loop.options import DecodeOptions
 from ..decoding.model_choice import ModelChoice
 from .examples import Example
@@ -44,8 +45,16 @@ def open_decoder(args: argparse.Namespace):
 
 
 def warm_up(decoder) -> None:
-    """Load the grammar and run the model once so that the first experiment's timings are not inflated."""
+    """Load the grammar, run the model once and load jedi (the names guide's first answer takes
+    a second or more, as the language server's warm-up knows), so that the first experiments'
+    timings are not inflated."""
     decoder.generate("x = (", ")\n", mode="constrained", max_new_tokens=2)
+    jedi = jedi_attributes.shared()
+    if jedi is not None:
+        try:
+            jedi.warm_up().result(timeout=60)
+        except TimeoutError:  # (a jedi that never loads: the guide fails open as it would anyway)
+            pass
 
 
 def missing_experiments(

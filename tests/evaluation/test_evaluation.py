@@ -350,3 +350,30 @@ def test_module_help_exits_0_and_shows_defaults():
         assert out.returncode == 0 and "usage:" in out.stdout
         if args == ["eval"]:
             assert "(default: 64)" in out.stdout and "paper:" in out.stdout and "--device" in out.stdout
+
+
+def test_the_warm_up_waits_for_jedi_too(monkeypatch):
+    """An eval's warm-up loads jedi before the first experiment (its first answer takes a second
+    or more, which the first experiments' steps would otherwise count as the constraint's)."""
+    import threading
+    from concurrent.futures import Future
+
+    from fimconstrain.decoding.loop import jedi_attributes
+    from fimconstrain.evaluation import experiments
+
+    asked: list[Future] = []
+
+    class Jedi:
+        def warm_up(self) -> Future:
+            future: Future = Future()
+            asked.append(future)
+            threading.Timer(0.2, future.set_result, (jedi_attributes.UNKNOWN,)).start()
+            return future
+
+    class Decoder:
+        def generate(self, *args, **kwargs) -> None:
+            assert not asked  # the model first, then jedi
+
+    monkeypatch.setattr(jedi_attributes, "shared", lambda: Jedi())
+    experiments.warm_up(Decoder())
+    assert len(asked) == 1 and asked[0].done()  # waited for: answered 0.2 s after it was asked
