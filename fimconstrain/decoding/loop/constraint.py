@@ -407,7 +407,7 @@ class ConstraintState:
                 )
             new = new[len(self.healing) :]
         unfinished = b"" if whole else self.codec.unfinished_char(list(ids[-4:]))
-        held = min(self.codec.held_replacements(unfinished), len(new) - len(new.rstrip(REPLACEMENT)))
+        held = _held_back(self.codec, unfinished, new)
         if held:
             new = new[:-held]
         nxt = self._feed(new) if new else self.checker
@@ -514,6 +514,12 @@ def _walk_table(codec: TextCodec) -> _WalkTable:
     return known
 
 
+def _held_back(codec: TextCodec, unfinished: bytes, text: str) -> int:
+    """How many of ``text``'s trailing U+FFFD stand for the character that ``unfinished`` (the
+    bytes the text ends inside of) begins: the decoder's count, at most the ones there are."""
+    return min(codec.held_replacements(unfinished), len(text) - len(text.rstrip(REPLACEMENT)))
+
+
 def walk_texts(codec: TextCodec) -> list[TokenTexts]:
     """Each id's text after whole characters as the vocabulary walk reads it
     (:mod:`..masks.vocab_walk`): its piece; for a token whose bytes are not whole characters,
@@ -527,7 +533,7 @@ def walk_texts(codec: TextCodec) -> list[TokenTexts]:
             texts.append(piece)
             continue
         unfinished = codec.unfinished_char([token])
-        held = min(codec.held_replacements(unfinished), len(raw) - len(raw.rstrip(REPLACEMENT)))
+        held = _held_back(codec, unfinished, raw)
         if held:
             texts.append(tuple(raw[:-held] + ch for ch in utf8_completions(unfinished)))
         else:

@@ -260,8 +260,9 @@ class FileAttributes:
         try:
             answer = future.result(timeout=max(0.0, left))
         except FutureTimeout:
-            self.waited[receiver] = self.waited.get(receiver, 0.0) + time.perf_counter() - start
-            self.waited_total += time.perf_counter() - start
+            waited = time.perf_counter() - start
+            self.waited[receiver] = self.waited.get(receiver, 0.0) + waited
+            self.waited_total += waited
             self.timeouts += 1
             return None
         self.waited_total += time.perf_counter() - start
