@@ -6,12 +6,13 @@ prefixes, and soundness / tightness against the exact checker with the full voca
     python benchmarks/mask_speed.py --vocab-size 8192 --limit 4 --exact 20  # the exact whole mask
     python benchmarks/mask_speed.py --model qwen2.5-coder-0.5b --limit 4 --exact 20  # at Qwen's 151,936
 
-``--exact N`` times instead the exact whole-vocabulary mask (what serving's full-mask fallback
-computes: :meth:`.ConstraintState.admitted`, then :meth:`.ConstraintState.passing` with
-``whole=True``) at ``N`` held-out FIM cuts of the sampled files (a random column of a random
-line of code, the rest of the file as the suffix), each checked bit for bit against feeding every
-token of the vocabulary to the checker without the store; ``--python-walk`` leaves the C
-vocabulary walk out (``fimconstrain/decoding/masks/vocab_walk.py``), as where it is not built.
+``--exact N`` times instead the exact whole-vocabulary mask as a bool vector
+(:meth:`.ConstraintState.whole_mask`), and that mask listed as token ids (what serving's
+full-mask fallback hands on today), at ``N`` held-out FIM cuts of the sampled files (a random
+column of a random line of code, the rest of the file as the suffix), each checked bit for bit
+against feeding every token of the vocabulary to the checker without the store;
+``--python-walk`` leaves the C vocabulary walk out
+(``fimconstrain/decoding/masks/vocab_walk.py``), as where it is not built.
 
 The tokenizer is a byte-level BPE trained on the standard library (cached under
 ``~/.cache/fimconstrain/tokenizers``); the store is built fresh into a temporary folder so the
@@ -157,7 +158,7 @@ def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show:
     """The exact whole mask at ``n`` held-out cuts over the transformers tokenizer ``hf``: its
     time (a fresh state each, as after a committed token), and its tokens against feeding every
     token (must be the same)."""
-    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_candidates, passing_tokens
+    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_candidates
     from fimconstrain.decoding.tokens.fim_formats import TextCodec
 
     codec = TextCodec(hf)
@@ -165,20 +166,23 @@ def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show:
     stops = {hf.eos_token_id}
     banned = {*hf.all_special_ids, *hf.added_tokens_decoder} - stops
     codec.pieces(), codec.tails()  # built once per vocabulary, not per mask
-    times = {"wall": [], "cpu": []}
+    times: dict[str, list[float]] = {"wall": [], "cpu": [], "listed_wall": []}
     differing, passing = [0, 0], 0
     for prefix, suffix in progress(held_out_cuts(texts, n, seed), desc="exact masks", disable=not show):
         checker = fimconstrain.fim_checker(prefix, suffix)
 
-        def mask(checker=checker) -> list[int]:
-            state = ConstraintState(checker, codec, store=store)
-            every = sorted({*state.admitted(size), *stops})
-            return list(passing_tokens(state, every, stops, banned, whole=True))
+        def mask(checker=checker) -> np.ndarray:
+            bits = ConstraintState(checker, codec, store=store).whole_mask(size, stops, banned)
+            if bits is None:
+                raise RuntimeError("no whole mask at a cut after whole characters")
+            return bits
 
         mask()  # the first mask at a cut pays for the suffix's memo and the DFA's new states
-        wall, cpu, got = timed(mask)
+        wall, cpu, bits = timed(mask)
         times["wall"].append(wall)
         times["cpu"].append(cpu)
+        listing, _, got = timed(lambda bits=bits: np.flatnonzero(bits).tolist())
+        times["listed_wall"].append(wall + listing)
         reference = [
             t for t, _ in passing_candidates(ConstraintState(checker, codec), range(size), stops, banned)
         ]
@@ -258,7 +262,7 @@ def main() -> None:
                 [
                     [k, v["n"], v["mean_us"] / 1e3, v["p50_us"] / 1e3, v["p99_us"] / 1e3]
                     for k, v in exact.items()
-                    if k in ("wall", "cpu")
+                    if k in ("wall", "cpu", "listed_wall")
                 ],
                 [
                     f"exact whole mask, {vocab.size:,} tokens, {walk_kind} walk",

@@ -12,7 +12,9 @@
  *   - each guard steps; a guard that dies is dropped; a guard that reaches an accepting state
  *     kills the branch (a longer match exists);
  *   - where the lexeme may end (final[q] and not final[nxt]) Python ends the symbol (layer
- *     end_symbol + lex_start + allowed, memoised here per walk by context, state and text):
+ *     end_symbol + lex_start + allowed, memoised here per walk by context, state and text, or
+ *     by context and state alone for an ASCII text where Python says the answer is the same
+ *     for every ASCII text: a name, a number, an operator in most places):
  *     the branch that ends it starts a new lexeme with the character, guarded by nxt, if that
  *     lexeme can still become an allowed terminal (live & allowed);
  *   - the branch that goes on lives while live[nxt] & allowed.
@@ -21,6 +23,7 @@
  * unless another branch decides them. A subtree with neither is pruned, and so is one without a
  * token of ``only`` (a bitset, when given: the tokens asked about), whose tokens are then not
  * marked (a token outside ``only`` may be said to fail when it passes, never the other way).
+ * The tables are checked once, when ``prepare`` wraps them (a walk reads them unchecked).
  * Keep in step with lexer.py's advance (its twin note) and the twin's walk_py. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,7 +32,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
-#define WALK_ABI 2
+#define WALK_ABI 3
 
 typedef struct {
     int32_t ctx;    /* context id: (parser, layout) in Python */
@@ -43,6 +46,9 @@ typedef struct {
 typedef struct {
     int32_t node, edge, lo, hi, gmark, unknown, depth;
 } Frame;
+
+/* a memo key's origin for the answer that serves every ASCII text of its context and state */
+#define ANY_ASCII (-3)
 
 typedef struct {
     uint64_t hash;
@@ -131,24 +137,105 @@ static uint64_t key_hash(int32_t ctx, int32_t q, int32_t origin, const uint32_t 
     return h ^ (h >> 29);
 }
 
-/* Python's verdict on the symbol that ends: (ctx2, start) in *out, memoised */
-static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int32_t *start) {
-    int32_t len = upto - b->begin;
-    const uint32_t *cps = w->path + b->begin;
-    uint64_t h = key_hash(b->ctx, b->q, b->origin, cps, len);
+/* the memo's slot for a key: its entry (used) or the empty slot where it goes */
+static Memo *memo_slot(const Walk *w, uint64_t h, int32_t ctx, int32_t q, int32_t origin, const uint32_t *cps,
+                       int32_t len) {
     Py_ssize_t mask = w->memo_cap - 1, at = (Py_ssize_t)(h & (uint64_t)mask);
     while (w->memo[at].used) {
         Memo *m = &w->memo[at];
-        if (m->hash == h && m->ctx == b->ctx && m->q == b->q && m->origin == b->origin && m->len == len &&
-            memcmp(w->karena + m->off, cps, (size_t)len * sizeof(uint32_t)) == 0) {
-            *ctx2 = m->ctx2;
-            *start = m->start;
-            return 0;
-        }
+        if (m->hash == h && m->ctx == ctx && m->q == q && m->origin == origin && m->len == len &&
+            (len == 0 || memcmp(w->karena + m->off, cps, (size_t)len * sizeof(uint32_t)) == 0))
+            return m;
         at = (at + 1) & mask;
     }
-    /* the lexeme's text: the root branch's lexeme, then the path's characters */
+    return &w->memo[at];
+}
+
+/* fill the empty ``slot`` with the key and its answer (the table stays at most half full) */
+static int memo_put(Walk *w, Memo *slot, Memo m, const uint32_t *cps) {
+    if (grow((void **)&w->karena, &w->k_cap, w->k_n + m.len, sizeof(uint32_t)) < 0) return -1;
+    if (m.len) memcpy(w->karena + w->k_n, cps, (size_t)m.len * sizeof(uint32_t));
+    m.off = w->k_n;
+    m.used = 1;
+    w->k_n += m.len;
+    *slot = m;
+    if (++w->memo_n * 2 <= w->memo_cap) return 0;
+    Py_ssize_t n = w->memo_cap * 2;
+    Memo *t = calloc((size_t)n, sizeof(Memo));
+    if (!t) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < w->memo_cap; k++) {
+        if (!w->memo[k].used) continue;
+        Py_ssize_t j = (Py_ssize_t)(w->memo[k].hash & (uint64_t)(n - 1));
+        while (t[j].used) j = (j + 1) & (n - 1);
+        t[j] = w->memo[k];
+    }
+    free(w->memo);
+    w->memo = t;
+    w->memo_cap = n;
+    return 0;
+}
+
+/* on_end's answer, ((context, state, allowed) | None | int, same for every ASCII text), read
+ * into *ctx2 (-1 rejected, -2 undecided), *start and *free */
+static int read_answer(Walk *w, PyObject *res, int32_t *ctx2, int32_t *start, int *free) {
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+        PyErr_SetString(PyExc_TypeError, "on_end must give (answer, same for every ASCII text)");
+        return -1;
+    }
+    PyObject *answer = PyTuple_GET_ITEM(res, 0);
+    *free = PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
+    if (*free < 0) return -1;
+    *start = 0;
+    if (answer == Py_None) {
+        *ctx2 = -1;
+        return 0;
+    }
+    if (PyLong_Check(answer)) {
+        *ctx2 = -2;
+        return 0;
+    }
+    if (!PyTuple_Check(answer) || PyTuple_GET_SIZE(answer) != 3) {
+        PyErr_SetString(PyExc_TypeError, "on_end's answer must be None, an int or (context, state, allowed)");
+        return -1;
+    }
+    long a = PyLong_AsLong(PyTuple_GET_ITEM(answer, 0)), st = PyLong_AsLong(PyTuple_GET_ITEM(answer, 1));
+    if ((a == -1 || st == -1) && PyErr_Occurred()) return -1;
+    if (a < 0 || a > INT32_MAX || st < 0 || st >= w->S) {
+        PyErr_SetString(PyExc_ValueError, "on_end gave a context or a state out of range");
+        return -1;
+    }
+    if (set_ctx_allowed(w, a, PyTuple_GET_ITEM(answer, 2)) < 0) return -1;
+    *ctx2 = (int32_t)a;
+    *start = (int32_t)st;
+    return 0;
+}
+
+/* Python's verdict on the symbol that ends: (ctx2, start) in *out, memoised by its text, or by
+ * context and state alone for an ASCII text where Python says no ASCII text changes it */
+static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int32_t *start) {
+    int32_t len = upto - b->begin;
+    const uint32_t *cps = w->path + b->begin;
     PyObject *head = b->origin >= 0 ? PyList_GET_ITEM(w->root_lexemes, b->origin) : NULL;
+    int ascii = !head || PyUnicode_IS_ASCII(head);
+    for (int32_t k = 0; ascii && k < len; k++) ascii = cps[k] < 128;
+    uint64_t any_h = key_hash(b->ctx, b->q, ANY_ASCII, NULL, 0);
+    Memo *any = ascii ? memo_slot(w, any_h, b->ctx, b->q, ANY_ASCII, NULL, 0) : NULL;
+    if (any && any->used) {
+        *ctx2 = any->ctx2;
+        *start = any->start;
+        return 0;
+    }
+    uint64_t h = key_hash(b->ctx, b->q, b->origin, cps, len);
+    Memo *m = memo_slot(w, h, b->ctx, b->q, b->origin, cps, len);
+    if (m->used) {
+        *ctx2 = m->ctx2;
+        *start = m->start;
+        return 0;
+    }
+    /* the lexeme's text: the root branch's lexeme, then the path's characters */
     Py_ssize_t hn = head ? PyUnicode_GET_LENGTH(head) : 0;
     if (grow((void **)&w->tbuf, &w->tbuf_cap, hn + len + 1, sizeof(Py_UCS4)) < 0) return -1;
     if (head && !PyUnicode_AsUCS4(head, w->tbuf, hn + 1, 0)) return -1;
@@ -159,60 +246,17 @@ static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int
     PyObject *res = PyObject_CallFunction(w->on_end, "iiO", (int)b->ctx, (int)b->q, text);
     Py_DECREF(text);
     if (!res) return -1;
-    int32_t c2 = -1, s = 0;
-    if (res == Py_None) {
-        c2 = -1;
-    } else if (PyLong_Check(res)) {
-        c2 = -2;
-    } else if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 3) {
-        long a = PyLong_AsLong(PyTuple_GET_ITEM(res, 0)), st = PyLong_AsLong(PyTuple_GET_ITEM(res, 1));
-        if ((a == -1 || st == -1) && PyErr_Occurred()) {
-            Py_DECREF(res);
-            return -1;
-        }
-        if (a < 0 || a > INT32_MAX || st < 0 || st >= w->S) {
-            Py_DECREF(res);
-            PyErr_SetString(PyExc_ValueError, "on_end gave a context or a state out of range");
-            return -1;
-        }
-        if (set_ctx_allowed(w, a, PyTuple_GET_ITEM(res, 2)) < 0) {
-            Py_DECREF(res);
-            return -1;
-        }
-        c2 = (int32_t)a;
-        s = (int32_t)st;
-    } else {
-        Py_DECREF(res);
-        PyErr_SetString(PyExc_TypeError, "on_end must give None, an int or (context, state, allowed)");
-        return -1;
-    }
+    int free_of_text;
+    int failed = read_answer(w, res, ctx2, start, &free_of_text);
     Py_DECREF(res);
-    /* remember it (the table stays at most half full) */
-    if (grow((void **)&w->karena, &w->k_cap, w->k_n + len, sizeof(uint32_t)) < 0) return -1;
-    memcpy(w->karena + w->k_n, cps, (size_t)len * sizeof(uint32_t));
-    Memo m = {h, b->ctx, b->q, b->origin, len, w->k_n, c2, s, 1};
-    w->k_n += len;
-    w->memo[at] = m;
-    if (++w->memo_n * 2 > w->memo_cap) {
-        Py_ssize_t n = w->memo_cap * 2;
-        Memo *t = calloc((size_t)n, sizeof(Memo));
-        if (!t) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t k = 0; k < w->memo_cap; k++) {
-            if (!w->memo[k].used) continue;
-            Py_ssize_t j = (Py_ssize_t)(w->memo[k].hash & (uint64_t)(n - 1));
-            while (t[j].used) j = (j + 1) & (n - 1);
-            t[j] = w->memo[k];
-        }
-        free(w->memo);
-        w->memo = t;
-        w->memo_cap = n;
+    if (failed) return -1;
+    if (ascii && free_of_text) {
+        /* (the slot found before the call: on_end added no entry since) */
+        Memo e = {any_h, b->ctx, b->q, ANY_ASCII, 0, 0, *ctx2, *start, 1};
+        return memo_put(w, any, e, NULL);
     }
-    *ctx2 = c2;
-    *start = s;
-    return 0;
+    Memo e = {h, b->ctx, b->q, b->origin, len, 0, *ctx2, *start, 1};
+    return memo_put(w, m, e, cps);
 }
 
 static int push_branch(Walk *w, Branch b) {
@@ -282,98 +326,147 @@ static int get_buf(PyObject *obj, Buf *b, Py_ssize_t item, int writable, const c
     return 0;
 }
 
-static PyObject *walk(PyObject *self, PyObject *args) {
+enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, NBUF };
+
+/* A walk's tables (vocab_walk.py's thirteen), checked once and held: ``prepare(tables)`` */
+typedef struct {
+    PyObject_HEAD
+    Buf bufs[NBUF];
+    Py_ssize_t S, C, W, n_nodes, n_edges, n_toks;
+    int32_t max_token; /* the largest token id (-1: none) */
+} Tables;
+
+static void tables_dealloc(Tables *t) {
+    for (int k = 0; k < NBUF; k++)
+        if (t->bufs[k].held) PyBuffer_Release(&t->bufs[k].v);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyTypeObject TablesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fimconstrain.engine._walk.Tables",
+    .tp_basicsize = sizeof(Tables),
+    .tp_dealloc = (destructor)tables_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A walk's tables, checked once (made by prepare).",
+};
+
+/* every index in the tables within range, so that a walk reads them unchecked */
+static int check_tables(Tables *t) {
+    const int32_t *child_start = t->bufs[CHILD].v.buf, *edge_cls = t->bufs[CLS].v.buf,
+                  *edge_to = t->bufs[TO].v.buf, *tok_start = t->bufs[TSTART].v.buf,
+                  *tok_ids = t->bufs[TIDS].v.buf, *subtree_end = t->bufs[SUBEND].v.buf,
+                  *trans = t->bufs[TRANS].v.buf;
+    const char *wrong = NULL;
+    if (t->n_nodes < 1 || t->S < 1 || t->C < 1 || t->W < 1 || t->bufs[CLS].v.len / 4 != t->n_edges ||
+        t->bufs[TO].v.len / 4 != t->n_edges || t->bufs[TSTART].v.len / 4 != t->n_nodes + 1 ||
+        t->bufs[SUBEND].v.len / 4 != t->n_nodes || t->bufs[TRANS].v.len / 4 != t->S * t->C ||
+        t->bufs[FINAL].v.len != t->S || t->bufs[LIVE].v.len / 8 != t->S * t->W)
+        wrong = "the tables' sizes do not agree";
+    for (Py_ssize_t k = 0; !wrong && k < t->n_toks; k++)
+        if (tok_ids[k] < 0) wrong = "a token id is negative";
+    for (Py_ssize_t k = 0; !wrong && k < t->n_edges; k++)
+        if (edge_to[k] <= 0 || edge_to[k] >= t->n_nodes || edge_cls[k] < 0 || edge_cls[k] >= t->C)
+            wrong = "an edge is out of range";
+    for (Py_ssize_t n = 0; !wrong && n <= t->n_nodes; n++)
+        if (child_start[n] < (n ? child_start[n - 1] : 0) || child_start[n] > t->n_edges ||
+            tok_start[n] < (n ? tok_start[n - 1] : 0) || tok_start[n] > t->n_toks ||
+            (n < t->n_nodes && (subtree_end[n] <= n || subtree_end[n] > t->n_nodes)))
+            wrong = "a node is out of range";
+    for (Py_ssize_t k = 0; !wrong && k < t->S * t->C; k++)
+        if (trans[k] < 0 || trans[k] >= t->S) wrong = "a transition is out of range";
+    t->max_token = -1;
+    for (Py_ssize_t k = 0; !wrong && k < t->n_toks; k++)
+        if (tok_ids[k] > t->max_token) t->max_token = tok_ids[k];
+    if (wrong) PyErr_Format(PyExc_ValueError, "walk: %s", wrong);
+    return wrong ? -1 : 0;
+}
+
+static PyObject *prepare(PyObject *self, PyObject *arg) {
     (void)self;
-    PyObject *tables, *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj, *only_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|O", &PyTuple_Type, &tables, &PyList_Type, &roots, &PyList_Type,
-                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj, &only_obj))
-        return NULL;
-    if (PyTuple_GET_SIZE(tables) != 13) {
-        PyErr_SetString(PyExc_ValueError, "walk: 13 tables expected");
-        return NULL;
-    }
-    enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, NBUF };
     static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8};
     static const char *names[NBUF] = {"child_start", "edge_cp", "edge_cls", "edge_to", "tok_start",
                                       "tok_ids", "subtree_end", "trans", "final", "live"};
-    Buf bufs[NBUF + 3];
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 13) {
+        PyErr_SetString(PyExc_ValueError, "prepare: a tuple of 13 tables expected");
+        return NULL;
+    }
+    Tables *t = PyObject_New(Tables, &TablesType);
+    if (!t) return NULL;
+    memset(t->bufs, 0, sizeof(t->bufs));
+    for (int k = 0; k < NBUF; k++)
+        if (get_buf(PyTuple_GET_ITEM(arg, k), &t->bufs[k], items[k], 0, names[k]) < 0) goto fail;
+    t->S = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, 10));
+    t->C = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, 11));
+    t->W = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, 12));
+    if (PyErr_Occurred()) goto fail;
+    t->n_nodes = t->bufs[CHILD].v.len / 4 - 1;
+    t->n_edges = t->bufs[CP].v.len / 4;
+    t->n_toks = t->bufs[TIDS].v.len / 4;
+    if (check_tables(t) < 0) goto fail;
+    return (PyObject *)t;
+fail:
+    Py_DECREF(t);
+    return NULL;
+}
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    (void)self;
+    Tables *t;
+    PyObject *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj, *only_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|O", &TablesType, &t, &PyList_Type, &roots, &PyList_Type,
+                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj, &only_obj))
+        return NULL;
+    Buf bufs[3];
     memset(bufs, 0, sizeof(bufs));
     Walk w;
     memset(&w, 0, sizeof(w));
     Frame *frames = NULL;
-    uint8_t *keep = NULL;   /* per node: a token of ``only`` in its subtree (NULL: every node) */
-    int32_t *below = NULL;  /* tokens of ``only`` among tok_ids[0 .. k) */
+    int32_t *below = NULL; /* tokens of ``only`` among tok_ids[0 .. k) (NULL: every token asked) */
     PyObject *result = NULL;
-    for (int k = 0; k < NBUF; k++)
-        if (get_buf(PyTuple_GET_ITEM(tables, k), &bufs[k], items[k], 0, names[k]) < 0) goto done;
-    if (get_buf(pass_obj, &bufs[NBUF], 1, 1, "pass_out") < 0) goto done;
-    if (get_buf(und_obj, &bufs[NBUF + 1], 1, 1, "und_out") < 0) goto done;
-    if (only_obj != Py_None && get_buf(only_obj, &bufs[NBUF + 2], 1, 0, "only") < 0) goto done;
-    w.S = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 10));
-    w.C = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 11));
-    w.W = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 12));
-    if (PyErr_Occurred()) goto done;
-    w.child_start = bufs[CHILD].v.buf;
-    w.edge_cp = bufs[CP].v.buf;
-    w.edge_cls = bufs[CLS].v.buf;
-    w.edge_to = bufs[TO].v.buf;
-    w.tok_start = bufs[TSTART].v.buf;
-    w.tok_ids = bufs[TIDS].v.buf;
-    w.subtree_end = bufs[SUBEND].v.buf;
-    w.trans = bufs[TRANS].v.buf;
-    w.final = bufs[FINAL].v.buf;
-    w.live = bufs[LIVE].v.buf;
-    w.n_nodes = bufs[CHILD].v.len / 4 - 1;
-    w.n_edges = bufs[CP].v.len / 4;
-    w.n_toks = bufs[TIDS].v.len / 4;
-    w.pass_out = bufs[NBUF].v.buf;
-    w.und_out = bufs[NBUF + 1].v.buf;
-    w.out_bits = bufs[NBUF].v.len * 8;
-    if (w.n_nodes < 1 || w.S < 1 || w.C < 1 || w.W < 1 || bufs[CLS].v.len / 4 != w.n_edges ||
-        bufs[TO].v.len / 4 != w.n_edges || bufs[TSTART].v.len / 4 != w.n_nodes + 1 ||
-        bufs[SUBEND].v.len / 4 != w.n_nodes || bufs[TRANS].v.len / 4 != w.S * w.C ||
-        bufs[FINAL].v.len != w.S || bufs[LIVE].v.len / 8 != w.S * w.W || bufs[NBUF + 1].v.len != bufs[NBUF].v.len) {
-        PyErr_SetString(PyExc_ValueError, "walk: the tables' sizes do not agree");
+    Py_INCREF(t); /* (the tables outlive a walk whose on_end drops the last other reference) */
+    if (get_buf(pass_obj, &bufs[0], 1, 1, "pass_out") < 0) goto done;
+    if (get_buf(und_obj, &bufs[1], 1, 1, "und_out") < 0) goto done;
+    if (only_obj != Py_None && get_buf(only_obj, &bufs[2], 1, 0, "only") < 0) goto done;
+    w.S = t->S;
+    w.C = t->C;
+    w.W = t->W;
+    w.child_start = t->bufs[CHILD].v.buf;
+    w.edge_cp = t->bufs[CP].v.buf;
+    w.edge_cls = t->bufs[CLS].v.buf;
+    w.edge_to = t->bufs[TO].v.buf;
+    w.tok_start = t->bufs[TSTART].v.buf;
+    w.tok_ids = t->bufs[TIDS].v.buf;
+    w.subtree_end = t->bufs[SUBEND].v.buf;
+    w.trans = t->bufs[TRANS].v.buf;
+    w.final = t->bufs[FINAL].v.buf;
+    w.live = t->bufs[LIVE].v.buf;
+    w.n_nodes = t->n_nodes;
+    w.n_edges = t->n_edges;
+    w.n_toks = t->n_toks;
+    w.pass_out = bufs[0].v.buf;
+    w.und_out = bufs[1].v.buf;
+    w.out_bits = bufs[0].v.len * 8;
+    if (bufs[1].v.len != bufs[0].v.len) {
+        PyErr_SetString(PyExc_ValueError, "walk: the output bitsets differ in size");
         goto done;
     }
-    for (Py_ssize_t k = 0; k < w.n_toks; k++)
-        if (w.tok_ids[k] < 0 || w.tok_ids[k] >= w.out_bits) {
-            PyErr_SetString(PyExc_ValueError, "walk: a token id is outside the output bitsets");
-            goto done;
-        }
-    for (Py_ssize_t k = 0; k < w.n_edges; k++)
-        if (w.edge_to[k] <= 0 || w.edge_to[k] >= w.n_nodes || w.edge_cls[k] < 0 || w.edge_cls[k] >= w.C) {
-            PyErr_SetString(PyExc_ValueError, "walk: an edge is out of range");
-            goto done;
-        }
-    for (Py_ssize_t n = 0; n <= w.n_nodes; n++)
-        if (w.child_start[n] < (n ? w.child_start[n - 1] : 0) || w.child_start[n] > w.n_edges ||
-            w.tok_start[n] < (n ? w.tok_start[n - 1] : 0) || w.tok_start[n] > w.n_toks ||
-            (n < w.n_nodes && (w.subtree_end[n] <= n || w.subtree_end[n] > w.n_nodes))) {
-            PyErr_SetString(PyExc_ValueError, "walk: a node is out of range");
-            goto done;
-        }
-    for (Py_ssize_t k = 0; k < w.S * w.C; k++)
-        if (w.trans[k] < 0 || w.trans[k] >= w.S) {
-            PyErr_SetString(PyExc_ValueError, "walk: a transition is out of range");
-            goto done;
-        }
-    if (bufs[NBUF + 2].held) {
-        const uint8_t *only = bufs[NBUF + 2].v.buf;
-        Py_ssize_t only_bits = bufs[NBUF + 2].v.len * 8;
-        keep = malloc((size_t)w.n_nodes);
+    if (t->max_token >= w.out_bits) {
+        PyErr_SetString(PyExc_ValueError, "walk: a token id is outside the output bitsets");
+        goto done;
+    }
+    if (bufs[2].held) {
+        const uint8_t *only = bufs[2].v.buf;
+        Py_ssize_t only_bits = bufs[2].v.len * 8;
         below = malloc((size_t)(w.n_toks + 1) * sizeof(int32_t));
-        if (!keep || !below) {
+        if (!below) {
             PyErr_NoMemory();
             goto done;
         }
         below[0] = 0;
         for (Py_ssize_t k = 0; k < w.n_toks; k++) {
-            int32_t t = w.tok_ids[k];
-            below[k + 1] = below[k] + (t < only_bits && (only[t >> 3] >> (t & 7) & 1));
+            int32_t tok = w.tok_ids[k];
+            below[k + 1] = below[k] + (tok < only_bits && (only[tok >> 3] >> (tok & 7) & 1));
         }
-        for (Py_ssize_t n = 0; n < w.n_nodes; n++)
-            keep[n] = below[w.tok_start[w.subtree_end[n]]] > below[w.tok_start[n]];
     }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
@@ -426,7 +519,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         }
         int32_t e = f->edge++, depth = f->depth;
         int32_t cls = w.edge_cls[e], child = w.edge_to[e];
-        if (keep && !keep[child]) continue;
+        if (below && below[w.tok_start[w.subtree_end[child]]] == below[w.tok_start[child]]) continue;
         if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
         w.path[depth] = w.edge_cp[e];
         int32_t lo = (int32_t)w.br_n, gmark = (int32_t)w.gd_n;
@@ -448,10 +541,10 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromLong(w.calls);
 done:
-    for (int k = 0; k < NBUF + 3; k++)
+    for (int k = 0; k < 3; k++)
         if (bufs[k].held) PyBuffer_Release(&bufs[k].v);
+    Py_DECREF(t);
     free(frames);
-    free(keep);
     free(below);
     free(w.ctx_allowed);
     free(w.br);
@@ -464,6 +557,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the thirteen tables of vocab_walk.py, checked once"},
     {"walk", walk, METH_VARARGS,
      "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None) -> lexeme ends "
      "asked"},
@@ -474,6 +568,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk",
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__walk(void) {
+    if (PyType_Ready(&TablesType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "ABI", WALK_ABI) < 0) {
         Py_DECREF(m);

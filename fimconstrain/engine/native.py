@@ -43,7 +43,7 @@ NOT_COMPILED = ("__init__.py", "native.py")
 #: (``ABI`` in the module) that ``vocab_walk.py`` speaks
 WALK_SOURCE = "_walk.c"
 WALK_MODULE = "fimconstrain.engine._walk"
-WALK_ABI = 2
+WALK_ABI = 3
 
 ENGINE_DIR = Path(__file__).resolve().parent
 _log = logging.getLogger("fimconstrain")

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..decoding.loop.constraint import ConstraintState, passing_tokens
 from ..decoding.masks.store import MaskStores
 from ..decoding.tokens.fim_formats import TextCodec, resolve_format, special_token_ids
@@ -189,16 +191,24 @@ class RequestConstraint:
             passing = list(passing_tokens(state, ranked, self.stop_ids, self.banned_ids, whole=True))
         else:
             passing = self._sampled_passing(state, candidates, scores, self.sampler)
-        if not passing:  # the full mask: every token the store lets through, and the stops
-            size = self.table.size
-            every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
-            passing = list(passing_tokens(state, every, self.stop_ids, self.banned_ids, whole=True))
+        if not passing:
+            passing = self._full_mask(state)
         if not passing:
             return self._stops_marked(sorted(self.stop_ids), state.ids)
         if self.args.budget is None:
             return self._stops_marked(passing, state.ids)
         left = self.args.budget - len(self.ids) - len(drafts)
         return self._stops_marked(self.budget_end.within(state, passing, left), state.ids)
+
+    def _full_mask(self, state: ConstraintState) -> list[int]:
+        """Every token that passes after ``state`` (the store's admitted ones and the stops,
+        checked): as one bool vector where the state gives one, else a walk over their ids."""
+        size = self.table.size
+        bits = state.whole_mask(size, self.stop_ids, self.banned_ids)
+        if bits is not None:
+            return np.flatnonzero(bits).tolist()
+        every = sorted({*state.admitted(size), *(t for t in self.stop_ids if t < size)})
+        return list(passing_tokens(state, every, self.stop_ids, self.banned_ids, whole=True))
 
     def _stops_marked(self, allowed: list[int], ids: tuple[int, ...]) -> list[int]:
         """``allowed`` with its stop tokens as the request's ``invented_stop`` alone where the

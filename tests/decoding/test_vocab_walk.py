@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from stdlib_cursors import STDLIB, stdlib_cursors
-from vocab_walk_twin import TwinModule
+from vocab_walk_twin import TwinModule, prepare_py, walk_py
 
 import fimconstrain
 from fimconstrain.decoding.masks import vocab_walk as vw
@@ -43,12 +43,18 @@ def codec() -> TextCodec:
 
 @pytest.fixture(scope="module")
 def larger(codec) -> list[str | None]:
-    """A vocabulary five times the shipped one: its texts and 32,768 concatenations of two of
-    them (long tokens that end and start several symbols: ``"):\\n    "``, ``" = self"``)."""
+    """A vocabulary five times the shipped one: its texts, 32,768 concatenations of two of them
+    (long tokens that end and start several symbols: ``"):\\n    "``, ``" = self"``) and 2,048
+    with carriage returns between or after them (read as the line breaks they stand for)."""
     pieces = codec.pieces()
     texts = [p for p in pieces if p]
     rng = random.Random(62)
-    return [*pieces, *(rng.choice(texts) + rng.choice(texts) for _ in range(32768))]
+    breaks = ("\r", "\r\n", "\r\r\n", "\n\r")
+    return [
+        *pieces,
+        *(rng.choice(texts) + rng.choice(texts) for _ in range(32768)),
+        *(rng.choice(texts) + rng.choice(breaks) + rng.choice(("", *texts)) for _ in range(2048)),
+    ]
 
 
 def _bits(data: bytes, n: int) -> np.ndarray:
@@ -93,9 +99,9 @@ def test_the_walk_is_the_checker_at_held_out_cuts(codec, version):
     for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:])):
         checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
         decided, undecided = _check(checker, pieces, NATIVE)
-        # undecided: only the tokens without a text of their own (or with a \r), so that no
-        # fallback hides a wrong answer
-        assert undecided <= sum(p is None or "\r" in p for p in pieces) + 2 and decided > 0.95 * len(pieces)
+        # undecided: only the tokens without a text of their own, so that no fallback hides a
+        # wrong answer
+        assert undecided <= sum(p is None for p in pieces) + 2 and decided > 0.95 * len(pieces)
         # asked about some tokens only (the store's admitted ones): the rest of the trie is left out
         only = np.random.default_rng(len(prefix)).random(len(pieces)) < 0.1
         _check(checker, pieces, NATIVE, only)
@@ -105,8 +111,8 @@ def test_the_walk_is_the_checker_at_held_out_cuts(codec, version):
 def test_the_walk_is_the_checker_over_a_larger_vocabulary(larger):
     for prefix, suffix in stdlib_cursors(FILES, 2, seed=5):
         checker = fimconstrain.fim_checker(prefix, suffix)
-        decided, _ = _check(checker, larger, NATIVE)
-        assert decided > 0.95 * len(larger)
+        decided, undecided = _check(checker, larger, NATIVE)
+        assert decided > 0.95 * len(larger) and undecided <= sum(p is None for p in larger) + 2
 
 
 @needs_native
@@ -173,6 +179,42 @@ def test_an_error_where_a_symbol_ends_comes_out_of_the_walk(codec, monkeypatch):
     _check(checker, codec.pieces(), NATIVE)
 
 
+@pytest.mark.parametrize("version", ["3.8", "3.12", "3.14"])
+def test_an_end_said_not_to_read_its_text_answers_alike_for_every_ascii_text(codec, version):
+    """The layer's ``end_reads_text`` on every symbol end of whole walks at held-out cuts:
+    where it says an end does not read its text, every ASCII text ending there gets the same
+    answer (the walk asks once for them all), and the walk that asks for each text gives the
+    same answer as the one that asks once."""
+    seen: dict[tuple[int, int], object] = {}
+    free_ends = 0
+
+    class AskingEach:
+        """The twin, asking Python at every text."""
+
+        prepare = staticmethod(prepare_py)
+
+        @staticmethod
+        def walk(tables, roots, lexemes, allowed, on_end, passing, undecided, only=None):
+            def each(ctx: int, q: int, text: str):
+                nonlocal free_ends
+                answer, free = on_end(ctx, q, text)
+                if free and text.isascii():
+                    free_ends += 1
+                    assert seen.setdefault((ctx, q), answer) == answer, text
+                return answer, False
+
+            seen.clear()
+            return walk_py(tables, roots, lexemes, allowed, each, passing, undecided, only)
+
+    pieces = codec.pieces()
+    for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:]) + 1):
+        checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
+        walk = vw.vocab_walk(checker.layer, pieces)
+        _check(checker, pieces, None)  # (the dense table grown to every state the cut meets)
+        assert walk.walk(checker, AskingEach) == walk.walk(checker, TwinModule)
+    assert free_ends > 0
+
+
 def test_the_python_twin_is_the_checker(codec):
     """The walk in Python (what the C is compared with) against feeding every token."""
     prefix, suffix = stdlib_cursors(FILES, 1, seed=9)[0]
@@ -197,9 +239,17 @@ def test_whole_masks_are_the_same_with_the_walk_and_without(codec, tmp_path, mon
             state = ConstraintState(checker, codec, store=store)
             return list(passing_tokens(state, range(size), stops, banned, whole=True)), state.walked
 
+        def whole(module, checker=checker) -> list[int]:
+            monkeypatch.setattr(vw, "native_walk", lambda: module)
+            bits = ConstraintState(checker, codec, store=store).whole_mask(size, stops, banned)
+            assert bits is not None and bits.shape == (size,)
+            return np.flatnonzero(bits).tolist()
+
         plain, none_walked = mask(None)
         walked, decided = mask(NATIVE if NATIVE is not None else TwinModule)
         assert walked == plain and none_walked == 0 and decided > 0
+        # the same as a bool vector over every id, with the walk and without
+        assert whole(None) == plain == whole(NATIVE if NATIVE is not None else TwinModule)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fimconstrain.decoding.masks.vocab_walk import EndAnswer
+from fimconstrain.decoding.masks.vocab_walk import EndReply
 
 
 def walk_py(
@@ -15,7 +15,7 @@ def walk_py(
     roots: list[tuple[int, int, int, tuple[int, ...]]],
     root_lexemes: list[str],
     root_allowed: list[bytes],
-    on_end: Callable[[int, int, str], EndAnswer],
+    on_end: Callable[[int, int, str], EndReply],
     passing: bytearray,
     undecided: bytearray,
     only: bytes | None = None,
@@ -35,7 +35,8 @@ def walk_py(
     )
     lives = [int.from_bytes(live[q * W : (q + 1) * W].tobytes(), "little") for q in range(len(final))]
     ctx_allowed: dict[int, int] = {k: int.from_bytes(a, "little") for k, a in enumerate(root_allowed)}
-    memo: dict[tuple[int, int, int, str], tuple[int, int]] = {}
+    # by (context, state, origin, lexeme), or (context, state) for every ASCII text
+    memo: dict[tuple[int, int, int, str] | tuple[int, int], tuple[int, int]] = {}
     calls = 0
     keep: list[bool] | None = None
     if only is not None:  # the nodes with a token of ``only`` below them
@@ -74,11 +75,16 @@ def walk_py(
                     continue
                 nxt = trans[q * C + cls]
                 if final[q] and not final[nxt]:
-                    key = (ctx, q, origin, lexeme)
-                    got = memo.get(key)
+                    text = (root_lexemes[origin] if origin >= 0 else "") + lexeme
+                    key: tuple[int, int, int, str] | tuple[int, int] = (ctx, q, origin, lexeme)
+                    got = memo.get((ctx, q)) if text.isascii() else None
+                    if got is None:
+                        got = memo.get(key)
                     if got is None:
                         calls += 1
-                        answer = on_end(ctx, q, (root_lexemes[origin] if origin >= 0 else "") + lexeme)
+                        answer, free = on_end(ctx, q, text)
+                        if free and text.isascii():
+                            key = (ctx, q)
                         if answer is None:
                             got = (-1, 0)
                         elif isinstance(answer, int):
@@ -104,7 +110,13 @@ def walk_py(
     return calls
 
 
+def prepare_py(tables: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``_walk.prepare`` in Python: the twin reads the tables as they are."""
+    return tables
+
+
 class TwinModule:
     """The twin where the C extension's module is expected."""
 
+    prepare = staticmethod(prepare_py)
     walk = staticmethod(walk_py)

@@ -205,48 +205,82 @@ class ConstraintState:
         yield from self._passing_each(tokens, stop_ids, banned_ids, allowed, b"", [])
 
     def _passing_whole(self, tokens: list[int], stop_ids: set[int], banned_ids: set[int]) -> list[int]:
-        """:meth:`passing` over a whole vocabulary after whole characters: the tokens the store
-        admits and vouches for (:meth:`.MaskStore.sure`) that are not stops, banned or known
-        children pass in one vectorised step; where the C vocabulary walk is built, it decides
-        the other such tokens but those it leaves undecided (:mod:`..masks.vocab_walk`); the
-        rest go the way of :meth:`_passing_each`, and the passing tokens come out in
-        ``tokens``' order (a list: no generator's step per token)."""
+        """:meth:`passing` over a whole vocabulary after whole characters: the verdicts of
+        :meth:`_decided`, the walk's where ``tokens`` are a good part of what the store admits;
+        the rest of ``tokens`` go the way of :meth:`_passing_each`, and the passing tokens come
+        out in ``tokens``' order (a list: no generator's step per token)."""
+        import numpy as np
+
+        ranked = np.array(tokens, dtype=np.int64)
+        n = len(_walk_table(self.codec).pieces)
+        wide = len(tokens) * WALK_FROM_SHARE >= int(np.count_nonzero(_bit_array(self._admitted_bytes())))
+        passed_at, decided_at = self._decided(n, stop_ids, banned_ids, walk=wide)
+        inside = (ranked >= 0) & (ranked < n)
+        at = np.where(inside, ranked, 0)
+        passed, decided = inside & passed_at[at], inside & decided_at[at]
+        rest = np.flatnonzero(~decided)
+        fed = self._fed(ranked[rest].tolist(), stop_ids, banned_ids)
+        if fed:
+            passed[rest[np.isin(ranked[rest], np.fromiter(fed, dtype=np.int64))]] = True
+        return ranked[passed].tolist()
+
+    def whole_mask(self, size: int, stop_ids: set[int], banned_ids: set[int]) -> np.ndarray | None:
+        """The tokens below ``size`` that pass, as a bool vector by id: :meth:`passing` over
+        every id (stop tokens pass when the file may end, banned ones never) without a list of
+        ids, for serving's full mask. None where :meth:`passing` reads tokens one by one: without
+        a store, while healing, or inside a character."""
+        import numpy as np
+
+        if self.mask() is None or self.healing or not self.ends_whole():
+            return None
+        passed, decided = self._decided(size, stop_ids, banned_ids, walk=True)
+        allowed = _bit_vector(self._admitted_bytes(), size)
+        asked = [t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]
+        undecided = ~decided & allowed
+        undecided[asked] = True
+        for token in self._fed(np.flatnonzero(undecided).tolist(), stop_ids, banned_ids):
+            passed[token] = True
+        return passed
+
+    def _decided(
+        self, size: int, stop_ids: set[int], banned_ids: set[int], walk: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The verdicts on the ids below ``size`` that need no feed, as bool vectors (passed,
+        decided): those the store admits and vouches for (:meth:`.MaskStore.sure`), and where
+        ``walk`` and the C vocabulary walk is built, the other admitted ones but those it leaves
+        undecided (:mod:`..masks.vocab_walk`). Stops, banned ids and known children are left
+        undecided (their verdicts are the state's own), and so is every id the store rules out."""
         import numpy as np
 
         from ..masks.vocab_walk import native_walk, vocab_walk
 
-        ranked = np.array(tokens, dtype=np.int64)
         allowed, sure = self._admitted_bytes(), self._sure_bytes()
         table = _walk_table(self.codec)
-        size = min(len(allowed) * 8, len(sure) * 8, len(table.pieces))
-        inside = (ranked >= 0) & (ranked < size)
-        at = np.where(inside, ranked, 0)
-        plain = np.isin(ranked, np.fromiter((*stop_ids, *banned_ids, *self._children), dtype=np.int64))
-        admitted = _bit_array(allowed)
-        screened = inside & ~plain & admitted[at]
-        passed = vouched = screened & table.has_piece[at] & _bit_array(sure)[at]
-        self.vouched += int(np.count_nonzero(vouched))
-        decided = vouched
-        # the walk reads the trie wherever the store admits a token it does not vouch for, so
-        # it pays where the candidates are a good part of those
-        n = min(len(allowed), len(sure), len(table.piece_bits))
-        asked = np.frombuffer(allowed, dtype=np.uint8).copy()
-        asked[:n] &= ~(np.frombuffer(sure, dtype=np.uint8)[:n] & table.piece_bits[:n])
-        wide = len(tokens) * WALK_FROM_SHARE >= np.count_nonzero(admitted)
-        module = native_walk() if wide and not self.checker.pending_cr else None
-        if module is not None:  # the C walk decides the others but the undecided (vocab_walk.py)
-            walk = vocab_walk(self.checker.layer, table.texts)
-            passing, undecided = walk.walk(self.checker, module, only=asked.tobytes())
-            walked = screened & ~vouched & table.has_texts[at] & ~_bit_array(undecided)[at]
+        plain = np.zeros(size, dtype=bool)
+        plain[[t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]] = True
+        screened = _bit_vector(allowed, size) & ~plain
+        has_piece, has_texts = _fitted(table.has_piece, size), _fitted(table.has_texts, size)
+        passed = screened & has_piece & _bit_vector(sure, size)
+        self.vouched += int(np.count_nonzero(passed))
+        decided = passed.copy()
+        module = native_walk() if walk and not self.checker.pending_cr else None
+        if module is not None:  # the walk reads the trie below every token it is asked about
+            n = min(len(allowed), len(sure), len(table.piece_bits))
+            asked = np.frombuffer(allowed, dtype=np.uint8).copy()
+            asked[:n] &= ~(np.frombuffer(sure, dtype=np.uint8)[:n] & table.piece_bits[:n])
+            walk_of = vocab_walk(self.checker.layer, table.texts)
+            passing, undecided = walk_of.walk(self.checker, module, only=asked.tobytes())
+            walked = screened & ~decided & has_texts & ~_bit_vector(undecided, size)
             self.walked += int(np.count_nonzero(walked))
-            passed = vouched | (walked & _bit_array(passing)[at])
-            decided = vouched | walked
-        rest = np.flatnonzero(~decided)
-        pieces = table.pieces
-        fed = set(self._passing_each(ranked[rest].tolist(), stop_ids, banned_ids, allowed, sure, pieces))
-        if fed:
-            passed[rest[np.isin(ranked[rest], np.fromiter(fed, dtype=np.int64))]] = True
-        return ranked[passed].tolist()
+            passed |= walked & _bit_vector(passing, size)
+            decided |= walked
+        return passed, decided
+
+    def _fed(self, tokens: list[int], stop_ids: set[int], banned_ids: set[int]) -> set[int]:
+        """Those of ``tokens`` that pass, each the way of :meth:`_passing_each`."""
+        pieces = _walk_table(self.codec).pieces
+        allowed, sure = self._admitted_bytes(), self._sure_bytes()
+        return set(self._passing_each(tokens, stop_ids, banned_ids, allowed, sure, pieces))
 
     def _passing_each(
         self,
@@ -470,6 +504,20 @@ def _as_bytes(words: np.ndarray) -> bytes:
     """A store's bitset (``uint64`` words) as bytes, token t at bit t % 8 of byte t // 8: a
     one-token test on bytes is cheaper than on the array."""
     return words.view("u1").tobytes()
+
+
+def _bit_vector(bits: bytes, size: int) -> np.ndarray:
+    """A bitset read as bytes as a bool vector of ``size`` ids (those past its end: False)."""
+    return _fitted(_bit_array(bits), size)
+
+
+def _fitted(vector: np.ndarray, size: int) -> np.ndarray:
+    """A bool vector cut or padded with False to ``size`` ids."""
+    import numpy as np
+
+    if len(vector) >= size:
+        return vector[:size]
+    return np.concatenate([vector, np.zeros(size - len(vector), dtype=bool)])
 
 
 def _bit_array(bits: bytes) -> np.ndarray:

@@ -4,7 +4,9 @@ takes its text (``checker.feed(text) is not None``), by running the branching le
 prefix that tokens share is read once, and a subtree whose prefix kills every branch is never
 read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python ends the symbols
 (the layer's ``end_symbol``, ``lex_start`` and ``allowed``), once per context, lexer state and
-text in a walk. Its Python twin, the reference the C is tested against, is the tests' own
+text in a walk, or once per context and lexer state for every ASCII text where the layer says
+the text does not change the answer (``end_reads_text``: most names, numbers and operators).
+Its Python twin, the reference the C is tested against, is the tests' own
 (``tests/decoding/vocab_walk_twin.py``).
 
 A token may have several texts and passes when one of them does: a token that ends inside a
@@ -13,9 +15,10 @@ UTF-8 character is its whole characters followed by each character it may become
 
 The answer is two bitsets over token ids (bit t % 8 of byte t // 8): the tokens that pass, and
 the *undecided* ones, which the caller feeds itself: tokens without a text, texts the checker
-reads in its own way before lexing (a carriage return, a NUL, a byte order mark), and tokens
-below a symbol whose lexing mode starts in a lexer state the dense table does not have yet (the
-table grows by it for the next walk). Every other token fails.
+reads in its own way before lexing (a NUL, a byte order mark; a ``\\r`` is read as the line
+break the checker translates it to), and tokens below a symbol whose lexing mode starts in a
+lexer state the dense table does not have yet (the table grows by it for the next walk). Every
+other token fails.
 
 A :class:`VocabWalk` is built once per layer and vocabulary (:func:`vocab_walk`): the trie, the
 characters' classes (:class:`.builder.Alphabet`) and a dense copy of the lexer automaton over
@@ -34,7 +37,7 @@ import numpy as np
 
 from ...engine import native
 from ...engine.automata.regex_dfa import DEAD
-from ...engine.checker import BOM, Checker
+from ...engine.checker import BOM, Checker, translate_line_breaks
 from ...engine.layers.layer_protocol import Layer
 from .builder import Alphabet
 
@@ -45,6 +48,9 @@ TokenTexts = str | tuple[str, ...] | None
 #: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
 #: or (context, dense start state, allowed terminals as little-endian words)
 EndAnswer = tuple[int, int, bytes] | int | None
+#: the walk's question where a symbol ends: the answer, and whether it holds for every ASCII
+#: text of that lexer state in that context
+EndReply = tuple[EndAnswer, bool]
 
 
 def _as_tuple(entry: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -52,10 +58,10 @@ def _as_tuple(entry: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _walkable(text: str) -> bool:
-    """Whether the checker reads ``text`` by lexing it alone: no line break it translates first
-    (``\\r``), no character it rejects before lexing (NUL, a lone surrogate), no byte order mark
-    (dropped at the start of a file)."""
-    if "\r" in text or "\0" in text or BOM in text:
+    """Whether the checker reads ``text`` by lexing it alone, its line breaks translated (the
+    walk reads no text after a ``\\r`` that a line feed may join): no character it rejects
+    before lexing (NUL, a lone surrogate), no byte order mark (dropped at the start of a file)."""
+    if "\0" in text or BOM in text:
         return False
     if text.isascii():
         return True
@@ -82,7 +88,7 @@ class VocabWalk:
         self.n_tokens = len(texts)
         self.n_bytes = (len(texts) + 63) // 64 * 8
         walkable = sorted(
-            (text, token)
+            (translate_line_breaks(text), token)
             for token, entry in enumerate(texts)
             if entry and all(map(_walkable, _as_tuple(entry)))
             for text in _as_tuple(entry)
@@ -130,6 +136,8 @@ class VocabWalk:
         self.sids: list[int] = []
         self._rows: list[list[int]] = []
         self._tables: tuple[Any, ...] = ()
+        #: (module, the tables as it took them): its ``prepare``, once per growth
+        self._prepared: tuple[Any, Any] | None = None
         #: one walk at a time (a walk grows the tables that another would be reading)
         self._lock = threading.Lock()
         self.grow([DEAD, *((dfa.start, layer.initial_lexeme) if states is None else states)])
@@ -163,6 +171,7 @@ class VocabWalk:
         live = np.array(
             [[(dfa.live[s] >> (64 * k)) & word for k in range(w)] for s in self.sids], dtype=np.uint64
         )
+        self._prepared = None
         self._tables = (
             self.child_start,
             self.edge_cp,
@@ -178,6 +187,13 @@ class VocabWalk:
             self.classes,
             w,
         )
+
+    def _prepared_for(self, module: Any) -> Any:
+        """The tables as ``module`` reads them (``module.prepare`` checks them once)."""
+        prepared = self._prepared
+        if prepared is None or prepared[0] is not module:
+            prepared = self._prepared = (module, module.prepare(self._tables))
+        return prepared[1]
 
     def walk(self, checker: Checker[Any], module: Any, only: bytes | None = None) -> tuple[bytes, bytes]:
         """``(passing, undecided)`` for every token after ``checker`` (see the module's note),
@@ -217,22 +233,24 @@ class VocabWalk:
         unknown: set[int] = set()
         sids = self.sids
 
-        def on_end(ctx: int, q: int, text: str) -> EndAnswer:
+        def on_end(ctx: int, q: int, text: str) -> EndReply:
             parser, layout = contexts[ctx]
+            free = not layer.end_reads_text(parser, layout, sids[q])
             ended = layer.end_symbol(parser, layout, sids[q], text)
             if ended is None:
-                return None
+                return None, free
             start = layer.lex_start(ended[1])
             d = dense_of.get(start)
             if d is None:
                 unknown.add(start)
-                return -2
+                return -2, free
             c = context(*ended)
-            return c, d, allowed[c]
+            return (c, d, allowed[c]), free
 
         passing = bytearray(self.n_bytes)
         undecided = bytearray(self.undecided)
-        module.walk(self._tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
+        tables = self._prepared_for(module)
+        module.walk(tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
         if unknown:
             self.grow(unknown)
         return bytes(passing), bytes(undecided)

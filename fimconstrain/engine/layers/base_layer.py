@@ -154,6 +154,10 @@ class BaseLayer(ABC, Generic[LayoutT]):
         after = self.recognizer.scan(parser, self.terminal_ids(mask))
         return None if after is None else (after, layout)
 
+    def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
+        """Never: a symbol's end reads its lexer state, not its text."""
+        return False
+
     def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:
         """Whether ending the input here (after this last symbol) gives a complete program."""
         if lexeme_state == self.dfa.start:

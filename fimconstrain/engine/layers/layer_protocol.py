@@ -177,6 +177,11 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         """Feed the symbol that just ended; return ``(parser, layout)`` or None if rejected."""
         ...
 
+    def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
+        """Whether :meth:`end_symbol` here may answer differently for two ASCII texts that
+        both end in ``lexeme_state`` (when not, the vocabulary walk asks once for them all)."""
+        ...
+
     def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:
         """Whether ending the input here (after this last symbol) gives a complete program."""
         ...

@@ -304,6 +304,23 @@ class PythonLayer(BaseLayer[PythonLayout]):
             checks = checked
         return after, (indents, depth, True, fstrings, checks)
 
+    def end_reads_text(self, parser: EarleySet, layout: PythonLayout, lexeme_state: int) -> bool:
+        """Whether :meth:`end_symbol` reads the text here, for an ASCII one, step for step: in
+        an f-string, a line break outside brackets (its indentation), a string, or while the
+        AST checks read symbols; never a name, a number or an operator elsewhere."""
+        mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
+        if not mask:
+            return False
+        if layout[3]:
+            return True
+        if mask & self.ignore_mask:
+            return False
+        if mask == self.newline_mask:
+            return not layout[1]
+        if mask & (self.string_mask | self.text_mask | self.string_start_mask):
+            return True
+        return self.track_keywords or layout[4][0] != DONE
+
     def next_terminals(self, parser: EarleySet, layout: PythonLayout, terminal: int) -> int:
         """Terminals that may be lexed after a lexeme ends as ``terminal`` here: a superset,
         since after a line break an INDENT and every number of DEDENTs are all tried."""
