@@ -57,6 +57,11 @@ def larger(codec) -> list[str | None]:
     ]
 
 
+def _left_to_caller(pieces: list[str | None]) -> int:
+    """The tokens a walk leaves undecided whatever the cut: no text, or a byte order mark."""
+    return sum(p is None or "\ufeff" in p for p in pieces)
+
+
 def _bits(data: bytes, n: int) -> np.ndarray:
     return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")[:n].astype(bool)
 
@@ -99,9 +104,9 @@ def test_the_walk_is_the_checker_at_held_out_cuts(codec, version):
     for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:])):
         checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
         decided, undecided = _check(checker, pieces, NATIVE)
-        # undecided: only the tokens without a text of their own, so that no fallback hides a
-        # wrong answer
-        assert undecided <= sum(p is None for p in pieces) + 2 and decided > 0.95 * len(pieces)
+        # undecided: only the tokens without a text of their own (or with a byte order mark),
+        # so that no fallback hides a wrong answer
+        assert undecided <= _left_to_caller(pieces) + 2 and decided > 0.95 * len(pieces)
         # asked about some tokens only (the store's admitted ones): the rest of the trie is left out
         only = np.random.default_rng(len(prefix)).random(len(pieces)) < 0.1
         _check(checker, pieces, NATIVE, only)
@@ -112,7 +117,7 @@ def test_the_walk_is_the_checker_over_a_larger_vocabulary(larger):
     for prefix, suffix in stdlib_cursors(FILES, 2, seed=5):
         checker = fimconstrain.fim_checker(prefix, suffix)
         decided, undecided = _check(checker, larger, NATIVE)
-        assert decided > 0.95 * len(larger) and undecided <= sum(p is None for p in larger) + 2
+        assert decided > 0.95 * len(larger) and undecided <= _left_to_caller(larger) + 2
 
 
 @needs_native

@@ -14,11 +14,12 @@ UTF-8 character is its whole characters followed by each character it may become
 (:func:`..loop.constraint.walk_texts`).
 
 The answer is two bitsets over token ids (bit t % 8 of byte t // 8): the tokens that pass, and
-the *undecided* ones, which the caller feeds itself: tokens without a text, texts the checker
-reads in its own way before lexing (a NUL, a byte order mark; a ``\\r`` is read as the line
-break the checker translates it to), and tokens below a symbol whose lexing mode starts in a
-lexer state the dense table does not have yet (the table grows by it for the next walk). Every
-other token fails.
+the *undecided* ones, which the caller feeds itself: tokens without a text, with a byte order
+mark (the checker drops it at the start of a file), and tokens below a symbol whose lexing mode
+starts in a lexer state the dense table does not have yet (the table grows by it for the next
+walk). Every other token fails. A text is walked as the checker reads it: a ``\\r`` as the line
+break it stands for, and a text the checker refuses before lexing (a NUL, a lone surrogate) not
+at all.
 
 A :class:`VocabWalk` is built once per layer and vocabulary (:func:`vocab_walk`): the trie, the
 characters' classes (:class:`.builder.Alphabet`) and a dense copy of the lexer automaton over
@@ -57,19 +58,18 @@ def _as_tuple(entry: str | tuple[str, ...]) -> tuple[str, ...]:
     return (entry,) if isinstance(entry, str) else entry
 
 
-def _walkable(text: str) -> bool:
-    """Whether the checker reads ``text`` by lexing it alone, its line breaks translated (the
-    walk reads no text after a ``\\r`` that a line feed may join): no character it rejects
-    before lexing (NUL, a lone surrogate), no byte order mark (dropped at the start of a file)."""
-    if "\0" in text or BOM in text:
-        return False
-    if text.isascii():
+def _refused(text: str) -> bool:
+    """Whether the checker refuses ``text`` before lexing it: a NUL or a lone surrogate (then
+    the text never passes)."""
+    if "\0" in text:
         return True
+    if text.isascii():
+        return False
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return False
-    return True
+        return True
+    return False
 
 
 class VocabWalk:
@@ -87,11 +87,19 @@ class VocabWalk:
         self.words = max(1, (layer.grammar.n_terminals + 63) // 64)
         self.n_tokens = len(texts)
         self.n_bytes = (len(texts) + 63) // 64 * 8
+        # a text is read as the checker reads it: its line breaks translated (the walk reads
+        # no text after a \r that a line feed may join); one it refuses never passes; a token
+        # with a byte order mark is left to the caller (the mark is dropped at a file's start)
+        decided = [
+            (token, _as_tuple(entry))
+            for token, entry in enumerate(texts)
+            if entry and not any(BOM in text for text in _as_tuple(entry))
+        ]
         walkable = sorted(
             (translate_line_breaks(text), token)
-            for token, entry in enumerate(texts)
-            if entry and all(map(_walkable, _as_tuple(entry)))
-            for text in _as_tuple(entry)
+            for token, entry in decided
+            for text in entry
+            if not _refused(text)
         )
         # the trie, its nodes numbered in preorder (sorted texts create them in that order)
         children: list[list[tuple[str, int]]] = [[]]
@@ -128,7 +136,7 @@ class VocabWalk:
         self.nodes = n
         #: the tokens no walk decides (bit t % 8 of byte t // 8)
         undecided = np.ones(self.n_bytes * 8, dtype=bool)
-        undecided[self.tok_ids] = False
+        undecided[[token for token, _ in decided]] = False
         self.undecided = np.packbits(undecided, bitorder="little").tobytes()
         # the dense automaton: DEAD is dense state 0, every state the automaton has is in it
         self.classes = len(alphabet.reps)
