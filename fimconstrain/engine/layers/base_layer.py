@@ -155,7 +155,9 @@ class BaseLayer(ABC, Generic[LayoutT]):
         return None if after is None else (after, layout)
 
     def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
-        """Never: a symbol's end reads its lexer state, not its text."""
+        """Never: this layer's :meth:`end_symbol` reads the lexer state, not the text (a
+        layer whose ``end_symbol`` reads the text says where, or the vocabulary walk answers
+        wrongly there)."""
         return False
 
     def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:
