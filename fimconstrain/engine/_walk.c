@@ -560,7 +560,7 @@ static PyMethodDef methods[] = {
     {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the thirteen tables of vocab_walk.py, checked once"},
     {"walk", walk, METH_VARARGS,
      "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None) -> lexeme ends "
-     "asked"},
+     "asked (tables: prepare's)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk",

@@ -234,10 +234,8 @@ class ConstraintState:
         if self.mask() is None or self.healing or not self.ends_whole():
             return None
         passed, decided = self._decided(size, stop_ids, banned_ids, walk=True)
-        allowed = _bit_vector(self._admitted_bytes(), size)
-        asked = [t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]
-        undecided = ~decided & allowed
-        undecided[asked] = True
+        undecided = ~decided & _bit_vector(self._admitted_bytes(), size)
+        undecided[[t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]] = True
         for token in self._fed(np.flatnonzero(undecided).tolist(), stop_ids, banned_ids):
             passed[token] = True
         return passed
