@@ -343,7 +343,8 @@ static void tables_dealloc(Tables *t) {
 }
 
 static PyTypeObject TablesType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fimconstrain.engine._walk.Tables",
+    PyVarObject_HEAD_INIT(NULL, 0) /* (the macro ends in a comma) */
+    .tp_name = "fimconstrain.engine._walk.Tables",
     .tp_basicsize = sizeof(Tables),
     .tp_dealloc = (destructor)tables_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
