@@ -153,7 +153,9 @@ def _invalid_character_at(text: str) -> int | None:
     return None if nul < 0 else nul
 
 
-def _is_valid_source_text(text: str) -> bool:
+def is_valid_source_text(text: str) -> bool:
+    """Whether ``text`` holds no character CPython refuses before tokenizing (a NUL, a lone
+    surrogate): a text with one is never fed."""
     return _invalid_character_at(text) is None
 
 
@@ -203,7 +205,7 @@ class Checker(Generic[LayoutT]):
             raise InputError(f"feed() takes str, not {type(text).__name__}")
         if not text:
             return self
-        if not _is_valid_source_text(text):
+        if not is_valid_source_text(text):
             return None
         if self._at_file_start and text.startswith(BOM):
             text = text[1:]  # CPython drops a byte order mark from the start of a file

@@ -235,7 +235,7 @@ class ConstraintState:
             return None
         passed, decided = self._decided(size, stop_ids, banned_ids, walk=True)
         undecided = ~decided & _bit_vector(self._admitted_bytes(), size)
-        undecided[[t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]] = True
+        undecided[self._own_verdicts(size, stop_ids, banned_ids)] = True
         for token in self._fed(np.flatnonzero(undecided).tolist(), stop_ids, banned_ids):
             passed[token] = True
         return passed
@@ -255,7 +255,7 @@ class ConstraintState:
         allowed, sure = self._admitted_bytes(), self._sure_bytes()
         table = _walk_table(self.codec)
         plain = np.zeros(size, dtype=bool)
-        plain[[t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]] = True
+        plain[self._own_verdicts(size, stop_ids, banned_ids)] = True
         screened = _bit_vector(allowed, size) & ~plain
         has_piece, has_texts = _fitted(table.has_piece, size), _fitted(table.has_texts, size)
         passed = screened & has_piece & _bit_vector(sure, size)
@@ -273,6 +273,11 @@ class ConstraintState:
             passed |= walked & _bit_vector(passing, size)
             decided |= walked
         return passed, decided
+
+    def _own_verdicts(self, size: int, stop_ids: set[int], banned_ids: set[int]) -> list[int]:
+        """The ids below ``size`` whose verdict is this state's own, not the store's or the
+        walk's: stops, banned ids and the children already known."""
+        return [t for t in (*stop_ids, *banned_ids, *self._children) if 0 <= t < size]
 
     def _fed(self, tokens: list[int], stop_ids: set[int], banned_ids: set[int]) -> set[int]:
         """Those of ``tokens`` that pass, each the way of :meth:`_passing_each`."""

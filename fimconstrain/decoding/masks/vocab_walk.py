@@ -38,7 +38,7 @@ import numpy as np
 
 from ...engine import native
 from ...engine.automata.regex_dfa import DEAD
-from ...engine.checker import BOM, Checker, translate_line_breaks
+from ...engine.checker import BOM, Checker, is_valid_source_text, translate_line_breaks
 from ...engine.layers.layer_protocol import Layer
 from .builder import Alphabet
 
@@ -56,20 +56,6 @@ EndReply = tuple[EndAnswer, bool]
 
 def _as_tuple(entry: str | tuple[str, ...]) -> tuple[str, ...]:
     return (entry,) if isinstance(entry, str) else entry
-
-
-def _refused(text: str) -> bool:
-    """Whether the checker refuses ``text`` before lexing it: a NUL or a lone surrogate (then
-    the text never passes)."""
-    if "\0" in text:
-        return True
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 class VocabWalk:
@@ -99,7 +85,7 @@ class VocabWalk:
             (translate_line_breaks(text), token)
             for token, entry in decided
             for text in entry
-            if not _refused(text)
+            if is_valid_source_text(text)
         )
         # the trie, its nodes numbered in preorder (sorted texts create them in that order)
         children: list[list[tuple[str, int]]] = [[]]
