@@ -4,9 +4,10 @@ compiled engine"); everything else is in pyproject.toml.
 Which modules, and the digest that marks a build as current, come from
 ``fimconstrain/engine/native.py`` (read by path: the package cannot be imported while it
 builds). A build that fails (no C compiler, a mypyc error) warns and installs the package
-without it: the pure-Python engine then runs and says so once. The C vocabulary walk
-(``fimconstrain/engine/_walk.c``) is built on its own, with or without mypyc: either build may
-fail without the other, and the stamp records the digest of each that was built.
+without it: the pure-Python engine then runs and says so once. The C extensions (the vocabulary
+walk ``fimconstrain/engine/_walk.c``, the Earley closure ``_earley.c``) are each built on their
+own, with or without mypyc: any build may fail without the others, and the stamp records the
+digest of each that was built.
 ``FIMCONSTRAIN_PURE_PYTHON=1`` skips both.
 """
 
@@ -43,8 +44,8 @@ def _warn(message: str) -> None:
 
 
 class BuildEngine(build_ext):
-    """Compiles the engine and the C walk, each on its own, and writes the stamp beside them; a
-    failure leaves the sources (or the Python walk) to run."""
+    """Compiles the engine and the C extensions, each on its own, and writes the stamp beside
+    them; a failure leaves the sources (or the C extension's Python twin) to run."""
 
     def run(self) -> None:
         if not self.extensions:
@@ -57,19 +58,20 @@ class BuildEngine(build_ext):
         except Exception as error:  # a compiler error or a missing compiler: never fail the install
             _warn(f"could not compile the engine ({type(error).__name__}: {error})")
             return
-        engine = asked - {NATIVE.WALK_MODULE}
-        walk_built = NATIVE.WALK_MODULE in asked - self._failed
+        c_modules = {ext.module: ext for ext in NATIVE.C_EXTENSIONS}
+        engine = asked - set(c_modules)
+        c_built = [c_modules[name] for name in sorted(asked - self._failed) if name in c_modules]
         # the engine's folder in the build's output (in place for an editable install)
         out_dir = Path(self.get_ext_fullpath("fimconstrain.engine.native")).parent
         stamp: dict = {"cache_tag": sys.implementation.cache_tag}
         if engine and not engine & self._failed:
             stamp["sources"] = NATIVE.source_digest(NATIVE.compiled_sources(ENGINE_DIR), ENGINE_DIR)
             stamp["mypy"] = _mypy_version()
-        if walk_built:
-            stamp["walk"] = NATIVE.walk_digest(ENGINE_DIR)
+        for ext in c_built:
+            stamp[ext.key] = NATIVE.extension_digest(ext, ENGINE_DIR)
         stamp["seconds"] = round(time.monotonic() - start, 1)
         (out_dir / NATIVE.STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
-        built = [what for what, ok in (("compiled engine", "sources" in stamp), ("C walk", walk_built)) if ok]
+        built = ["compiled engine"] * ("sources" in stamp) + [ext.what for ext in c_built]
         print(
             f"fimconstrain: {' and '.join(built) or 'nothing'} built in {stamp['seconds']} s", file=sys.stderr
         )
@@ -81,13 +83,14 @@ class BuildEngine(build_ext):
         self.extensions = [ext for ext in self.extensions if ext.name not in self._failed]
 
     def build_extension(self, ext) -> None:
-        """One extension; a failure is recorded and warned about, never raised: the C walk's
-        failure keeps the compiled engine, and the engine's keeps the walk."""
+        """One extension; a failure is recorded and warned about, never raised: a C extension's
+        failure keeps the compiled engine, and the engine's keeps the C extensions."""
         try:
             super().build_extension(ext)
         except Exception as error:
             self._failed.add(ext.name)
-            what = "the C vocabulary walk" if ext.name == NATIVE.WALK_MODULE else f"the engine ({ext.name})"
+            c_ext = next((c for c in NATIVE.C_EXTENSIONS if c.module == ext.name), None)
+            what = c_ext.what if c_ext else f"the engine ({ext.name})"
             print(
                 f"fimconstrain: could not compile {what} ({type(error).__name__}: {error}); "
                 "its Python twin will run",
@@ -101,11 +104,13 @@ def _mypy_version() -> str:
     return __version__
 
 
-def walk_extension() -> list:
-    """The C vocabulary walk (plain C99 on the CPython API: no build requirement of its own)."""
-    source = (ENGINE_DIR / NATIVE.WALK_SOURCE).relative_to(HERE)
+def c_extensions() -> list:
+    """The C extensions (plain C99 on the CPython API: no build requirement of their own)."""
     flags = [] if sys.platform == "win32" else ["-O2", "-std=c99"]
-    return [Extension(NATIVE.WALK_MODULE, [str(source)], extra_compile_args=flags)]
+    return [
+        Extension(ext.module, [str((ENGINE_DIR / ext.source).relative_to(HERE))], extra_compile_args=flags)
+        for ext in NATIVE.C_EXTENSIONS
+    ]
 
 
 def engine_extensions() -> list:
@@ -126,10 +131,10 @@ def engine_extensions() -> list:
 
 
 def extensions() -> list:
-    """The engine's and the walk's extensions (none with ``FIMCONSTRAIN_PURE_PYTHON=1``)."""
+    """The engine's and the C extensions (none with ``FIMCONSTRAIN_PURE_PYTHON=1``)."""
     if os.environ.get("FIMCONSTRAIN_PURE_PYTHON", "").strip() not in ("", "0"):
         return []
-    return engine_extensions() + walk_extension()
+    return engine_extensions() + c_extensions()
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildEngine})

@@ -8,10 +8,11 @@ its ``.py`` file. ``FIMCONSTRAIN_ENGINE=python`` asks for the sources; ``=compil
 unusable build an error instead of a fallback. ``setup.py`` reads this file by path (the package
 is not importable while it builds) for the list of modules and their digest.
 
-The same build compiles one C extension, the exact whole-vocabulary walk (``_walk.c``, see
-``fimconstrain/decoding/masks/vocab_walk.py``), on its own: :func:`walk_extension` says whether it
-serves (built from this very ``_walk.c``, for this interpreter), and says once why not, the whole
-masks then being computed in Python. ``FIMCONSTRAIN_ENGINE=python`` leaves it out too.
+The same build compiles two C extensions, each on its own (:data:`C_EXTENSIONS`): the exact
+whole-vocabulary walk (``_walk.c``, see ``fimconstrain/decoding/masks/vocab_walk.py``) and the
+Earley closure (``_earley.c``, see ``automata/earley.py``). :func:`c_extension` says whether one
+serves (built from this very C file, for this interpreter), and says once why not, its Python
+twin then running. ``FIMCONSTRAIN_ENGINE=python`` leaves them out too.
 """
 
 from __future__ import annotations
@@ -39,14 +40,44 @@ GROUP = "fimconstrain.engine.compiled"
 #: engine modules that stay Python: the packages (the engine's runs this choice) and this module
 NOT_COMPILED = ("__init__.py", "native.py")
 
-#: the C vocabulary walk: its source beside this file, its module, and the interface version
-#: (``ABI`` in the module) that ``vocab_walk.py`` speaks
-WALK_SOURCE = "_walk.c"
-WALK_MODULE = "fimconstrain.engine._walk"
-WALK_ABI = 3
-
 ENGINE_DIR = Path(__file__).resolve().parent
 _log = logging.getLogger("fimconstrain")
+
+
+@dataclass(frozen=True)
+class CExtension:
+    """One C extension beside the engine's sources: ``source`` is its C file, ``module`` its
+    import name, ``abi`` the interface version (``ABI`` in the module) its Python caller speaks;
+    ``what`` names it and ``instead`` says what runs without it, for the one log line."""
+
+    key: str
+    source: str
+    module: str
+    abi: int
+    what: str
+    instead: str
+
+
+#: the exact whole-vocabulary walk (``fimconstrain/decoding/masks/vocab_walk.py`` calls it)
+WALK = CExtension(
+    "walk",
+    "_walk.c",
+    "fimconstrain.engine._walk",
+    3,
+    "the native vocabulary walk",
+    "whole masks are computed in Python",
+)
+#: the Earley closure (``automata/earley.py``'s ``Recognizer`` calls it)
+CLOSURE = CExtension(
+    "closure",
+    "_earley.c",
+    "fimconstrain.engine._earley",
+    1,
+    "the native Earley closure",
+    "sets are closed in Python",
+)
+#: every C extension the build compiles, each on its own
+C_EXTENSIONS = (WALK, CLOSURE)
 
 
 def compiled_sources(engine_dir: Path = ENGINE_DIR) -> list[Path]:
@@ -90,9 +121,9 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, source)
 
 
-def walk_digest(engine_dir: Path = ENGINE_DIR) -> str:
-    """SHA-256 of the C walk's source: its build is current only for it."""
-    return hashlib.sha256((engine_dir / WALK_SOURCE).read_bytes()).hexdigest()
+def extension_digest(extension: CExtension, engine_dir: Path = ENGINE_DIR) -> str:
+    """SHA-256 of a C extension's source: its build is current only for it."""
+    return hashlib.sha256((engine_dir / extension.source).read_bytes()).hexdigest()
 
 
 def _read_stamp() -> dict[str, object]:
@@ -100,45 +131,55 @@ def _read_stamp() -> dict[str, object]:
     return json.loads(stamp_path.read_text()) if stamp_path.is_file() else {}
 
 
-def _walk_module() -> ModuleType | str:
-    """The C vocabulary walk when it can serve, else why not."""
+def _load_extension(extension: CExtension) -> ModuleType | str:
+    """The C extension's module when it can serve, else why not."""
     if os.environ.get(ENV_VAR, "").strip().lower() == "python":
         return f"is left out ({ENV_VAR}=python)"
     stamp = _read_stamp()
-    if "walk" not in stamp:
+    if extension.key not in stamp:
         return "is not built (pip install with a C compiler builds it)"
     if stamp.get("cache_tag") != sys.implementation.cache_tag:
         return f"was built for {stamp.get('cache_tag')}, not {sys.implementation.cache_tag}"
-    if not (ENGINE_DIR / WALK_SOURCE).is_file():
-        return f"has no {WALK_SOURCE} beside it to tell whether it is current"
-    if stamp["walk"] != walk_digest():
-        return f"is older than {WALK_SOURCE} (pip install -e . rebuilds it)"
+    if not (ENGINE_DIR / extension.source).is_file():
+        return f"has no {extension.source} beside it to tell whether it is current"
+    if stamp[extension.key] != extension_digest(extension):
+        return f"is older than {extension.source} (pip install -e . rebuilds it)"
     try:
-        module = importlib.import_module(WALK_MODULE)
+        module = importlib.import_module(extension.module)
     except ImportError as error:
         return f"cannot be loaded: {error}"
-    if getattr(module, "ABI", None) != WALK_ABI:
-        return f"speaks interface {getattr(module, 'ABI', None)}, not {WALK_ABI}"
+    if getattr(module, "ABI", None) != extension.abi:
+        return f"speaks interface {getattr(module, 'ABI', None)}, not {extension.abi}"
     return module
 
 
-#: :func:`walk_extension`'s answer, once per process (empty: not asked yet)
-_WALK: list[ModuleType | None] = []
+#: :func:`c_extension`'s answers, once per process and extension
+_LOADED: dict[str, ModuleType | None] = {}
 
 
-def walk_extension() -> ModuleType | None:
-    """The C vocabulary walk's module, or None (then one log line, once, says why, unless
+def c_extension(extension: CExtension) -> ModuleType | None:
+    """The C extension's module, or None (then one log line, once, says why, unless
     ``FIMCONSTRAIN_ENGINE=python`` asked for it)."""
-    if not _WALK:
-        found = _walk_module()
+    if extension.key not in _LOADED:
+        found = _load_extension(extension)
         if isinstance(found, str):
             # (left out by FIMCONSTRAIN_ENGINE=python: asked for, nothing to say)
             log = _log.debug if found.startswith("is left out") else _log.warning
-            log("fimconstrain: the native vocabulary walk %s; whole masks are computed in Python", found)
-            _WALK.append(None)
+            log("fimconstrain: %s %s; %s", extension.what, found, extension.instead)
+            _LOADED[extension.key] = None
         else:
-            _WALK.append(found)
-    return _WALK[0]
+            _LOADED[extension.key] = found
+    return _LOADED[extension.key]
+
+
+def walk_extension() -> ModuleType | None:
+    """The C vocabulary walk's module, or None (:func:`c_extension`)."""
+    return c_extension(WALK)
+
+
+def closure_extension() -> ModuleType | None:
+    """The C Earley closure's module, or None (:func:`c_extension`)."""
+    return c_extension(CLOSURE)
 
 
 def _compiled_engine() -> EngineBuild | str:

@@ -6,6 +6,7 @@ and the fallback to Python when it is not built or stale, with one line saying s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -294,8 +295,8 @@ def test_a_pending_carriage_return_is_not_walked(codec):
 def test_a_missing_stale_or_refused_walk_falls_back_with_one_line(monkeypatch, caplog):
     """No build, a build of an older ``_walk.c``, or ``FIMCONSTRAIN_ENGINE=python``: no module,
     and (but where asked for) one log line, once per process, that says why."""
-    monkeypatch.setattr(native, "_WALK", [])
-    monkeypatch.setattr(native, "walk_digest", lambda engine_dir=native.ENGINE_DIR: "0" * 64)
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setattr(native, "extension_digest", lambda extension, engine_dir=native.ENGINE_DIR: "0" * 64)
     monkeypatch.setattr(
         native, "_read_stamp", lambda: {"walk": "1" * 64, "cache_tag": sys.implementation.cache_tag}
     )
@@ -305,15 +306,15 @@ def test_a_missing_stale_or_refused_walk_falls_back_with_one_line(monkeypatch, c
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "is older than _walk.c" in lines[0] and "computed in Python" in lines[0]
     monkeypatch.setattr(native, "_read_stamp", lambda: {"cache_tag": sys.implementation.cache_tag})
-    assert "is not built" in str(native._walk_module())
+    assert "is not built" in str(native._load_extension(native.WALK))
     monkeypatch.setattr(
         native, "_read_stamp", lambda: {"walk": "0" * 64, "cache_tag": sys.implementation.cache_tag}
     )
-    monkeypatch.setattr(native, "WALK_MODULE", "fimconstrain.engine._no_such_walk")
-    assert "cannot be loaded" in str(native._walk_module())
+    missing = dataclasses.replace(native.WALK, module="fimconstrain.engine._no_such_walk")
+    assert "cannot be loaded" in str(native._load_extension(missing))
     monkeypatch.setenv(native.ENV_VAR, "python")
-    assert "FIMCONSTRAIN_ENGINE=python" in str(native._walk_module())
-    monkeypatch.setattr(native, "_WALK", [])
+    assert "FIMCONSTRAIN_ENGINE=python" in str(native._load_extension(native.WALK))
+    monkeypatch.setattr(native, "_LOADED", {})
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fimconstrain"):
         assert native.walk_extension() is None
@@ -323,4 +324,4 @@ def test_a_missing_stale_or_refused_walk_falls_back_with_one_line(monkeypatch, c
 @needs_native
 def test_the_walk_is_built_from_this_source():
     """Where it is built (CI builds it), it is current and serves."""
-    assert NATIVE is not None and NATIVE.ABI == native.WALK_ABI
+    assert NATIVE is not None and native.WALK.abi == NATIVE.ABI

@@ -22,6 +22,9 @@ symbol, so it is worked out once per pair (:class:`Chain`) and replayed from the
 
 from __future__ import annotations
 
+from typing import Any
+
+from .. import native
 from .grammar import Grammar
 
 _EMPTY: tuple[()] = ()
@@ -119,8 +122,10 @@ Signature = tuple[bool, frozenset[tuple[int, int]]]
 class Recognizer:
     """Builds and advances :class:`EarleySet` states for one grammar."""
 
-    def __init__(self, grammar: Grammar, initial: EarleySet | None = None) -> None:
-        """``initial``: the set to start from (default: the start of a whole text)."""
+    def __init__(self, grammar: Grammar, initial: EarleySet | None = None, c_closure: bool = True) -> None:
+        """``initial``: the set to start from (default: the start of a whole text);
+        ``c_closure``: close sets in C where it is built (False: always the Python loop, the
+        reference the differential test holds the C one to)."""
         self.grammar = grammar
         self._predictions: dict[frozenset[int], Prediction] = {}  # oldest first
         #: the most predictions kept (:data:`PREDICTIONS_LIMIT`)
@@ -130,7 +135,14 @@ class Recognizer:
         self._bits = [1 << t for t in range(grammar.n_terminals)]
         #: bits of an item or symbol id: :meth:`_close` keys (item, origin) as one int
         self._id_bits = max(len(grammar.next_symbol), len(grammar.symbol_names)).bit_length()
+        #: the C twin of :meth:`_close`'s loop (``_earley.c``), or None: the loop below runs
+        self._native_closure = _native_closure(grammar) if c_closure else None
         self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
+
+    @property
+    def uses_c_closure(self) -> bool:
+        """Whether this recognizer closes its sets in C (``_earley.c``)."""
+        return self._native_closure is not None
 
     def prediction(self, roots: frozenset[int]) -> Prediction:
         """The shared prediction of ``roots`` (memoised, at most ``predictions_limit`` kept)."""
@@ -198,9 +210,13 @@ class Recognizer:
     ) -> EarleySet:
         """Complete and index ``seeds`` (items of the new set), and ``scanned``'s predicted items
         advanced over each symbol of ``predicted``, into a new :class:`EarleySet`. (Its loop has
-        a twin that forgets origins, ``refutation.ForgetfulRecognizer._close_forgetting``: a
-        change to one belongs in the other; they stay apart because each is the hot path of its
-        own caller.)"""
+        two twins: the C one in ``_earley.c``, which runs where it is built, and one that forgets
+        origins, ``refutation.ForgetfulRecognizer._close_forgetting``: a change to one belongs in
+        the others; they stay apart because each is the hot path of its own caller.)"""
+        if self._native_closure is not None:
+            # (the set's waiting dict, the nonterminals it predicts, whether it accepts)
+            closed = self._native_closure.close(seeds, scanned, predicted if predicted else [], self.chain)
+            return EarleySet(closed[0], self.prediction(closed[1]), closed[2])
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         n_terminals = self._n_terminals
@@ -271,3 +287,14 @@ class Recognizer:
                 if origin.prediction.advanced(lhs):
                     chains.append((origin, self.chain(origin.prediction, lhs)))
         return EarleySet(waiting, self.prediction(frozenset(roots)), accepting)
+
+
+def _native_closure(grammar: Grammar) -> Any:
+    """The C closure over ``grammar``'s tables (``_earley.Closure``), or None where it is not
+    built or ``FIMCONSTRAIN_ENGINE=python`` asks for the sources (:func:`.native.c_extension`)."""
+    module = native.closure_extension()
+    if module is None:
+        return None
+    return module.Closure(
+        grammar.next_symbol, grammar.item_lhs, grammar.skip, len(grammar.symbol_names), grammar.n_terminals
+    )
