@@ -1,13 +1,15 @@
 /* The Earley closure in C: ``earley.Recognizer._close``'s loop (paper 004, section IV), item for
- * item and in the same order, building the same Python structures (a set's ``waiting`` dict of
- * lists of ``(dot, origin)`` tuples) so that every consumer of a set reads it as before
- * (docs/optimizations.md, "The native Earley closure").
+ * item and in the same order, and the kernel items of the sets it builds (docs/optimizations.md,
+ * "The closure in C").
  *
- * What it saves over the compiled Python: the sets of seen items and completed symbols are C
- * hash sets keyed by (origin pointer, id) instead of Python sets of boxed ints, the ints an item
- * needs are made once per grammar (``Closure`` holds them), and a set's buckets are found by
- * symbol in a C array. Chains, predictions and the set itself are still made by the Python
- * recognizer (called back): they are memoised there and met far less often than items.
+ * A set's kernel items are an ``Items`` object: the items as (dot, origin) pairs in one C array,
+ * grouped by the symbol they wait for, groups in the order the closure met them. It reads as the
+ * ``waiting`` dict the Python loop builds (``get``, ``values``, ``items``, iteration; the pairs as
+ * tuples, made when asked and kept), so every reader of a set reads it as before, while the
+ * closure reads it as arrays: no tuple, list or dict per item, and no boxed int. The seen items
+ * and completed symbols are C hash sets keyed by (origin pointer, id). Chains and predictions are
+ * still made by the Python recognizer (called back): they are memoised there and met far less
+ * often than items. A set's ``signature`` key is its sorted pairs as bytes, made once.
  *
  * Plain C99 on the CPython API, like _walk.c; ``earley.py`` is the reference and the fallback.
  * Keep in step with ``Recognizer._close`` (its twin note). */
@@ -18,7 +20,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
-#define CLOSURE_ABI 1
+#define CLOSURE_ABI 2
 
 /* ---- a set of (origin, id) pairs: open addressing, exact keys ---- */
 
@@ -240,69 +242,413 @@ fail:
     return NULL;
 }
 
+/* ---- a set's kernel items ---- */
+
+typedef struct {
+    int32_t dot;      /* the item, its dot after the awaited symbol */
+    PyObject *origin; /* owned: the set the item began in, or None */
+} KernelItem;
+
+typedef struct {
+    int32_t sym, start, count; /* items[start .. start + count) wait for sym */
+} Group;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n_items, n_groups;
+    KernelItem *items; /* grouped by symbol, groups in the order met */
+    Group *groups;     /* in the order met (the dict's order) */
+    int32_t *by_sym;   /* group indices by symbol, ascending: lookups bisect */
+    PyObject **made;   /* per group: its pairs as a tuple of (dot, origin) tuples, once asked */
+    PyObject *key;     /* the signature key, once asked */
+} Items;
+
+static PyTypeObject ItemsType;
+
+static int items_traverse(Items *self, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < self->n_items; i++) Py_VISIT(self->items[i].origin);
+    if (self->made) {
+        for (Py_ssize_t g = 0; g < self->n_groups; g++) Py_VISIT(self->made[g]);
+    }
+    return 0;
+}
+
+static int items_clear(Items *self) {
+    for (Py_ssize_t i = 0; i < self->n_items; i++) {
+        PyObject *origin = self->items[i].origin;
+        Py_INCREF(Py_None);
+        self->items[i].origin = Py_None;
+        Py_XDECREF(origin);
+    }
+    if (self->made) {
+        for (Py_ssize_t g = 0; g < self->n_groups; g++) Py_CLEAR(self->made[g]);
+    }
+    Py_CLEAR(self->key);
+    return 0;
+}
+
+static void items_dealloc(Items *self) {
+    PyObject_GC_UnTrack(self);
+    /* a chain of sets, each the origin of the next, is freed without recursing deeply */
+    Py_TRASHCAN_BEGIN(self, items_dealloc)
+    items_clear(self);
+    for (Py_ssize_t i = 0; i < self->n_items; i++) Py_XDECREF(self->items[i].origin);
+    PyMem_Free(self->items);
+    PyMem_Free(self->groups);
+    PyMem_Free(self->by_sym);
+    PyMem_Free(self->made);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+    Py_TRASHCAN_END
+}
+
+/* a new Items with room for n items in g groups (origins None, groups unset) */
+static Items *items_alloc(Py_ssize_t n, Py_ssize_t g) {
+    Items *self = PyObject_GC_New(Items, &ItemsType);
+    if (!self) return NULL;
+    self->n_items = 0;
+    self->n_groups = g;
+    self->made = NULL;
+    self->key = NULL;
+    self->items = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(KernelItem));
+    self->groups = PyMem_Malloc((size_t)(g ? g : 1) * sizeof(Group));
+    self->by_sym = PyMem_Malloc((size_t)(g ? g : 1) * sizeof(int32_t));
+    if (!self->items || !self->groups || !self->by_sym) {
+        Py_DECREF(self);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(Py_None);
+        self->items[i] = (KernelItem){0, Py_None};
+    }
+    self->n_items = n;
+    return self;
+}
+
+static const Items *items_of(PyObject *o) {
+    return Py_IS_TYPE(o, &ItemsType) ? (const Items *)o : NULL;
+}
+
+static void items_index(Items *self) {
+    /* insertion sort: a set waits for a few dozen symbols at most */
+    for (Py_ssize_t i = 0; i < self->n_groups; i++) {
+        int32_t g = (int32_t)i, sym = self->groups[i].sym;
+        Py_ssize_t j = i;
+        while (j > 0 && self->groups[self->by_sym[j - 1]].sym > sym) {
+            self->by_sym[j] = self->by_sym[j - 1];
+            j--;
+        }
+        self->by_sym[j] = g;
+    }
+    PyObject_GC_Track(self);
+}
+
+/* the group waiting for sym, or NULL */
+static const Group *items_find(const Items *self, long sym) {
+    Py_ssize_t lo = 0, hi = self->n_groups;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        const Group *g = &self->groups[self->by_sym[mid]];
+        if (g->sym == sym) return g;
+        if (g->sym < sym) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* the group's pairs as a tuple of (dot, origin) tuples (borrowed; made once) */
+static PyObject *items_pairs(Items *self, const Group *g) {
+    Py_ssize_t at = g - self->groups;
+    if (!self->made) {
+        self->made = PyMem_Calloc((size_t)self->n_groups, sizeof(PyObject *));
+        if (!self->made) return PyErr_NoMemory();
+    }
+    if (self->made[at]) return self->made[at];
+    PyObject *tuple = PyTuple_New(g->count);
+    if (!tuple) return NULL;
+    for (int32_t k = 0; k < g->count; k++) {
+        const KernelItem *item = &self->items[g->start + k];
+        PyObject *pair = Py_BuildValue("(iO)", item->dot, item->origin);
+        if (!pair) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, k, pair);
+    }
+    self->made[at] = tuple;
+    return tuple;
+}
+
+static long sym_arg(PyObject *key) {
+    if (!PyLong_Check(key)) return -2;
+    long sym = PyLong_AsLong(key);
+    if (sym == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -2;
+    }
+    return sym;
+}
+
+static PyObject *items_get(Items *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(symbol, default=None)");
+        return NULL;
+    }
+    const Group *g = items_find(self, sym_arg(args[0]));
+    if (!g) {
+        PyObject *fallback = nargs == 2 ? args[1] : Py_None;
+        Py_INCREF(fallback);
+        return fallback;
+    }
+    PyObject *pairs = items_pairs(self, g);
+    Py_XINCREF(pairs);
+    return pairs;
+}
+
+static PyObject *items_subscript(Items *self, PyObject *key) {
+    const Group *g = items_find(self, sym_arg(key));
+    if (!g) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    PyObject *pairs = items_pairs(self, g);
+    Py_XINCREF(pairs);
+    return pairs;
+}
+
+static int items_contains(Items *self, PyObject *key) {
+    return items_find(self, sym_arg(key)) != NULL;
+}
+
+static Py_ssize_t items_length(Items *self) {
+    return self->n_groups;
+}
+
+/* which: 0 the symbols, 1 the pairs, 2 (symbol, pairs) */
+static PyObject *items_list(Items *self, int which) {
+    PyObject *out = PyList_New(self->n_groups);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < self->n_groups; i++) {
+        const Group *g = &self->groups[i];
+        PyObject *v = NULL;
+        if (which == 0) {
+            v = PyLong_FromLong(g->sym);
+        } else {
+            PyObject *pairs = items_pairs(self, g);
+            if (pairs) v = which == 1 ? (Py_INCREF(pairs), pairs) : Py_BuildValue("(iO)", g->sym, pairs);
+        }
+        if (!v) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+static PyObject *items_keys(Items *self, PyObject *unused) {
+    return items_list(self, 0);
+}
+
+static PyObject *items_values(Items *self, PyObject *unused) {
+    return items_list(self, 1);
+}
+
+static PyObject *items_items(Items *self, PyObject *unused) {
+    return items_list(self, 2);
+}
+
+static PyObject *items_iter(Items *self) {
+    PyObject *keys = items_list(self, 0);
+    if (!keys) return NULL;
+    PyObject *it = PyObject_GetIter(keys);
+    Py_DECREF(keys);
+    return it;
+}
+
+typedef struct {
+    int64_t dot;
+    uint64_t origin;
+} KeyPair;
+
+static int key_pair_cmp(const void *a, const void *b) {
+    const KeyPair *x = a, *y = b;
+    if (x->dot != y->dot) return x->dot < y->dot ? -1 : 1;
+    return x->origin < y->origin ? -1 : x->origin > y->origin;
+}
+
+/* the kernel's pairs (dot, origin by identity), sorted, as bytes: equal for equal kernels
+ * (EarleySet.signature; origins are compared by identity, as there) */
+static PyObject *items_signature_key(Items *self, PyObject *unused) {
+    if (self->key) {
+        Py_INCREF(self->key);
+        return self->key;
+    }
+    KeyPair *pairs = PyMem_Malloc((size_t)(self->n_items ? self->n_items : 1) * sizeof(KeyPair));
+    if (!pairs) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < self->n_items; i++)
+        pairs[i] = (KeyPair){self->items[i].dot, (uint64_t)(uintptr_t)self->items[i].origin};
+    qsort(pairs, (size_t)self->n_items, sizeof(KeyPair), key_pair_cmp);
+    Py_ssize_t n = 0; /* the same pair twice (a kernel made from a dict) counts once */
+    for (Py_ssize_t i = 0; i < self->n_items; i++)
+        if (!n || key_pair_cmp(&pairs[n - 1], &pairs[i])) pairs[n++] = pairs[i];
+    self->key = PyBytes_FromStringAndSize((const char *)pairs, n * (Py_ssize_t)sizeof(KeyPair));
+    PyMem_Free(pairs);
+    Py_XINCREF(self->key);
+    return self->key;
+}
+
+/* Items(waiting): the kernel of a dict {symbol: [(dot, origin), ...]} (its order kept) */
+static PyObject *items_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *waiting;
+    if ((kwds && PyDict_GET_SIZE(kwds)) || !PyArg_ParseTuple(args, "O!", &PyDict_Type, &waiting)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Items(waiting: dict)");
+        return NULL;
+    }
+    Py_ssize_t n = 0, pos = 0;
+    PyObject *sym, *pairs;
+    while (PyDict_Next(waiting, &pos, &sym, &pairs)) {
+        Py_ssize_t size = PyObject_Length(pairs);
+        if (size < 0) return NULL;
+        n += size;
+    }
+    Items *self = items_alloc(n, PyDict_GET_SIZE(waiting));
+    if (!self) return NULL;
+    Py_ssize_t g = 0, at = 0;
+    pos = 0;
+    while (PyDict_Next(waiting, &pos, &sym, &pairs)) {
+        long s = sym_arg(sym);
+        PyObject *seq = PySequence_Fast(pairs, "a symbol's items are not a sequence");
+        if (s < 0 || s > INT32_MAX || !seq) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a symbol is not an id");
+            Py_XDECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->groups[g] = (Group){(int32_t)s, (int32_t)at, (int32_t)PySequence_Fast_GET_SIZE(seq)};
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++, at++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
+            long dot = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 ? PyLong_AsLong(PyTuple_GET_ITEM(pair, 0)) : -1;
+            if (dot < 0 || dot > INT32_MAX) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an item is not a (dot, origin) pair");
+                Py_DECREF(seq);
+                Py_DECREF(self);
+                return NULL;
+            }
+            PyObject *origin = PyTuple_GET_ITEM(pair, 1);
+            Py_INCREF(origin);
+            Py_SETREF(self->items[at].origin, origin);
+            self->items[at].dot = (int32_t)dot;
+        }
+        Py_DECREF(seq);
+        g++;
+    }
+    items_index(self);
+    return (PyObject *)self;
+}
+
+static PyMethodDef items_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))items_get, METH_FASTCALL, "get(symbol, default=None): its items"},
+    {"keys", (PyCFunction)items_keys, METH_NOARGS, "the symbols waited for, in the order met"},
+    {"values", (PyCFunction)items_values, METH_NOARGS, "each symbol's items"},
+    {"items", (PyCFunction)items_items, METH_NOARGS, "(symbol, its items) pairs"},
+    {"signature_key", (PyCFunction)items_signature_key, METH_NOARGS,
+     "the sorted (dot, origin identity) pairs as bytes: equal for equal kernels"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMappingMethods items_as_mapping = {
+    .mp_length = (lenfunc)items_length,
+    .mp_subscript = (binaryfunc)items_subscript,
+};
+
+static PySequenceMethods items_as_sequence = {
+    .sq_contains = (objobjproc)items_contains,
+};
+
+static PyTypeObject ItemsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fimconstrain.engine._earley.Items",
+    .tp_basicsize = sizeof(Items),
+    .tp_dealloc = (destructor)items_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A set's kernel items, read as its waiting dict {symbol: ((dot, origin), ...)}",
+    .tp_traverse = (traverseproc)items_traverse,
+    .tp_clear = (inquiry)items_clear,
+    .tp_iter = (getiterfunc)items_iter,
+    .tp_methods = items_methods,
+    .tp_as_mapping = &items_as_mapping,
+    .tp_as_sequence = &items_as_sequence,
+    .tp_new = items_new,
+};
+
 /* ---- the closure ---- */
+
+typedef struct {
+    int32_t sym, dot;
+    PyObject *origin; /* borrowed while the closure runs */
+} Met;
+
+DEFINE_STACK(MetList, Met)
 
 typedef struct {
     Closure *c;
     PyObject *chain_fn; /* recognizer.chain(prediction, symbol) -> Chain */
-    PyObject **bucket;  /* per symbol: its list in the new set's ``waiting`` (owned), or NULL */
-    int32_t *met;       /* symbols in the order their bucket was made */
+    int32_t *count;     /* per symbol: its items so far in the new set (0: none yet) */
+    int32_t *met;       /* symbols in the order their first item came */
     Py_ssize_t n_met;
+    MetList found;      /* the new set's items in the order they came */
     PairSet seen, done;
     ItemStack stack;
     ChainStack chains;
 } Run;
 
-/* (dot + 1, predictor) onto the bucket of ``sym`` */
+/* (dot + 1, origin) into the new set, waiting for ``sym`` */
 static int add_waiting(Run *r, int32_t sym, int32_t dot, PyObject *origin) {
-    PyObject *bucket = r->bucket[sym];
-    if (!bucket) {
-        bucket = r->bucket[sym] = PyList_New(0);
-        if (!bucket) return -1;
-        r->met[r->n_met++] = sym;
+    if (!r->count[sym]++) r->met[r->n_met++] = sym;
+    return MetList_push(&r->found, (Met){sym, dot + 1, origin});
+}
+
+/* the items of ``waiting`` (an Items or a dict) waiting for ``sym`` pushed, in order */
+static int push_items_of(Run *r, PyObject *waiting, int32_t sym) {
+    const Items *kernel = items_of(waiting);
+    if (kernel) {
+        const Group *g = items_find(kernel, sym);
+        for (int32_t k = 0; g && k < g->count; k++) {
+            const KernelItem *item = &kernel->items[g->start + k];
+            /* borrowed: the kernel owns the origin and outlives the closure */
+            if (ItemStack_push(&r->stack, (Item){item->dot, item->origin}) < 0) return -1;
+        }
+        return 0;
     }
-    PyObject *item = PyTuple_New(2);
-    if (!item) return -1;
-    PyObject *d = PyTuple_GET_ITEM(r->c->ints, dot + 1);
-    Py_INCREF(d);
-    Py_INCREF(origin);
-    PyTuple_SET_ITEM(item, 0, d);
-    PyTuple_SET_ITEM(item, 1, origin);
-    int failed = PyList_Append(bucket, item);
-    Py_DECREF(item);
+    if (!PyDict_Check(waiting)) {
+        PyErr_SetString(PyExc_TypeError, "a set's waiting is neither Items nor a dict");
+        return -1;
+    }
+    PyObject *pairs = PyDict_GetItemWithError(waiting, PyTuple_GET_ITEM(r->c->ints, sym));
+    if (!pairs) return PyErr_Occurred() ? -1 : 0;
+    PyObject *seq = PySequence_Fast(pairs, "a set's waiting items are not a sequence");
+    if (!seq) return -1;
+    int failed = 0;
+    for (Py_ssize_t i = 0; !failed && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        long dot = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+        if (dot < 0 || dot >= r->c->n_items) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an item out of range");
+            failed = -1;
+            break;
+        }
+        /* borrowed: the pair lives in the set's dict, which lives as long as the set */
+        failed = ItemStack_push(&r->stack, (Item){(int32_t)dot, PyTuple_GET_ITEM(pair, 1)});
+    }
+    Py_DECREF(seq);
     return failed;
 }
 
-/* origin.waiting.get(lhs, ()) pushed (in list order: the last is popped first) */
+/* origin.waiting.get(lhs, ()) pushed (in order: the last is popped first) */
 static int push_waiting(Run *r, PyObject *origin, int32_t lhs) {
     PyObject *waiting = PyObject_GetAttr(origin, r->c->s_waiting);
     if (!waiting) return -1;
-    if (!PyDict_Check(waiting)) {
-        Py_DECREF(waiting);
-        PyErr_SetString(PyExc_TypeError, "a set's waiting is not a dict");
-        return -1;
-    }
-    PyObject *items = PyDict_GetItemWithError(waiting, PyTuple_GET_ITEM(r->c->ints, lhs));
-    int failed = 0;
-    if (items) {
-        if (!PyList_Check(items)) {
-            PyErr_SetString(PyExc_TypeError, "a set's waiting items are not a list");
-            failed = -1;
-        }
-        for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(items); i++) {
-            PyObject *pair = PyList_GET_ITEM(items, i);
-            long dot = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
-            if (dot < 0 || dot >= r->c->n_items) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an item out of range");
-                failed = -1;
-                break;
-            }
-            /* borrowed: the pair lives in origin's list, which lives as long as origin */
-            failed = ItemStack_push(&r->stack, (Item){(int32_t)dot, PyTuple_GET_ITEM(pair, 1)});
-        }
-    } else if (PyErr_Occurred()) {
-        failed = -1;
-    }
+    int failed = push_items_of(r, waiting, lhs);
     Py_DECREF(waiting);
     return failed;
 }
@@ -378,7 +724,7 @@ static int replay(Run *r, PyObject *predictor, PyObject *chain) {
     return failed;
 }
 
-/* the loop of Recognizer._close; fills r->bucket; returns accepting (0/1) or -1 */
+/* the loop of Recognizer._close; fills r->found; returns accepting (0/1) or -1 */
 static int close_items(Run *r) {
     Closure *c = r->c;
     int accepting = 0;
@@ -420,30 +766,85 @@ static int close_items(Run *r) {
     return accepting;
 }
 
-/* Closure.close(seeds, scanned, predicted, chain) -> (waiting, roots, accepting)
- *   seeds: list of (dot, origin or None); scanned: a set or None; predicted: list of symbols
- *   whose chains at ``scanned`` are replayed; chain: recognizer.chain. ``roots`` is the
- *   frozenset of nonterminals the new set waits for. */
-static PyObject *closure_close(Closure *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "close(seeds, scanned, predicted, chain)");
-        return NULL;
-    }
-    PyObject *seeds = args[0], *scanned = args[1], *predicted = args[2];
-    if (!PyList_Check(seeds) || !PyList_Check(predicted)) {
-        PyErr_SetString(PyExc_TypeError, "seeds and predicted must be lists");
-        return NULL;
-    }
-    Run r = {.c = self, .chain_fn = args[3]};
-    pairs_init(&r.seen);
-    pairs_init(&r.done);
-    PyObject *result = NULL, *waiting = NULL, *roots = NULL, *frozen = NULL;
-    r.bucket = PyMem_Calloc((size_t)self->n_symbols, sizeof(PyObject *));
-    r.met = PyMem_Malloc((size_t)(self->n_symbols ? self->n_symbols : 1) * sizeof(int32_t));
-    if (!r.bucket || !r.met) {
+static int run_start(Run *r, Closure *c, PyObject *chain_fn) {
+    memset(r, 0, sizeof(*r));
+    r->c = c;
+    r->chain_fn = chain_fn;
+    pairs_init(&r->seen);
+    pairs_init(&r->done);
+    Py_ssize_t n = c->n_symbols ? c->n_symbols : 1;
+    r->count = PyMem_Calloc((size_t)n, sizeof(int32_t));
+    r->met = PyMem_Malloc((size_t)n * sizeof(int32_t));
+    if (!r->count || !r->met) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
+    return 0;
+}
+
+static void run_end(Run *r) {
+    while (r->chains.n) Py_DECREF(r->chains.at[--r->chains.n].chain);
+    PyMem_Free(r->count);
+    PyMem_Free(r->met);
+    PyMem_Free(r->found.at);
+    PyMem_Free(r->stack.at);
+    PyMem_Free(r->chains.at);
+    pairs_free(&r->seen);
+    pairs_free(&r->done);
+}
+
+/* close what was pushed; (items, roots, accepting), roots the frozenset of the nonterminals
+ * the new set waits for */
+static PyObject *run_close(Run *r) {
+    Closure *c = r->c;
+    int accepting = close_items(r);
+    if (accepting < 0) return NULL;
+    Items *items = items_alloc(r->found.n, r->n_met);
+    if (!items) return NULL;
+    /* groups in the order met; within one, the items in the order they came */
+    int32_t at = 0;
+    for (Py_ssize_t g = 0; g < r->n_met; g++) {
+        int32_t sym = r->met[g];
+        items->groups[g] = (Group){sym, at, 0};
+        at += r->count[sym];
+        r->count[sym] = (int32_t)g; /* from here on: the symbol's group */
+    }
+    for (Py_ssize_t i = 0; i < r->found.n; i++) {
+        Met m = r->found.at[i];
+        Group *g = &items->groups[r->count[m.sym]];
+        KernelItem *item = &items->items[g->start + g->count++];
+        item->dot = m.dot;
+        Py_INCREF(m.origin);
+        Py_SETREF(item->origin, m.origin);
+    }
+    items_index(items);
+    /* a set grown in the order met, then frozen: its iteration order, which orders the
+     * prediction's items, is then the Python loop's */
+    PyObject *roots = PySet_New(NULL), *frozen = NULL, *result = NULL;
+    if (!roots) goto done;
+    for (Py_ssize_t g = 0; g < r->n_met; g++) {
+        if (r->met[g] >= c->n_terminals && PySet_Add(roots, PyTuple_GET_ITEM(c->ints, r->met[g])) < 0)
+            goto done;
+    }
+    frozen = PyFrozenSet_New(roots);
+    if (frozen) result = Py_BuildValue("(OOO)", items, frozen, accepting ? Py_True : Py_False);
+done:
+    Py_DECREF(items);
+    Py_XDECREF(roots);
+    Py_XDECREF(frozen);
+    return result;
+}
+
+/* Closure.close(seeds, chain) -> (items, roots, accepting): the closure of ``seeds`` (a list of
+ * (dot, origin or None)) into a new set's kernel; chain: recognizer.chain */
+static PyObject *closure_close(Closure *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "close(seeds: list, chain)");
+        return NULL;
+    }
+    PyObject *seeds = args[0], *result = NULL;
+    Run r;
+    if (run_start(&r, self, args[1]) < 0) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seeds); i++) {
         PyObject *pair = PyList_GET_ITEM(seeds, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
@@ -457,52 +858,55 @@ static PyObject *closure_close(Closure *self, PyObject *const *args, Py_ssize_t 
         }
         if (ItemStack_push(&r.stack, (Item){(int32_t)dot, PyTuple_GET_ITEM(pair, 1)}) < 0) goto done;
     }
-    if (scanned != Py_None) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(predicted); i++) {
-            long t = PyLong_AsLong(PyList_GET_ITEM(predicted, i));
-            if (t < 0 || t >= self->n_symbols) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a symbol out of range");
-                goto done;
-            }
-            if (push_chain(&r, scanned, (int32_t)t, 0) < 0) goto done;
+    result = run_close(&r);
+done:
+    run_end(&r);
+    return result;
+}
+
+/* Closure.scan(state, terminals, chain) -> (items, roots, accepting) or None: Recognizer.scan,
+ * the state's items waiting for each terminal and its predicted items advanced over each */
+static PyObject *closure_scan(Closure *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "scan(state, terminals: tuple, chain)");
+        return NULL;
+    }
+    PyObject *state = args[0], *terminals = args[1], *result = NULL;
+    Run r;
+    PyObject *waiting = NULL;
+    if (run_start(&r, self, args[2]) < 0) goto done;
+    waiting = PyObject_GetAttr(state, self->s_waiting);
+    if (!waiting) goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(terminals);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long t = PyLong_AsLong(PyTuple_GET_ITEM(terminals, i));
+        if (t < 0 || t >= self->n_symbols) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a terminal out of range");
+            goto done;
         }
+        if (push_items_of(&r, waiting, (int32_t)t) < 0) goto done;
     }
-    int accepting = close_items(&r);
-    if (accepting < 0) goto done;
-    waiting = PyDict_New();
-    /* a set grown in the order met, then frozen: its iteration order, which orders the
-     * prediction's items, is then the Python loop's */
-    roots = PySet_New(NULL);
-    if (!waiting || !roots) goto done;
-    for (Py_ssize_t i = 0; i < r.n_met; i++) {
-        int32_t sym = r.met[i];
-        PyObject *s = PyTuple_GET_ITEM(self->ints, sym);
-        if (PyDict_SetItem(waiting, s, r.bucket[sym]) < 0) goto done;
-        if (sym >= self->n_terminals && PySet_Add(roots, s) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long t = PyLong_AsLong(PyTuple_GET_ITEM(terminals, i));
+        if (push_chain(&r, state, (int32_t)t, 1) < 0) goto done;
     }
-    frozen = PyFrozenSet_New(roots);
-    if (!frozen) goto done;
-    result = Py_BuildValue("(OOO)", waiting, frozen, accepting ? Py_True : Py_False);
+    if (!r.stack.n && !r.chains.n) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = run_close(&r);
+    }
 done:
     Py_XDECREF(waiting);
-    Py_XDECREF(roots);
-    Py_XDECREF(frozen);
-    while (r.chains.n) Py_DECREF(r.chains.at[--r.chains.n].chain);
-    if (r.bucket) {
-        for (Py_ssize_t i = 0; i < r.n_met; i++) Py_XDECREF(r.bucket[r.met[i]]);
-    }
-    PyMem_Free(r.bucket);
-    PyMem_Free(r.met);
-    PyMem_Free(r.stack.at);
-    PyMem_Free(r.chains.at);
-    pairs_free(&r.seen);
-    pairs_free(&r.done);
+    run_end(&r);
     return result;
 }
 
 static PyMethodDef closure_methods[] = {
     {"close", (PyCFunction)(void (*)(void))closure_close, METH_FASTCALL,
-     "close(seeds, scanned, predicted, chain) -> (waiting, roots, accepting)"},
+     "close(seeds, chain) -> (items, roots, accepting)"},
+    {"scan", (PyCFunction)(void (*)(void))closure_scan, METH_FASTCALL,
+     "scan(state, terminals, chain) -> (items, roots, accepting), or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -521,13 +925,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_earley",
                                     NULL};
 
 PyMODINIT_FUNC PyInit__earley(void) {
-    if (PyType_Ready(&ClosureType) < 0) return NULL;
+    if (PyType_Ready(&ClosureType) < 0 || PyType_Ready(&ItemsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&ClosureType);
+    Py_INCREF(&ItemsType);
     if (PyModule_AddObject(m, "Closure", (PyObject *)&ClosureType) < 0 ||
+        PyModule_AddObject(m, "Items", (PyObject *)&ItemsType) < 0 ||
         PyModule_AddIntConstant(m, "ABI", CLOSURE_ABI) < 0) {
-        Py_DECREF(&ClosureType);
         Py_DECREF(m);
         return NULL;
     }

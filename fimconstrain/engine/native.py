@@ -60,21 +60,21 @@ class CExtension:
 
 #: the exact whole-vocabulary walk (``fimconstrain/decoding/masks/vocab_walk.py`` calls it)
 WALK = CExtension(
-    "walk",
-    "_walk.c",
-    "fimconstrain.engine._walk",
-    3,
-    "the native vocabulary walk",
-    "whole masks are computed in Python",
+    key="walk",
+    source="_walk.c",
+    module="fimconstrain.engine._walk",
+    abi=3,
+    what="the native vocabulary walk",
+    instead="whole masks are computed in Python",
 )
 #: the Earley closure (``automata/earley.py``'s ``Recognizer`` calls it)
 CLOSURE = CExtension(
-    "closure",
-    "_earley.c",
-    "fimconstrain.engine._earley",
-    1,
-    "the native Earley closure",
-    "sets are closed in Python",
+    key="closure",
+    source="_earley.c",
+    module="fimconstrain.engine._earley",
+    abi=2,
+    what="the native Earley closure",
+    instead="sets are closed in Python",
 )
 #: every C extension the build compiles, each on its own
 C_EXTENSIONS = (WALK, CLOSURE)

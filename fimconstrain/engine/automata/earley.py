@@ -22,6 +22,7 @@ symbol, so it is worked out once per pair (:class:`Chain`) and replayed from the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import native
@@ -96,8 +97,9 @@ class EarleySet:
 
     __slots__ = ("__weakref__", "_expected", "accepting", "prediction", "waiting")
 
-    def __init__(self, waiting: dict[int, list[Item]], prediction: Prediction, accepting: bool) -> None:
-        #: symbol -> [(item after the symbol, origin set)] for kernel items expecting it
+    def __init__(self, waiting: Waiting, prediction: Prediction, accepting: bool) -> None:
+        #: symbol -> [(item after the symbol, origin set)] for kernel items expecting it: a
+        #: dict, or where the closure runs in C its ``Items``, which reads the same
         self.waiting = waiting
         self.prediction = prediction
         #: the start symbol has been completed from the initial set
@@ -107,16 +109,21 @@ class EarleySet:
     def signature(self) -> Signature:
         """Equal for sets with the same kernel items over the same origin sets, which
         therefore accept the same continuations (origins compared by identity)."""
-        return self.accepting, frozenset(
-            (d, id(origin)) for items in self.waiting.values() for d, origin in items
-        )
+        waiting = self.waiting
+        if not isinstance(waiting, dict):  # the C closure's Items: its pairs, sorted, as bytes
+            key: bytes = waiting.signature_key()  # type: ignore[attr-defined]
+            return self.accepting, key
+        return self.accepting, frozenset((d, id(origin)) for items in waiting.values() for d, origin in items)
 
 
 #: a kernel item: the dotted item after the awaited symbol, and the set it began in (None:
 #: the augmented start rule, whose completion means a whole program)
 Item = tuple[int, EarleySet | None]
-#: what :meth:`EarleySet.signature` returns
-Signature = tuple[bool, frozenset[tuple[int, int]]]
+#: a set's kernel items by the symbol they wait for (:attr:`EarleySet.waiting`)
+Waiting = Mapping[int, Sequence[Item]]
+#: what :meth:`EarleySet.signature` returns (the kernel's key: a frozenset of (item, origin
+#: identity) pairs, or those pairs as bytes where the closure runs in C)
+Signature = tuple[bool, frozenset[tuple[int, int]] | bytes]
 
 
 class Recognizer:
@@ -194,6 +201,10 @@ class Recognizer:
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         """The state after reading one of ``terminals`` (terminal ids), or None."""
+        if self._native_closure is not None:
+            # (the new set's kernel, the nonterminals it predicts, whether it accepts)
+            scanned = self._native_closure.scan(state, terminals, self.chain)
+            return None if scanned is None else EarleySet(scanned[0], self.prediction(scanned[1]), scanned[2])
         seeds: list[Item] = []
         waiting, prediction = state.waiting, state.prediction
         predicted: list[int] = []
@@ -213,9 +224,9 @@ class Recognizer:
         two twins: the C one in ``_earley.c``, which runs where it is built, and one that forgets
         origins, ``refutation.ForgetfulRecognizer._close_forgetting``: a change to one belongs in
         the others; they stay apart because each is the hot path of its own caller.)"""
-        if self._native_closure is not None:
-            # (the set's waiting dict, the nonterminals it predicts, whether it accepts)
-            closed = self._native_closure.close(seeds, scanned, predicted if predicted else [], self.chain)
+        if self._native_closure is not None and scanned is None:  # (scan closes in C on its own)
+            # (the set's kernel, the nonterminals it predicts, whether it accepts)
+            closed = self._native_closure.close(seeds, self.chain)
             return EarleySet(closed[0], self.prediction(closed[1]), closed[2])
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs

@@ -306,9 +306,11 @@ def _universal(recognizer: Recognizer) -> EarleySet:
     text that adds nothing but ignored symbols (a JSON suffix ``"\n"``) may end one."""
     g = recognizer.grammar
     universal = EarleySet({}, recognizer.prediction(frozenset()), True)
+    waiting: dict[int, list[Item]] = {}
     for d, sym in enumerate(g.next_symbol):
         if sym >= 0:
-            universal.waiting.setdefault(sym, []).append((d + 1, None if d == g.start_item else universal))
+            waiting.setdefault(sym, []).append((d + 1, None if d == g.start_item else universal))
+    universal.waiting = waiting  # (its items begin at itself: the set exists before them)
     return universal
 
 
