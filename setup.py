@@ -72,9 +72,7 @@ class BuildEngine(build_ext):
         stamp["seconds"] = round(time.monotonic() - start, 1)
         (out_dir / NATIVE.STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         built = ["compiled engine"] * ("sources" in stamp) + [ext.what for ext in c_built]
-        print(
-            f"fimconstrain: {' and '.join(built) or 'nothing'} built in {stamp['seconds']} s", file=sys.stderr
-        )
+        print(f"fimconstrain: {', '.join(built) or 'nothing'} built in {stamp['seconds']} s", file=sys.stderr)
 
     def build_extensions(self) -> None:
         """Every extension, each on its own (:meth:`build_extension`); those that failed are then

@@ -20,7 +20,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
-#define CLOSURE_ABI 2
+#define CLOSURE_ABI 3
 
 /* ---- a set of (origin, id) pairs: open addressing, exact keys ---- */
 
@@ -98,7 +98,8 @@ typedef struct {
 
 typedef struct {
     PyObject *predictor; /* borrowed: a set alive while the closure runs */
-    PyObject *chain;     /* owned */
+    Py_ssize_t off;      /* its chain in the run's arena: items, then completed symbols */
+    int32_t n_items, n_completed;
 } ChainRef;
 
 #define DEFINE_STACK(Name, T)                                                   \
@@ -123,6 +124,91 @@ typedef struct {
 
 DEFINE_STACK(ItemStack, Item)
 DEFINE_STACK(ChainStack, ChainRef)
+DEFINE_STACK(IntList, int32_t)
+
+/* ---- the chains met, by (prediction, symbol) ----
+ * Recognizer.chain's answers copied into C, so that a completion replays its chain without
+ * calling Python (prediction.advanced, recognizer.chain) and reading the chain's attributes.
+ * An entry holds its prediction alive (its address is the key); past CHAIN_CACHE_LIMIT entries
+ * the cache starts afresh. Entries are read and written only while no Python code runs, and a
+ * run copies what it reads (another thread may clear the cache while Python code runs). */
+
+#define CHAIN_CACHE_LIMIT (1 << 16)
+
+typedef struct {
+    PyObject *prediction; /* owned; NULL: an empty slot */
+    int32_t sym;
+    int32_t n_items;     /* -1: the prediction advances nothing over sym */
+    int32_t n_completed;
+    int32_t *data; /* n_items items, then n_completed symbols */
+} ChainEntry;
+
+typedef struct {
+    ChainEntry *slots;
+    Py_ssize_t cap, n; /* cap: 0 or a power of two */
+} ChainCache;
+
+static void chain_cache_clear(ChainCache *cache) {
+    for (Py_ssize_t i = 0; i < cache->cap; i++) {
+        Py_CLEAR(cache->slots[i].prediction);
+        PyMem_Free(cache->slots[i].data);
+        cache->slots[i].data = NULL;
+    }
+    cache->n = 0;
+}
+
+static const ChainEntry *chain_cache_find(const ChainCache *cache, PyObject *prediction, int32_t sym) {
+    if (!cache->cap) return NULL;
+    size_t mask = (size_t)(cache->cap - 1);
+    for (size_t j = pair_hash(prediction, sym) & mask; cache->slots[j].prediction; j = (j + 1) & mask) {
+        if (cache->slots[j].prediction == prediction && cache->slots[j].sym == sym) return &cache->slots[j];
+    }
+    return NULL;
+}
+
+/* a copy of the chain (``data``: n_items items then n_completed symbols; n_items -1: none) */
+static int chain_cache_add(ChainCache *cache, PyObject *prediction, int32_t sym, int32_t n_items,
+                           int32_t n_completed, const int32_t *data) {
+    if ((cache->n + 1) * 2 > cache->cap) {
+        if (cache->cap >= CHAIN_CACHE_LIMIT) {
+            chain_cache_clear(cache);
+        } else {
+            Py_ssize_t cap = cache->cap ? cache->cap * 2 : 256;
+            ChainEntry *slots = PyMem_Calloc((size_t)cap, sizeof(ChainEntry));
+            if (!slots) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (Py_ssize_t i = 0; i < cache->cap; i++) {
+                ChainEntry e = cache->slots[i];
+                if (!e.prediction) continue;
+                size_t j = pair_hash(e.prediction, e.sym) & (size_t)(cap - 1);
+                while (slots[j].prediction) j = (j + 1) & (size_t)(cap - 1);
+                slots[j] = e;
+            }
+            PyMem_Free(cache->slots);
+            cache->slots = slots;
+            cache->cap = cap;
+        }
+    }
+    int32_t size = n_items < 0 ? 0 : n_items + n_completed;
+    int32_t *copy = NULL;
+    if (size) {
+        copy = PyMem_Malloc((size_t)size * sizeof(int32_t));
+        if (!copy) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(copy, data, (size_t)size * sizeof(int32_t));
+    }
+    size_t mask = (size_t)(cache->cap - 1);
+    size_t j = pair_hash(prediction, sym) & mask;
+    while (cache->slots[j].prediction) j = (j + 1) & mask;
+    Py_INCREF(prediction);
+    cache->slots[j] = (ChainEntry){prediction, sym, n_items, n_completed, copy};
+    cache->n++;
+    return 0;
+}
 
 /* ---- the grammar's tables, made once ---- */
 
@@ -134,10 +220,13 @@ typedef struct {
     int32_t *skip_start;  /* per item: skip[d] is skip_items[skip_start[d] .. skip_start[d + 1]) */
     int32_t *skip_items;
     PyObject *ints;       /* tuple: the ints 0 .. max(n_items, n_symbols), made once */
+    ChainCache chains;    /* (prediction, symbol) -> its chain, read without calling Python */
     PyObject *s_waiting, *s_prediction, *s_advanced, *s_items, *s_completed;
 } Closure;
 
 static void closure_dealloc(Closure *self) {
+    chain_cache_clear(&self->chains);
+    PyMem_Free(self->chains.slots);
     PyMem_Free(self->next_symbol);
     PyMem_Free(self->item_lhs);
     PyMem_Free(self->skip_start);
@@ -600,6 +689,7 @@ typedef struct {
     PairSet seen, done;
     ItemStack stack;
     ChainStack chains;
+    IntList arena; /* the pushed chains' items and completions (ChainRef.off) */
 } Run;
 
 /* (dot + 1, origin) into the new set, waiting for ``sym`` */
@@ -653,75 +743,98 @@ static int push_waiting(Run *r, PyObject *origin, int32_t lhs) {
     return failed;
 }
 
-/* the chain of ``predictor``'s prediction for ``sym`` pushed (``check``: only if it advances) */
-static int push_chain(Run *r, PyObject *predictor, int32_t sym, int check) {
-    PyObject *prediction = PyObject_GetAttr(predictor, r->c->s_prediction);
-    if (!prediction) return -1;
-    PyObject *s = PyTuple_GET_ITEM(r->c->ints, sym);
-    if (check) {
-        PyObject *advanced = PyObject_CallMethodOneArg(prediction, r->c->s_advanced, s);
-        if (!advanced) {
-            Py_DECREF(prediction);
+/* the ints of a tuple appended to the arena, each checked to lie in [lo, hi) */
+static int arena_ints(Run *r, PyObject *tuple, long lo, long hi) {
+    if (!PyTuple_Check(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "a chain's items and completions are not tuples");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(tuple, i));
+        if (v < lo || v >= hi) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a chain's id is out of range");
             return -1;
         }
-        int some = PyObject_IsTrue(advanced);
-        Py_DECREF(advanced);
-        if (some <= 0) {
-            Py_DECREF(prediction);
-            return some;
-        }
-    }
-    PyObject *args[2] = {prediction, s};
-    PyObject *chain = PyObject_Vectorcall(r->chain_fn, args, 2, NULL);
-    Py_DECREF(prediction);
-    if (!chain) return -1;
-    if (ChainStack_push(&r->chains, (ChainRef){predictor, chain}) < 0) {
-        Py_DECREF(chain);
-        return -1;
+        if (IntList_push(&r->arena, (int32_t)v) < 0) return -1;
     }
     return 0;
 }
 
-/* a chain's items and completions, replayed at ``predictor`` */
-static int replay(Run *r, PyObject *predictor, PyObject *chain) {
+/* the chain of ``predictor``'s prediction for ``sym`` into the arena (Recognizer.chain, asked
+ * only where prediction.advanced(sym) is not empty); n_items -1: nothing advances */
+static int chain_of(Run *r, PyObject *prediction, int32_t sym, int32_t *n_items, int32_t *n_completed) {
     Closure *c = r->c;
-    PyObject *items = PyObject_GetAttr(chain, c->s_items);
-    if (!items) return -1;
-    PyObject *completed = PyObject_GetAttr(chain, c->s_completed);
-    if (!completed) {
-        Py_DECREF(items);
-        return -1;
+    const ChainEntry *known = chain_cache_find(&c->chains, prediction, sym);
+    if (known) { /* copied now: Python code that runs later may clear the cache */
+        *n_items = known->n_items;
+        *n_completed = known->n_completed;
+        for (int32_t k = 0; k < (known->n_items < 0 ? 0 : known->n_items + known->n_completed); k++)
+            if (IntList_push(&r->arena, known->data[k]) < 0) return -1;
+        return 0;
     }
-    int failed = 0;
-    if (!PyTuple_Check(items) || !PyTuple_Check(completed)) {
-        PyErr_SetString(PyExc_TypeError, "a chain's items and completions are not tuples");
-        failed = -1;
-    }
-    for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(items); i++) {
-        long d = PyLong_AsLong(PyTuple_GET_ITEM(items, i));
-        if (d < 0 || d >= c->n_items || c->next_symbol[d] < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a chain's item is out of range");
-            failed = -1;
-            break;
+    PyObject *s = PyTuple_GET_ITEM(c->ints, sym);
+    PyObject *advanced = PyObject_CallMethodOneArg(prediction, c->s_advanced, s);
+    if (!advanced) return -1;
+    int some = PyObject_IsTrue(advanced);
+    Py_DECREF(advanced);
+    if (some < 0) return -1;
+    Py_ssize_t off = r->arena.n;
+    *n_items = -1;
+    *n_completed = 0;
+    if (some) {
+        PyObject *args[2] = {prediction, s};
+        PyObject *chain = PyObject_Vectorcall(r->chain_fn, args, 2, NULL);
+        if (!chain) return -1;
+        PyObject *items = PyObject_GetAttr(chain, c->s_items);
+        PyObject *completed = items ? PyObject_GetAttr(chain, c->s_completed) : NULL;
+        Py_DECREF(chain);
+        int failed = !completed || arena_ints(r, items, 0, c->n_items) < 0;
+        Py_ssize_t middle = r->arena.n;
+        failed = failed || arena_ints(r, completed, c->n_terminals, c->n_symbols) < 0;
+        Py_XDECREF(items);
+        Py_XDECREF(completed);
+        if (failed) return -1;
+        for (Py_ssize_t k = off; k < middle; k++) {
+            if (c->next_symbol[r->arena.at[k]] < 0) {
+                PyErr_SetString(PyExc_ValueError, "a chain's item waits for nothing");
+                return -1;
+            }
         }
-        int added = pairs_add(&r->seen, predictor, (int32_t)d);
-        if (added < 0) failed = -1;
-        else if (added) failed = add_waiting(r, c->next_symbol[d], (int32_t)d, predictor);
+        *n_items = (int32_t)(middle - off);
+        *n_completed = (int32_t)(r->arena.n - middle);
     }
-    for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(completed); i++) {
-        long lhs = PyLong_AsLong(PyTuple_GET_ITEM(completed, i));
-        if (lhs < c->n_terminals || lhs >= c->n_symbols) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a chain's symbol is out of range");
-            failed = -1;
-            break;
-        }
-        int added = pairs_add(&r->done, predictor, (int32_t)lhs);
-        if (added < 0) failed = -1;
-        else if (added) failed = push_waiting(r, predictor, (int32_t)lhs);
+    return chain_cache_add(&c->chains, prediction, sym, *n_items, *n_completed, r->arena.at + off);
+}
+
+/* the chain of ``predictor``'s prediction for ``sym`` pushed, if it advances anything */
+static int push_chain(Run *r, PyObject *predictor, int32_t sym) {
+    PyObject *prediction = PyObject_GetAttr(predictor, r->c->s_prediction);
+    if (!prediction) return -1;
+    Py_ssize_t off = r->arena.n;
+    int32_t n_items, n_completed;
+    int failed = chain_of(r, prediction, sym, &n_items, &n_completed);
+    Py_DECREF(prediction);
+    if (failed || n_items < 0) return failed;
+    return ChainStack_push(&r->chains, (ChainRef){predictor, off, n_items, n_completed});
+}
+
+/* a chain's items and completions, replayed at its predictor */
+static int replay(Run *r, ChainRef ref) {
+    Closure *c = r->c;
+    PyObject *predictor = ref.predictor;
+    for (int32_t k = 0; k < ref.n_items; k++) {
+        int32_t d = r->arena.at[ref.off + k];
+        int added = pairs_add(&r->seen, predictor, d);
+        if (added < 0) return -1;
+        if (added && add_waiting(r, c->next_symbol[d], d, predictor) < 0) return -1;
     }
-    Py_DECREF(items);
-    Py_DECREF(completed);
-    return failed;
+    for (int32_t k = 0; k < ref.n_completed; k++) {
+        int32_t lhs = r->arena.at[ref.off + ref.n_items + k];
+        int added = pairs_add(&r->done, predictor, lhs);
+        if (added < 0) return -1;
+        if (added && push_waiting(r, predictor, lhs) < 0) return -1;
+    }
+    return 0;
 }
 
 /* the loop of Recognizer._close; fills r->found; returns accepting (0/1) or -1 */
@@ -731,9 +844,8 @@ static int close_items(Run *r) {
     while (r->stack.n || r->chains.n) {
         while (r->chains.n) {
             ChainRef ref = r->chains.at[--r->chains.n];
-            int failed = replay(r, ref.predictor, ref.chain);
-            Py_DECREF(ref.chain);
-            if (failed) return -1;
+            if (replay(r, ref) < 0) return -1;
+            r->arena.n = ref.off; /* (chains are replayed last in, first out) */
         }
         if (!r->stack.n) break;
         Item item = r->stack.at[--r->stack.n];
@@ -760,7 +872,7 @@ static int close_items(Run *r) {
                 if (added < 0) return -1;
                 continue;
             }
-            if (push_waiting(r, origin, lhs) < 0 || push_chain(r, origin, lhs, 1) < 0) return -1;
+            if (push_waiting(r, origin, lhs) < 0 || push_chain(r, origin, lhs) < 0) return -1;
         }
     }
     return accepting;
@@ -783,12 +895,12 @@ static int run_start(Run *r, Closure *c, PyObject *chain_fn) {
 }
 
 static void run_end(Run *r) {
-    while (r->chains.n) Py_DECREF(r->chains.at[--r->chains.n].chain);
     PyMem_Free(r->count);
     PyMem_Free(r->met);
     PyMem_Free(r->found.at);
     PyMem_Free(r->stack.at);
     PyMem_Free(r->chains.at);
+    PyMem_Free(r->arena.at);
     pairs_free(&r->seen);
     pairs_free(&r->done);
 }
@@ -888,7 +1000,7 @@ static PyObject *closure_scan(Closure *self, PyObject *const *args, Py_ssize_t n
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         long t = PyLong_AsLong(PyTuple_GET_ITEM(terminals, i));
-        if (push_chain(&r, state, (int32_t)t, 1) < 0) goto done;
+        if (push_chain(&r, state, (int32_t)t) < 0) goto done;
     }
     if (!r.stack.n && !r.chains.n) {
         result = Py_None;

@@ -72,7 +72,7 @@ CLOSURE = CExtension(
     key="closure",
     source="_earley.c",
     module="fimconstrain.engine._earley",
-    abi=2,
+    abi=3,
     what="the native Earley closure",
     instead="sets are closed in Python",
 )
