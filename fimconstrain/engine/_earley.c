@@ -20,7 +20,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
-#define CLOSURE_ABI 3
+#define CLOSURE_ABI 4
 
 /* ---- a set of (origin, id) pairs: open addressing, exact keys ---- */
 
@@ -1014,11 +1014,180 @@ done:
     return result;
 }
 
+/* ---- the forgetful closure (refutation.ForgetfulRecognizer) ---- */
+
+/* any non-NULL pointer: the "origin" of the forgotten items' keys in a PairSet */
+#define FORGOTTEN ((const void *)&ItemsType)
+
+typedef struct {
+    PyObject *universal;    /* borrowed: the set every forgotten origin becomes */
+    PyObject *at_universal; /* ForgetfulRecognizer._completed_at_universal */
+    PairSet kept_set;       /* the forgotten items' keys met */
+    IntList kept;           /* ... in the order met */
+    int accepting;
+} Forgetting;
+
+static int keep(Forgetting *f, int32_t key) {
+    int added = pairs_add(&f->kept_set, FORGOTTEN, key);
+    return added <= 0 ? added : IntList_push(&f->kept, key);
+}
+
+/* what completing ``lhs`` at the universal set adds (a dict of keys, and whether it accepts) */
+static int keep_at_universal(Run *r, Forgetting *f, int32_t lhs) {
+    PyObject *args[1] = {PyTuple_GET_ITEM(r->c->ints, lhs)};
+    PyObject *found = PyObject_Vectorcall(f->at_universal, args, 1, NULL);
+    if (!found) return -1;
+    int failed = 0;
+    if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2 || !PyDict_Check(PyTuple_GET_ITEM(found, 0))) {
+        PyErr_SetString(PyExc_TypeError, "_completed_at_universal must give (dict, bool)");
+        failed = -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (!failed && PyDict_Next(PyTuple_GET_ITEM(found, 0), &pos, &key, &value)) {
+        long k = PyLong_AsLong(key);
+        if (k < 0 || k > 2 * (long)r->c->n_items + 1) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a forgotten item out of range");
+            failed = -1;
+        } else {
+            failed = keep(f, (int32_t)k);
+        }
+    }
+    if (!failed) {
+        int accepts = PyObject_IsTrue(PyTuple_GET_ITEM(found, 1));
+        if (accepts < 0) failed = -1;
+        f->accepting |= accepts > 0;
+    }
+    Py_DECREF(found);
+    return failed;
+}
+
+/* (d, origin) pushed for each item of origin.prediction.advanced(sym) */
+static int push_advanced(Run *r, PyObject *origin, int32_t sym) {
+    PyObject *prediction = PyObject_GetAttr(origin, r->c->s_prediction);
+    if (!prediction) return -1;
+    PyObject *advanced = PyObject_CallMethodOneArg(prediction, r->c->s_advanced, PyTuple_GET_ITEM(r->c->ints, sym));
+    Py_DECREF(prediction);
+    if (!advanced) return -1;
+    int failed = 0;
+    if (!PyTuple_Check(advanced)) {
+        PyErr_SetString(PyExc_TypeError, "a prediction's advanced items are not a tuple");
+        failed = -1;
+    }
+    for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(advanced); i++) {
+        long d = PyLong_AsLong(PyTuple_GET_ITEM(advanced, i));
+        if (d < 0 || d >= r->c->n_items) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an advanced item out of range");
+            failed = -1;
+        } else {
+            failed = ItemStack_push(&r->stack, (Item){(int32_t)d, origin});
+        }
+    }
+    Py_DECREF(advanced);
+    return failed;
+}
+
+/* the loop of ForgetfulRecognizer._close_forgetting over what was pushed */
+static int forget_items(Run *r, Forgetting *f) {
+    Closure *c = r->c;
+    while (r->stack.n) {
+        Item item = r->stack.at[--r->stack.n];
+        PyObject *origin = item.origin;
+        for (int32_t k = c->skip_start[item.dot]; k < c->skip_start[item.dot + 1]; k++) {
+            int32_t d = c->skip_items[k];
+            int added = pairs_add(&r->seen, origin, d);
+            if (added <= 0) {
+                if (added < 0) return -1;
+                continue;
+            }
+            if (c->next_symbol[d] >= 0) {
+                if (keep(f, (d + 1) << 1 | (origin == Py_None)) < 0) return -1;
+                continue;
+            }
+            if (origin == Py_None) { /* the augmented start rule is complete */
+                f->accepting = 1;
+                continue;
+            }
+            int32_t lhs = c->item_lhs[d];
+            added = pairs_add(&r->done, origin, lhs);
+            if (added <= 0) {
+                if (added < 0) return -1;
+                continue;
+            }
+            if (origin == f->universal) {
+                if (keep_at_universal(r, f, lhs) < 0) return -1;
+                continue;
+            }
+            if (push_waiting(r, origin, lhs) < 0 || push_advanced(r, origin, lhs) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int key_int_cmp(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Closure.scan_forgetting(state, terminals, universal, at_universal) -> (accepting, key, kept),
+ * or None: ForgetfulRecognizer.scan's seeds closed as _close_forgetting closes them. ``kept``:
+ * the new set's items, origins forgotten (dot << 1 | origin is None), in the order met; ``key``:
+ * them sorted, as bytes (with ``accepting``, the set's identity for interning) */
+static PyObject *closure_scan_forgetting(Closure *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "scan_forgetting(state, terminals: tuple, universal, at_universal)");
+        return NULL;
+    }
+    PyObject *state = args[0], *terminals = args[1], *result = NULL, *waiting = NULL;
+    Forgetting f = {.universal = args[2], .at_universal = args[3]};
+    pairs_init(&f.kept_set);
+    Run r;
+    if (run_start(&r, self, Py_None) < 0) goto done;
+    waiting = PyObject_GetAttr(state, self->s_waiting);
+    if (!waiting) goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(terminals); i++) {
+        long t = PyLong_AsLong(PyTuple_GET_ITEM(terminals, i));
+        if (t < 0 || t >= self->n_symbols) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a terminal out of range");
+            goto done;
+        }
+        if (push_items_of(&r, waiting, (int32_t)t) < 0 || push_advanced(&r, state, (int32_t)t) < 0) goto done;
+    }
+    if (!r.stack.n) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (forget_items(&r, &f) < 0) goto done;
+    PyObject *kept = PyTuple_New(f.kept.n);
+    if (!kept) goto done;
+    for (Py_ssize_t i = 0; i < f.kept.n; i++) {
+        PyObject *v = PyLong_FromLong(f.kept.at[i]);
+        if (!v) {
+            Py_DECREF(kept);
+            goto done;
+        }
+        PyTuple_SET_ITEM(kept, i, v);
+    }
+    qsort(f.kept.at, (size_t)f.kept.n, sizeof(int32_t), key_int_cmp);
+    PyObject *key = PyBytes_FromStringAndSize((const char *)f.kept.at, f.kept.n * (Py_ssize_t)sizeof(int32_t));
+    if (key) result = Py_BuildValue("(ONN)", f.accepting ? Py_True : Py_False, key, kept);
+    else Py_DECREF(kept);
+done:
+    Py_XDECREF(waiting);
+    run_end(&r);
+    pairs_free(&f.kept_set);
+    PyMem_Free(f.kept.at);
+    return result;
+}
+
 static PyMethodDef closure_methods[] = {
     {"close", (PyCFunction)(void (*)(void))closure_close, METH_FASTCALL,
      "close(seeds, chain) -> (items, roots, accepting)"},
     {"scan", (PyCFunction)(void (*)(void))closure_scan, METH_FASTCALL,
      "scan(state, terminals, chain) -> (items, roots, accepting), or None"},
+    {"scan_forgetting", (PyCFunction)(void (*)(void))closure_scan_forgetting, METH_FASTCALL,
+     "scan_forgetting(state, terminals, universal, at_universal) -> (accepting, key, kept), or None"},
     {NULL, NULL, 0, NULL},
 };
 

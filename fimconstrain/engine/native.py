@@ -72,7 +72,7 @@ CLOSURE = CExtension(
     key="closure",
     source="_earley.c",
     module="fimconstrain.engine._earley",
-    abi=3,
+    abi=4,
     what="the native Earley closure",
     instead="sets are closed in Python",
 )

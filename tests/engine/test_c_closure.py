@@ -1,5 +1,6 @@
-"""The C Earley closure (``engine/_earley.c``) against the Python loop it twins
-(``Recognizer._close``), set for set, on the real Python grammars.
+"""The C Earley closure (``engine/_earley.c``) against the Python loops it twins
+(``Recognizer._close``, and ``ForgetfulRecognizer._close_forgetting`` for the suffix's
+refutation), set for set, on the real Python grammars.
 
 Two recognizers over one grammar, one closing sets in C and one in Python, read the same random
 walks: from the start, a few terminals at a time (one, or several at once as a lexeme that may be
@@ -21,6 +22,7 @@ import pytest
 import fimconstrain
 from fimconstrain.engine import native
 from fimconstrain.engine.automata.earley import EarleySet, Recognizer
+from fimconstrain.engine.quotients.refutation import ForgetfulRecognizer, infix_recognizer
 
 #: the sources asked for (CI's second run of the engine's tests): the C closure is left out
 SOURCES_ASKED = os.environ.get(native.ENV_VAR, "").strip().lower() == "python"
@@ -83,3 +85,40 @@ def test_the_recognizers_of_a_build_close_in_c() -> None:
     assert Recognizer(grammar).uses_c_closure
     assert checker.layer.recognizer.uses_c_closure
     assert not Recognizer(grammar, c_closure=False).uses_c_closure
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.14"])
+def test_the_c_closure_forgets_origins_as_the_python_loop_does(version: str) -> None:
+    """The suffix's refutation reads from the universal set with recognizers that forget origins
+    (``ForgetfulRecognizer``); its C twin (``scan_forgetting``) must build the sets its Python loop
+    builds, over the layout-erased grammar and the full one: the same items in the same order,
+    acceptance and predicted terminals."""
+    infix = infix_recognizer(fimconstrain.fim_checker("", "", python_version=version).layer)
+    rng = random.Random(int(version[2:]))
+    for universal, in_c in (
+        (infix.universal, infix.recognizer),
+        (infix.full_universal, infix.layout_layer.recognizer),
+    ):
+        assert isinstance(in_c, ForgetfulRecognizer) and in_c.uses_c_closure
+        in_python = ForgetfulRecognizer(Recognizer(in_c.grammar), universal, c_closure=False)
+        terminals = list(range(in_c.grammar.n_terminals))
+        built = rejected = 0
+        for _ in range(40):
+            c_set = py_set = universal
+            for _ in range(rng.randrange(1, 40)):
+                expected = in_c.expected_terminals(c_set)
+                assert expected == in_python.expected_terminals(py_set)
+                allowed = [t for t in terminals if expected >> t & 1]
+                pool = terminals if rng.random() < 0.1 or not allowed else allowed
+                read = tuple(sorted(set(rng.choices(pool, k=rng.choice((1, 1, 2))))))
+                c_after, py_after = in_c.scan(c_set, read), in_python.scan(py_set, read)
+                if c_after is None or py_after is None:
+                    assert c_after is py_after is None, read
+                    rejected += 1
+                    continue
+                assert c_after.waiting == py_after.waiting  # origins: the shared universal set or None
+                assert c_after.accepting == py_after.accepting
+                assert c_after.prediction.terminals == py_after.prediction.terminals
+                built += 1
+                c_set, py_set = c_after, py_after
+        assert built > 300 and rejected > 5

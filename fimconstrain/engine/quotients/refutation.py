@@ -21,7 +21,7 @@ so a (prefix, suffix) pair is joinable exactly when the prefix is viable and the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any, Generic, NamedTuple
 
@@ -204,10 +204,12 @@ class ForgetfulRecognizer(Recognizer):
     grammar that waits for them; what that adds depends on the symbol alone, so it is closed
     once per symbol (:meth:`_completed_at_universal`) and merged from then on."""
 
-    def __init__(self, recognizer: Recognizer, universal: EarleySet) -> None:
-        super().__init__(recognizer.grammar, initial=universal)
+    def __init__(self, recognizer: Recognizer, universal: EarleySet, c_closure: bool = True) -> None:
+        """``c_closure``: close in C where it is built (False: the Python loop, the reference)."""
+        super().__init__(recognizer.grammar, initial=universal, c_closure=c_closure)
         self._universal = universal
-        self._interned: dict[tuple[bool, frozenset[int]], EarleySet] = {}
+        #: (accepting, the forgotten items' keys: a frozenset, or sorted as bytes in C) -> its set
+        self._interned: dict[tuple[bool, frozenset[int] | bytes], EarleySet] = {}
         self._scanned: dict[tuple[EarleySet, tuple[int, ...]], EarleySet | None] = {}
         #: symbol -> (the forgotten items completing it at the universal set adds, whether
         #: that completes a whole program)
@@ -219,13 +221,19 @@ class ForgetfulRecognizer(Recognizer):
             return self._scanned[key]
         except KeyError:
             pass
-        seeds: list[Item] = []
-        waiting, prediction = state.waiting, state.prediction
-        for t in terminals:
-            seeds.extend(waiting.get(t, ()))
-            for d in prediction.advanced(t):
-                seeds.append((d, state))
-        after = self._close_forgetting(seeds) if seeds else None
+        closure = self._native_closure
+        if closure is not None:
+            # (accepting, the kept items' key, the kept items in the order met) or None
+            found = closure.scan_forgetting(state, terminals, self._universal, self._completed_at_universal)
+            after = None if found is None else self._intern(found[0], found[1], found[2])
+        else:
+            seeds: list[Item] = []
+            waiting, prediction = state.waiting, state.prediction
+            for t in terminals:
+                seeds.extend(waiting.get(t, ()))
+                for d in prediction.advanced(t):
+                    seeds.append((d, state))
+            after = self._close_forgetting(seeds) if seeds else None
         if len(self._scanned) > MEMO_LIMIT:
             self._scanned.clear()
             self._interned.clear()
@@ -234,9 +242,9 @@ class ForgetfulRecognizer(Recognizer):
 
     def _close_forgetting(self, seeds: list[Item]) -> EarleySet:
         """The exact closure of ``seeds`` (as :meth:`Recognizer.scan` builds it, in the loop of
-        ``earley.Recognizer._close``, whose twin this is: a change to one belongs in the other),
-        its origins then forgotten, interned. A forgotten item is keyed ``(dot) << 1 | (no
-        origin)``."""
+        ``earley.Recognizer._close``, whose twin this is: a change to one belongs in the other,
+        and in ``_earley.c``'s ``scan_forgetting``, its C twin), its origins then forgotten,
+        interned. A forgotten item is keyed ``(dot) << 1 | (no origin)``."""
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs
         universal = self._universal
@@ -273,15 +281,20 @@ class ForgetfulRecognizer(Recognizer):
                 stack.extend(origin.waiting.get(lhs, ()))
                 for d2 in origin.prediction.advanced(lhs):
                     stack.append((d2, origin))
-        signature = (accepting, frozenset(kept))
-        interned = self._interned.get(signature)
+        return self._intern(accepting, frozenset(kept), kept)
+
+    def _intern(self, accepting: bool, key: frozenset[int] | bytes, kept: Iterable[int]) -> EarleySet:
+        """The one set of the forgotten items ``kept`` (in the order met; ``key`` says which they
+        are), accepting or not."""
+        interned = self._interned.get((accepting, key))
         if interned is None:
+            next_symbol, universal = self.grammar.next_symbol, self._universal
             waiting: dict[int, list[Item]] = {}
             for k in kept:
                 dot = k >> 1
                 waiting.setdefault(next_symbol[dot - 1], []).append((dot, None if k & 1 else universal))
-            roots = frozenset(sym for sym in waiting if sym >= g.n_terminals)
-            interned = self._interned[signature] = EarleySet(waiting, self.prediction(roots), accepting)
+            roots = frozenset(sym for sym in waiting if sym >= self.grammar.n_terminals)
+            interned = self._interned[accepting, key] = EarleySet(waiting, self.prediction(roots), accepting)
         return interned
 
     def _completed_at_universal(self, lhs: int) -> tuple[dict[int, None], bool]:
