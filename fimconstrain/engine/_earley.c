@@ -1,6 +1,7 @@
 /* The Earley closure in C: ``earley.Recognizer._close``'s loop (paper 004, section IV), item for
- * item and in the same order, and the kernel items of the sets it builds (docs/optimizations.md,
- * "The closure in C").
+ * item and in the same order, its forgetful twin (``refutation.ForgetfulRecognizer``, section
+ * V-B's refutation of a suffix), and the kernel items of the sets they build
+ * (docs/optimizations.md, "The closure in C, and a set's items as one array").
  *
  * A set's kernel items are an ``Items`` object: the items as (dot, origin) pairs in one C array,
  * grouped by the symbol they wait for, groups in the order the closure met them. It reads as the
@@ -8,11 +9,13 @@
  * tuples, made when asked and kept), so every reader of a set reads it as before, while the
  * closure reads it as arrays: no tuple, list or dict per item, and no boxed int. The seen items
  * and completed symbols are C hash sets keyed by (origin pointer, id). Chains and predictions are
- * still made by the Python recognizer (called back): they are memoised there and met far less
- * often than items. A set's ``signature`` key is its sorted pairs as bytes, made once.
+ * still made by the Python recognizer (called back: they are memoised there), and the chains met
+ * are then kept here by (prediction, symbol). A set's ``signature`` key is its sorted pairs as
+ * bytes, made once.
  *
  * Plain C99 on the CPython API, like _walk.c; ``earley.py`` is the reference and the fallback.
- * Keep in step with ``Recognizer._close`` (its twin note). */
+ * Keep in step with ``Recognizer._close`` and ``ForgetfulRecognizer._close_forgetting`` (their
+ * twin notes). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -1202,7 +1205,7 @@ static PyTypeObject ClosureType = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_earley",
-                                    "The Earley closure in C (earley.Recognizer._close's twin).", -1,
+                                    "The Earley closure in C (earley.Recognizer._close's twin, and its forgetful one).", -1,
                                     NULL};
 
 PyMODINIT_FUNC PyInit__earley(void) {
