@@ -25,11 +25,12 @@
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
 #define CLOSURE_ABI 4
 
-/* ---- a set of (origin, id) pairs: open addressing, exact keys ---- */
+/* ---- a set of (origin, id) pairs, or a map from them: open addressing, exact keys ---- */
 
 typedef struct {
     const void *origin; /* NULL: empty slot (origins are never NULL: None is a pointer too) */
     int32_t id;
+    int32_t value; /* what the pair maps to, where the set is a map (the chains met) */
 } Pair;
 
 typedef struct {
@@ -77,19 +78,26 @@ static int pairs_grow(PairSet *s) {
     return 0;
 }
 
-/* 1 if (origin, id) was added, 0 if it was there, -1 on error */
-static int pairs_add(PairSet *s, const void *origin, int32_t id) {
-    if ((s->n + 1) * 2 > s->cap && pairs_grow(s) < 0) return -1;
+/* the slot of (origin, id), or the empty one where it would go */
+static Pair *pairs_slot(const PairSet *s, const void *origin, int32_t id) {
     size_t mask = (size_t)(s->cap - 1);
     size_t j = pair_hash(origin, id) & mask;
-    while (s->slots[j].origin) {
-        if (s->slots[j].origin == origin && s->slots[j].id == id) return 0;
-        j = (j + 1) & mask;
-    }
-    s->slots[j].origin = origin;
-    s->slots[j].id = id;
+    while (s->slots[j].origin && (s->slots[j].origin != origin || s->slots[j].id != id)) j = (j + 1) & mask;
+    return &s->slots[j];
+}
+
+/* 1 if (origin, id) was added (mapped to value), 0 if it was there, -1 on error */
+static int pairs_put(PairSet *s, const void *origin, int32_t id, int32_t value) {
+    if ((s->n + 1) * 2 > s->cap && pairs_grow(s) < 0) return -1;
+    Pair *slot = pairs_slot(s, origin, id);
+    if (slot->origin) return 0;
+    *slot = (Pair){origin, id, value};
     s->n++;
     return 1;
+}
+
+static int pairs_add(PairSet *s, const void *origin, int32_t id) {
+    return pairs_put(s, origin, id, 0);
 }
 
 /* ---- a growable stack of C structs ---- */
@@ -139,60 +147,46 @@ DEFINE_STACK(IntList, int32_t)
 #define CHAIN_CACHE_LIMIT (1 << 16)
 
 typedef struct {
-    PyObject *prediction; /* owned; NULL: an empty slot */
-    int32_t sym;
-    int32_t n_items;     /* -1: the prediction advances nothing over sym */
+    PyObject *prediction; /* owned */
+    int32_t n_items;      /* -1: the prediction advances nothing over the symbol */
     int32_t n_completed;
     int32_t *data; /* n_items items, then n_completed symbols */
 } ChainEntry;
 
 typedef struct {
-    ChainEntry *slots;
-    Py_ssize_t cap, n; /* cap: 0 or a power of two */
+    PairSet index; /* (prediction, symbol) -> its entry */
+    ChainEntry *entries;
+    Py_ssize_t n, cap;
 } ChainCache;
 
 static void chain_cache_clear(ChainCache *cache) {
-    for (Py_ssize_t i = 0; i < cache->cap; i++) {
-        Py_CLEAR(cache->slots[i].prediction);
-        PyMem_Free(cache->slots[i].data);
-        cache->slots[i].data = NULL;
+    for (Py_ssize_t i = 0; i < cache->n; i++) {
+        Py_CLEAR(cache->entries[i].prediction);
+        PyMem_Free(cache->entries[i].data);
     }
     cache->n = 0;
+    pairs_free(&cache->index);
+    pairs_init(&cache->index);
 }
 
 static const ChainEntry *chain_cache_find(const ChainCache *cache, PyObject *prediction, int32_t sym) {
-    if (!cache->cap) return NULL;
-    size_t mask = (size_t)(cache->cap - 1);
-    for (size_t j = pair_hash(prediction, sym) & mask; cache->slots[j].prediction; j = (j + 1) & mask) {
-        if (cache->slots[j].prediction == prediction && cache->slots[j].sym == sym) return &cache->slots[j];
-    }
-    return NULL;
+    const Pair *slot = pairs_slot(&cache->index, prediction, sym);
+    return slot->origin ? &cache->entries[slot->value] : NULL;
 }
 
 /* a copy of the chain (``data``: n_items items then n_completed symbols; n_items -1: none) */
 static int chain_cache_add(ChainCache *cache, PyObject *prediction, int32_t sym, int32_t n_items,
                            int32_t n_completed, const int32_t *data) {
-    if ((cache->n + 1) * 2 > cache->cap) {
-        if (cache->cap >= CHAIN_CACHE_LIMIT) {
-            chain_cache_clear(cache);
-        } else {
-            Py_ssize_t cap = cache->cap ? cache->cap * 2 : 256;
-            ChainEntry *slots = PyMem_Calloc((size_t)cap, sizeof(ChainEntry));
-            if (!slots) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            for (Py_ssize_t i = 0; i < cache->cap; i++) {
-                ChainEntry e = cache->slots[i];
-                if (!e.prediction) continue;
-                size_t j = pair_hash(e.prediction, e.sym) & (size_t)(cap - 1);
-                while (slots[j].prediction) j = (j + 1) & (size_t)(cap - 1);
-                slots[j] = e;
-            }
-            PyMem_Free(cache->slots);
-            cache->slots = slots;
-            cache->cap = cap;
+    if (cache->n >= CHAIN_CACHE_LIMIT) chain_cache_clear(cache);
+    if (cache->n == cache->cap) {
+        Py_ssize_t cap = cache->cap ? cache->cap * 2 : 256;
+        ChainEntry *entries = PyMem_Realloc(cache->entries, (size_t)cap * sizeof(ChainEntry));
+        if (!entries) {
+            PyErr_NoMemory();
+            return -1;
         }
+        cache->entries = entries;
+        cache->cap = cap;
     }
     int32_t size = n_items < 0 ? 0 : n_items + n_completed;
     int32_t *copy = NULL;
@@ -204,12 +198,13 @@ static int chain_cache_add(ChainCache *cache, PyObject *prediction, int32_t sym,
         }
         memcpy(copy, data, (size_t)size * sizeof(int32_t));
     }
-    size_t mask = (size_t)(cache->cap - 1);
-    size_t j = pair_hash(prediction, sym) & mask;
-    while (cache->slots[j].prediction) j = (j + 1) & mask;
+    int added = pairs_put(&cache->index, prediction, sym, (int32_t)cache->n);
+    if (added <= 0) { /* (never there: it was looked for first) */
+        PyMem_Free(copy);
+        return added;
+    }
     Py_INCREF(prediction);
-    cache->slots[j] = (ChainEntry){prediction, sym, n_items, n_completed, copy};
-    cache->n++;
+    cache->entries[cache->n++] = (ChainEntry){prediction, n_items, n_completed, copy};
     return 0;
 }
 
@@ -228,8 +223,8 @@ typedef struct {
 } Closure;
 
 static void closure_dealloc(Closure *self) {
-    chain_cache_clear(&self->chains);
-    PyMem_Free(self->chains.slots);
+    chain_cache_clear(&self->chains); /* (leaves the index in its inline slots) */
+    PyMem_Free(self->chains.entries);
     PyMem_Free(self->next_symbol);
     PyMem_Free(self->item_lhs);
     PyMem_Free(self->skip_start);
@@ -275,6 +270,7 @@ static PyObject *closure_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     Closure *self = (Closure *)type->tp_alloc(type, 0);
     if (!self) return NULL;
+    pairs_init(&self->chains.index);
     self->n_items = n;
     self->n_symbols = n_symbols;
     self->n_terminals = n_terminals;
