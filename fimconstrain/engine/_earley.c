@@ -463,6 +463,10 @@ static PyObject *items_pairs(Items *self, const Group *g) {
         }
         PyTuple_SET_ITEM(tuple, k, pair);
     }
+    if (self->made[at]) { /* made meanwhile by another thread (making tuples may run Python code) */
+        Py_DECREF(tuple);
+        return self->made[at];
+    }
     self->made[at] = tuple;
     return tuple;
 }
@@ -576,63 +580,11 @@ static PyObject *items_signature_key(Items *self, PyObject *unused) {
     if (!pairs) return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < self->n_items; i++)
         pairs[i] = (KeyPair){self->items[i].dot, (uint64_t)(uintptr_t)self->items[i].origin};
-    qsort(pairs, (size_t)self->n_items, sizeof(KeyPair), key_pair_cmp);
-    Py_ssize_t n = 0; /* the same pair twice (a kernel made from a dict) counts once */
-    for (Py_ssize_t i = 0; i < self->n_items; i++)
-        if (!n || key_pair_cmp(&pairs[n - 1], &pairs[i])) pairs[n++] = pairs[i];
-    self->key = PyBytes_FromStringAndSize((const char *)pairs, n * (Py_ssize_t)sizeof(KeyPair));
+    qsort(pairs, (size_t)self->n_items, sizeof(KeyPair), key_pair_cmp); /* (no pair is there twice) */
+    self->key = PyBytes_FromStringAndSize((const char *)pairs, self->n_items * (Py_ssize_t)sizeof(KeyPair));
     PyMem_Free(pairs);
     Py_XINCREF(self->key);
     return self->key;
-}
-
-/* Items(waiting): the kernel of a dict {symbol: [(dot, origin), ...]} (its order kept) */
-static PyObject *items_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *waiting;
-    if ((kwds && PyDict_GET_SIZE(kwds)) || !PyArg_ParseTuple(args, "O!", &PyDict_Type, &waiting)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Items(waiting: dict)");
-        return NULL;
-    }
-    Py_ssize_t n = 0, pos = 0;
-    PyObject *sym, *pairs;
-    while (PyDict_Next(waiting, &pos, &sym, &pairs)) {
-        Py_ssize_t size = PyObject_Length(pairs);
-        if (size < 0) return NULL;
-        n += size;
-    }
-    Items *self = items_alloc(n, PyDict_GET_SIZE(waiting));
-    if (!self) return NULL;
-    Py_ssize_t g = 0, at = 0;
-    pos = 0;
-    while (PyDict_Next(waiting, &pos, &sym, &pairs)) {
-        long s = sym_arg(sym);
-        PyObject *seq = PySequence_Fast(pairs, "a symbol's items are not a sequence");
-        if (s < 0 || s > INT32_MAX || !seq) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a symbol is not an id");
-            Py_XDECREF(seq);
-            Py_DECREF(self);
-            return NULL;
-        }
-        self->groups[g] = (Group){(int32_t)s, (int32_t)at, (int32_t)PySequence_Fast_GET_SIZE(seq)};
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++, at++) {
-            PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
-            long dot = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 ? PyLong_AsLong(PyTuple_GET_ITEM(pair, 0)) : -1;
-            if (dot < 0 || dot > INT32_MAX) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an item is not a (dot, origin) pair");
-                Py_DECREF(seq);
-                Py_DECREF(self);
-                return NULL;
-            }
-            PyObject *origin = PyTuple_GET_ITEM(pair, 1);
-            Py_INCREF(origin);
-            Py_SETREF(self->items[at].origin, origin);
-            self->items[at].dot = (int32_t)dot;
-        }
-        Py_DECREF(seq);
-        g++;
-    }
-    items_index(self);
-    return (PyObject *)self;
 }
 
 static PyMethodDef items_methods[] = {
@@ -666,7 +618,6 @@ static PyTypeObject ItemsType = {
     .tp_methods = items_methods,
     .tp_as_mapping = &items_as_mapping,
     .tp_as_sequence = &items_as_sequence,
-    .tp_new = items_new,
 };
 
 /* ---- the closure ---- */
