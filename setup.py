@@ -8,7 +8,7 @@ without it: the pure-Python engine then runs and says so once. The C extensions 
 walk ``fimconstrain/engine/_walk.c``, the Earley closure ``_earley.c``) are each built on their
 own, with or without mypyc: any build may fail without the others, and the stamp records the
 digest of each that was built.
-``FIMCONSTRAIN_PURE_PYTHON=1`` skips both.
+``FIMCONSTRAIN_PURE_PYTHON=1`` skips them all.
 """
 
 from __future__ import annotations

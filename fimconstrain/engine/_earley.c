@@ -648,6 +648,31 @@ static int add_waiting(Run *r, int32_t sym, int32_t dot, PyObject *origin) {
     return MetList_push(&r->found, (Met){sym, dot + 1, origin});
 }
 
+/* a sequence of (dot, origin) pairs pushed, in order (borrowed: the sequence, a seed list or a
+ * dict set's list, outlives the closure) */
+static int push_pairs(Run *r, PyObject *pairs) {
+    PyObject *seq = PySequence_Fast(pairs, "a set's items are not a sequence");
+    if (!seq) return -1;
+    int failed = 0;
+    for (Py_ssize_t i = 0; !failed && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "an item is not a (dot, origin) pair");
+            failed = -1;
+            break;
+        }
+        long dot = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+        if (dot < 0 || dot >= r->c->n_items) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an item out of range");
+            failed = -1;
+            break;
+        }
+        failed = ItemStack_push(&r->stack, (Item){(int32_t)dot, PyTuple_GET_ITEM(pair, 1)});
+    }
+    Py_DECREF(seq);
+    return failed;
+}
+
 /* the items of ``waiting`` (an Items or a dict) waiting for ``sym`` pushed, in order */
 static int push_items_of(Run *r, PyObject *waiting, int32_t sym) {
     const Items *kernel = items_of(waiting);
@@ -666,22 +691,7 @@ static int push_items_of(Run *r, PyObject *waiting, int32_t sym) {
     }
     PyObject *pairs = PyDict_GetItemWithError(waiting, PyTuple_GET_ITEM(r->c->ints, sym));
     if (!pairs) return PyErr_Occurred() ? -1 : 0;
-    PyObject *seq = PySequence_Fast(pairs, "a set's waiting items are not a sequence");
-    if (!seq) return -1;
-    int failed = 0;
-    for (Py_ssize_t i = 0; !failed && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        long dot = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
-        if (dot < 0 || dot >= r->c->n_items) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an item out of range");
-            failed = -1;
-            break;
-        }
-        /* borrowed: the pair lives in the set's dict, which lives as long as the set */
-        failed = ItemStack_push(&r->stack, (Item){(int32_t)dot, PyTuple_GET_ITEM(pair, 1)});
-    }
-    Py_DECREF(seq);
-    return failed;
+    return push_pairs(r, pairs);
 }
 
 /* origin.waiting.get(lhs, ()) pushed (in order: the last is popped first) */
@@ -907,20 +917,7 @@ static PyObject *closure_close(Closure *self, PyObject *const *args, Py_ssize_t 
     PyObject *seeds = args[0], *result = NULL;
     Run r;
     if (run_start(&r, self, args[1]) < 0) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seeds); i++) {
-        PyObject *pair = PyList_GET_ITEM(seeds, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a seed is not a (dot, origin) pair");
-            goto done;
-        }
-        long dot = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
-        if (dot < 0 || dot >= self->n_items) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a seed's item is out of range");
-            goto done;
-        }
-        if (ItemStack_push(&r.stack, (Item){(int32_t)dot, PyTuple_GET_ITEM(pair, 1)}) < 0) goto done;
-    }
-    result = run_close(&r);
+    if (push_pairs(&r, seeds) == 0) result = run_close(&r);
 done:
     run_end(&r);
     return result;
