@@ -28,7 +28,7 @@ from fimconstrain.decoding.models.loading import load_model  # noqa: E402
 from fimconstrain.decoding.tokens.fim_formats import TextCodec  # noqa: E402
 from fimconstrain.engine.checker import fim_checker  # noqa: E402
 from fimconstrain.engine.names.name_check import NameCheck  # noqa: E402
-from fimconstrain.engine.names.provider import UNKNOWN, NamePoint  # noqa: E402
+from fimconstrain.engine.names.provider import UNKNOWN, NamePoint, NameSet  # noqa: E402
 from fimconstrain.engine.names.scopes import FileScopes  # noqa: E402
 
 HARD = "def wrap(text):\n    return"  # `return |`: only a known name fits
@@ -165,6 +165,49 @@ def test_the_time_waited_for_jedi_is_counted_answered_or_not():
     waited = prompt.waited_total
     prompt.names(NamePoint("import os\nos.", "\n", "os"))
     assert prompt.waited_total == waited
+
+
+def test_nothing_is_waited_for_once_jedi_is_slow_on_the_file():
+    """An answer asked ahead that has taken longer than the budget says jedi is slow here: a
+    question asked where the receiver is written is then asked but not waited for, and its
+    answer is taken at a later step once it is in."""
+    slow = jedi_attributes.FileAttributes(_NeverAnswers(), (0, 0), budget=0.05)  # type: ignore[arg-type]
+    slow.ahead["self"] = Future()  # asked ahead, still unanswered ...
+    slow.asked_at -= 1.0  # ... a second after it was asked
+    assert slow.jedi_is_slow()
+    assert slow.names(NamePoint("import os\nos.", "\n", "os")) is UNKNOWN
+    assert slow.waited_total < 0.05 and slow.not_waited == 1 and slow.timeouts == 0
+
+    answer = NameSet(frozenset({"path"}), True)
+    pending: Future = Future()
+
+    class Later:
+        def query(self, key, text, suffix) -> Future:
+            return pending
+
+    later = jedi_attributes.FileAttributes(Later(), (0, 0), budget=0.05)  # type: ignore[arg-type]
+    ahead: Future = Future()
+    later.ahead["self"] = ahead
+    ahead.add_done_callback(later.note_ahead_answer)
+    assert not later.jedi_is_slow()  # (young: it may still come within the budget)
+    later.asked_at -= 1.0
+    ahead.set_result(UNKNOWN)  # answered, but a second late
+    assert later.jedi_is_slow()
+    assert later.names(NamePoint("import os\nos.", "\n", "os")) is UNKNOWN and later.not_waited == 1
+    pending.set_result(answer)
+    assert later.names(NamePoint("import os\nos.", "\n", "os")) is answer  # a later step takes it
+
+
+def test_a_cursor_at_a_line_start_asks_ahead_inside_the_block_above():
+    """The middle writes the line's indentation, so the question goes where the code above leaves
+    off (deeper after a ``:``): a function's locals are in scope there, not at column 0."""
+    ahead = jedi_attributes.ahead_text
+    assert ahead("def f(x):\n    result = []\n", "result") == "def f(x):\n    result = []\n    result."
+    assert ahead("def f(x):\n", "x") == "def f(x):\n    x."
+    assert ahead("def f(x):\n\tif x:  # why\n\n", "x") == "def f(x):\n\tif x:  # why\n\n\t\tx."
+    assert ahead("import os\n", "os") == "import os\nos."
+    answer = jedi_attributes.attributes_at(ahead("def f(numbers):\n    result = []\n", "result"), "\n")
+    assert answer.names is not None and "append" in answer.names
 
 
 def test_a_failing_jedi_is_unknown(monkeypatch):

@@ -88,11 +88,28 @@ def nearby_receivers(prefix: str, suffix: str, limit: int = AHEAD) -> list[str]:
 
 
 def ahead_text(prefix: str, receiver: str) -> str:
-    """The file up to a fresh statement ``receiver.`` on the cursor's line, indented as that
-    line is (the same scope), in place of what the line holds before the cursor."""
+    """The file up to a fresh statement ``receiver.`` on the cursor's line, in place of what the
+    line holds before the cursor, indented as that line is (the same scope). A cursor at the
+    start of a line has no indentation to go by (the middle writes it): the statement goes
+    where the last line that holds code leaves off, one level deeper after a block's ``:``, so
+    that a function's locals are in scope rather than only the module's."""
     line_start = prefix.rfind("\n") + 1
     line = prefix[line_start:]
-    return prefix[:line_start] + line[: len(line) - len(line.lstrip())] + receiver + "."
+    indent = line[: len(line) - len(line.lstrip())]
+    if not line:
+        indent = _indentation_after(prefix[:line_start])
+    return prefix[:line_start] + indent + receiver + "."
+
+
+def _indentation_after(lines: str) -> str:
+    """The indentation a statement after ``lines`` would have in their last block: the last
+    line with code's, one level deeper when that line opens a block."""
+    for line in reversed(lines.splitlines()):
+        code = line.split("#", 1)[0].rstrip()
+        if code:
+            indent = line[: len(line) - len(line.lstrip())]
+            return indent + ("\t" if indent.startswith("\t") else "    ") if code.endswith(":") else indent
+    return ""
 
 
 class _Worker:
@@ -191,9 +208,10 @@ class JediAttributes:
         the cursor are asked for now, ahead of the model."""
         attributes = FileAttributes(self, (hash(prefix), hash(suffix)), budget)
         for receiver in nearby_receivers(prefix, suffix):
-            attributes.ahead[receiver] = self.query(
-                (*attributes.keys, receiver, True), ahead_text(prefix, receiver), suffix, ahead=True
-            )
+            key = (*attributes.keys, receiver, True)
+            future = self.query(key, ahead_text(prefix, receiver), suffix, ahead=True)
+            attributes.ahead[receiver] = future
+            future.add_done_callback(attributes.note_ahead_answer)
         return attributes
 
     def query(
@@ -222,7 +240,11 @@ def _safe(text: str, suffix: str) -> NameSet:
 
 class FileAttributes:
     """:class:`~fimconstrain.engine.names.provider.NameProvider` for attributes in one
-    generation: answers per receiver, each waited for at most the budget in all."""
+    generation: answers per receiver, each waited for at most the budget in all. Nothing is
+    waited for once jedi has shown itself slow on this file (an answer asked ahead came, or is
+    still to come, later than the budget after it was asked): a question asked now queues
+    behind that work and parses the same file, so it would not come within the budget either
+    (docs/optimizations.md, "jedi's budget"); its answer is still taken at a later step."""
 
     def __init__(self, shared: JediAttributes, file_key: tuple[int, int], budget: float):
         self.shared = shared
@@ -232,7 +254,12 @@ class FileAttributes:
         #: answer stands when it knows the receiver, else the receiver is asked where it is written
         self.ahead: dict[str, Future[NameSet]] = {}
         self.waited: dict[str, float] = {}
+        #: when the questions ahead were asked, and whether one was answered later than the budget
+        self.asked_at = time.perf_counter()
+        self.slow_ahead = False
         self.timeouts = 0
+        #: questions not waited for, jedi being slow on this file
+        self.not_waited = 0
         #: seconds the decode loop waited for answers in all (answered or not)
         self.waited_total = 0.0
 
@@ -254,9 +281,24 @@ class FileAttributes:
         answer = self._wait(receiver, future)
         return UNKNOWN if answer is None else answer
 
+    def note_ahead_answer(self, future: Future[NameSet]) -> None:
+        """A question asked ahead is answered (called on the worker's thread, or at once)."""
+        if time.perf_counter() - self.asked_at > self.budget:
+            self.slow_ahead = True
+
+    def jedi_is_slow(self) -> bool:
+        """Whether a question asked ahead took, or is taking, longer than the budget."""
+        if self.slow_ahead:
+            return True
+        late = time.perf_counter() - self.asked_at > self.budget
+        return late and not all(future.done() for future in self.ahead.values())
+
     def _wait(self, receiver: str, future: Future[NameSet]) -> NameSet | None:
         """``future``'s answer, kept, or None (counted as a timeout) when the receiver's budget
-        runs out first."""
+        runs out first; not waited for (counted in ``not_waited``) while jedi is slow here."""
+        if not future.done() and self.jedi_is_slow():
+            self.not_waited += 1
+            return None
         left = self.budget - self.waited.get(receiver, 0.0)
         start = time.perf_counter()
         try:

@@ -155,6 +155,8 @@ class SemanticGuide:
                 self.stats["jedi-timeouts"] = self.attributes.timeouts
             if waited := round(1000 * self.attributes.waited_total):
                 self.stats["jedi-wait-ms"] = waited
+            if self.attributes.not_waited:
+                self.stats["jedi-not-waited"] = self.attributes.not_waited
         if best[0] not in self.stop_ids:
             self.check.advance(self._new_text(state, best[0]))
         yield best
