@@ -14,6 +14,7 @@ def test_the_top_then_the_rest_by_key_never_twice_never_masked():
     keys = np.array([0.5, 3.0, -np.inf, 2.0, 1.0, 2.5])
     assert list(ranked_tokens(keys, 2)) == [1, 5, 3, 4, 0]
     assert list(ranked_tokens(keys, 2, rest=False)) == [1, 5]
+    assert list(ranked_tokens(np.array([-np.inf, 1.0, -np.inf, 0.0]), 3)) == [1, 3]  # all in the top
 
 
 def test_narrowing_is_asked_only_past_the_top_and_keeps_the_order():

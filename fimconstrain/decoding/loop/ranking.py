@@ -82,13 +82,15 @@ def ranked_tokens(
     keys with more tokens masked out (a cheap superset of the passing ones: the token-mask
     store's), so that the scan of the rest never checks a token it already rules out.
     """
-    finite = int(np.isfinite(keys).sum())
-    first = min(first, finite)
+    # (masked tokens are dropped from the top rather than counted first: a pass over every key
+    # less, 0.05 ms at 151,936 tokens; when some are dropped, every finite key was in the top)
+    first = min(first, keys.shape[-1])
     top: list[int] = []
     if first:
-        top = top_ids(keys, first).tolist()
+        picked = top_ids(keys, first)
+        top = picked[np.isfinite(keys[picked])].tolist()
         yield from top
-    if rest and first < finite:
+    if rest and len(top) == first < keys.shape[-1]:
         if narrow is not None:
             keys = narrow(keys)
         candidates = np.flatnonzero(np.isfinite(keys))
