@@ -191,6 +191,15 @@ def engine_setup():
     return fimconstrain
 
 
+def engine_line() -> str:
+    """Which engine runs, and the C extensions that serve it, in a line for a benchmark's record."""
+    import fimconstrain
+    from fimconstrain.engine import native
+
+    served = [ext.what for ext in native.C_EXTENSIONS if native.c_extension(ext) is not None]
+    return ", ".join([str(fimconstrain.ENGINE_BUILD), *served])
+
+
 def uncompletable_error():
     """What ``fim_checker`` raises when no middle can make the file valid: a file that is wrong
     before the cursor or after it, or one with a character no file may contain."""

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS_DIR, table, write_results
+from _common import RESULTS_DIR, engine_line, table, write_results
 from batch_constraint import cuts
 from tokenizer_training import SANTACODER_TOKENS, train_byte_level_bpe
 
@@ -237,10 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda"
         else f"CPU ({torch.get_num_threads()} threads)"
     )
-    print(f"device: {where}, {dtype}")
+    engine = engine_line()
+    print(f"device: {where}, {dtype}; engine: {engine}")
     headers = ["model", "size", "batch", "path", "model ms/step", "constraint ms/step", "share"]
     print(table(rows, headers))
-    out = write_results("model_timing", args, {"device": where, "dtype": str(dtype), "results": results})
+    out = write_results(
+        "model_timing", args, {"device": where, "dtype": str(dtype), "engine": engine, "results": results}
+    )
     print(f"-> {out}")
     return 0
 
