@@ -8,7 +8,7 @@
 # engine, and setuptools travel as wheels for its Python, 3.12):
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-#       -d .whl lark==1.3.1 mypy==2.4.1 setuptools==84.2.1
+#       -d .whl lark==1.3.1 mypy==2.4.1 setuptools==84.2.1 tqdm==4.67.1
 # The device call (the device tool's run; the timing stops after SECONDS_LEFT, 9 minutes):
 #   command: bash scripts/gpu_timing.sh      carry: [".whl"]      timeout_s: 600
 # Its files: model_timing.json (the figures, and which engine ran) and timing.log.
