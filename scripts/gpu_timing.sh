@@ -4,8 +4,8 @@
 # decode loop), 16 and 64 (the serving checker), SantaCoder's and StarCoder2-3B's architectures
 # with random weights (docs/serving.md, "Timing real model sizes"). Nothing is fetched there.
 #
-# Here, once (the image has torch and transformers; lark and mypy, whose mypyc compiles the
-# engine, and setuptools travel as wheels for its Python, 3.12):
+# Here, once (the image has torch and transformers; lark, mypy, whose mypyc compiles the engine,
+# setuptools and tqdm travel as wheels for its Python, 3.12):
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #       -d .whl lark==1.3.1 mypy==2.4.1 setuptools==84.2.1 tqdm==4.67.1
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
 BATCHES=${BATCHES:-1 16 64}
-TIMING_ARGS=${TIMING_ARGS:-}
+TIMING_ARGS=${TIMING_ARGS:---cuts 4}  # (4 real cuts at batch 1, cycled to fill the batches)
 SECONDS_LEFT=${SECONDS_LEFT:-540}  # the timing's limit: the call stays under the tool's 10 minutes
 log="$OUT"/timing.log
 
