@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fimconstrain.decoding.masks.vocab_walk import EndReply
+from fimconstrain.engine.walk_ends import EndReply
 
 
 def walk_py(

@@ -3,7 +3,8 @@ takes its text (``checker.feed(text) is not None``), by running the branching le
 (:func:`fimconstrain.engine.lexer.advance`) over a character trie of the tokens' texts: a
 prefix that tokens share is read once, and a subtree whose prefix kills every branch is never
 read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python ends the symbols
-(the layer's ``end_symbol``, ``lex_start`` and ``allowed``), once per context, lexer state and
+(the layer's ``end_symbol``, ``lex_start`` and ``allowed``, asked by the engine's compiled
+:class:`~fimconstrain.engine.walk_ends.WalkEnds`), once per context, lexer state and
 text in a walk, or once per context and lexer state for every ASCII text where the layer says
 the text does not change the answer (``end_reads_text``: most names, numbers and operators).
 Its Python twin, the reference the C is tested against, is the tests' own
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,18 +41,12 @@ from ...engine import native
 from ...engine.automata.regex_dfa import DEAD
 from ...engine.checker import BOM, Checker, is_valid_source_text, translate_line_breaks
 from ...engine.layers.layer_protocol import Layer
+from ...engine.walk_ends import WalkEnds
 from .builder import Alphabet
 
 #: a token's text (its :meth:`.TextCodec.piece`), or the texts one of which it must pass as,
 #: or None (the walk leaves it undecided)
 TokenTexts = str | tuple[str, ...] | None
-
-#: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
-#: or (context, dense start state, allowed terminals as little-endian words)
-EndAnswer = tuple[int, int, bytes] | int | None
-#: the walk's question where a symbol ends: the answer, and whether it holds for every ASCII
-#: text of that lexer state in that context
-EndReply = tuple[EndAnswer, bool]
 
 
 def _as_tuple(entry: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -200,53 +195,24 @@ class VocabWalk:
             return self._walk(checker, module, only)
 
     def _walk(self, checker: Checker[Any], module: Any, only: bytes | None) -> tuple[bytes, bytes]:
-        layer, dense_of = self.layer, self.dense_of
+        dense_of = self.dense_of
         branches = checker.branches
         missing = {s for _, _, state, _, guards in branches for s in (state, *guards) if s not in dense_of}
         if missing:
             self.grow(missing)
-        contexts: list[tuple[Any, Any]] = []
-        context_ids: dict[Hashable, int] = {}
-        allowed: list[bytes] = []
-        nbytes = 8 * self.words
-
-        def context(parser: Any, layout: Any) -> int:
-            key = (parser.signature(), layout)
-            c = context_ids.get(key)
-            if c is None:
-                c = context_ids[key] = len(contexts)
-                contexts.append((parser, layout))
-                allowed.append(layer.allowed(parser, layout).to_bytes(nbytes, "little"))
-            return c
-
-        roots = []
-        for k, (parser, layout, state, _, guards) in enumerate(branches):
-            roots.append((context(parser, layout), dense_of[state], k, tuple(dense_of[g] for g in guards)))
+        ends = WalkEnds(self.layer, dense_of, self.sids, self.words)
+        roots = [
+            (ends.context(parser, layout), dense_of[state], k, tuple(dense_of[g] for g in guards))
+            for k, (parser, layout, state, _, guards) in enumerate(branches)
+        ]
         lexemes = [lexeme for _, _, _, lexeme, _ in branches]
-        root_allowed = list(allowed)
-        unknown: set[int] = set()
-        sids = self.sids
-
-        def on_end(ctx: int, q: int, text: str) -> EndReply:
-            parser, layout = contexts[ctx]
-            free = not layer.end_reads_text(parser, layout, sids[q])
-            ended = layer.end_symbol(parser, layout, sids[q], text)
-            if ended is None:
-                return None, free
-            start = layer.lex_start(ended[1])
-            d = dense_of.get(start)
-            if d is None:
-                unknown.add(start)
-                return -2, free
-            c = context(*ended)
-            return (c, d, allowed[c]), free
-
+        root_allowed = list(ends.allowed)
         passing = bytearray(self.n_bytes)
         undecided = bytearray(self.undecided)
         tables = self._prepared_for(module)
-        module.walk(tables, roots, lexemes, root_allowed, on_end, passing, undecided, only)
-        if unknown:
-            self.grow(unknown)
+        module.walk(tables, roots, lexemes, root_allowed, ends.on_end, passing, undecided, only)
+        if ends.unknown:
+            self.grow(ends.unknown)
         return bytes(passing), bytes(undecided)
 
 

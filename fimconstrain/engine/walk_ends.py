@@ -1,0 +1,71 @@
+"""Where a symbol ends in a whole-vocabulary walk (``_walk.c``), the layer's answer in the walk's
+terms: the walk calls :meth:`WalkEnds.on_end` a few hundred times a mask, so this lives in the
+engine, compiled, rather than beside the walk's tables in ``decoding/masks/vocab_walk.py``
+(docs/optimizations.md, "The native vocabulary walk").
+
+A *context* is a parser state and layout, numbered in the order met; contexts whose parser
+states have the same kernel (:meth:`~.automata.earley.EarleySet.signature`) and layouts share a
+number, so the walk's memo, keyed by context, serves both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from .automata.earley import EarleySet
+from .layers.layer_protocol import Layer
+
+#: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
+#: or (context, dense start state, allowed terminals as little-endian words)
+EndAnswer = tuple[int, int, bytes] | int | None
+#: the walk's question where a symbol ends: the answer, and whether it holds for every ASCII
+#: text of that lexer state in that context
+EndReply = tuple[EndAnswer, bool]
+
+
+class WalkEnds:
+    """One walk's contexts and the layer's answers where its symbols end."""
+
+    def __init__(self, layer: Layer[Any], dense_of: dict[int, int], sids: list[int], words: int) -> None:
+        """``dense_of`` and ``sids``: the walk's dense lexer states and back (read, not kept
+        apart: the walk grows them between walks only); ``words``: 64-bit words of a mask."""
+        self.layer = layer
+        self.dense_of = dense_of
+        self.sids = sids
+        self.nbytes = 8 * words
+        #: (parser, layout) by context id, and each context's allowed terminals as bytes
+        self.contexts: list[tuple[EarleySet, Any]] = []
+        self.allowed: list[bytes] = []
+        self.context_ids: dict[Hashable, int] = {}
+        #: lexer states a symbol started from that the dense automaton does not have yet
+        self.unknown: set[int] = set()
+
+    def context(self, parser: EarleySet, layout: Any) -> int:
+        """The id of context (``parser``, ``layout``), numbered on first sight."""
+        key = (parser.signature(), layout)
+        known = self.context_ids.get(key)
+        if known is not None:
+            return known
+        c = self.context_ids[key] = len(self.contexts)
+        self.contexts.append((parser, layout))
+        self.allowed.append(self.layer.allowed(parser, layout).to_bytes(self.nbytes, "little"))
+        return c
+
+    def on_end(self, ctx: int, q: int, text: str) -> EndReply:
+        """The end of the symbol ``text`` in lexer state ``q`` (dense) of context ``ctx``, and
+        whether the layer says the answer is the same for every ASCII text there."""
+        layer = self.layer
+        parser, layout = self.contexts[ctx]
+        sid = self.sids[q]
+        free = not layer.end_reads_text(parser, layout, sid)
+        ended = layer.end_symbol(parser, layout, sid, text)
+        if ended is None:
+            return None, free
+        start = layer.lex_start(ended[1])
+        d = self.dense_of.get(start)
+        if d is None:
+            self.unknown.add(start)
+            return -2, free
+        c = self.context(ended[0], ended[1])
+        return (c, d, self.allowed[c]), free
