@@ -28,8 +28,9 @@ class WalkEnds:
     """One walk's contexts and the layer's answers where its symbols end."""
 
     def __init__(self, layer: Layer[Any], dense_of: dict[int, int], sids: list[int], words: int) -> None:
-        """``dense_of`` and ``sids``: the walk's dense lexer states and back (read, not kept
-        apart: the walk grows them between walks only); ``words``: 64-bit words of a mask."""
+        """``dense_of`` and ``sids``: the walk's dense ids of lexer states and the states by
+        dense id (the walk's own, read here: it grows them only between walks); ``words``:
+        64-bit words of a terminal mask."""
         self.layer = layer
         self.dense_of = dense_of
         self.sids = sids

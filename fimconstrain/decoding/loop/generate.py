@@ -318,9 +318,9 @@ class FimDecoder:
         if masking and run.state is not None:
             # (while healing the tokens write prefix text again: the store knows no such state)
             keys = run.state.narrow(keys, self.vocabulary.stop_ids)
-        run.note_alternatives(logits, normaliser)
+        top = run.note_alternatives(logits, normaliser)
         run.result.checker_seconds += time.perf_counter() - started
-        return run.choose(keys, whole), normaliser
+        return run.choose(keys, whole, top if keys is logits else None), normaliser
 
 
 def _progress(total: int, enabled: bool):

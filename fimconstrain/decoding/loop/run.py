@@ -96,9 +96,6 @@ class Run:
         self.guides: list[NameMark | None] = []
         self.tried: dict[int, set[int]] = {}
         self.refused: dict[int, set[int]] = {}
-        #: this step's logits and their top (:func:`.ranking.top_ids`), kept by
-        #: :meth:`note_alternatives` for :meth:`choose`
-        self.logits_top: tuple[np.ndarray, np.ndarray] | None = None
         #: set by :meth:`choose` when it went back: the loop reads the prompt and ``ids`` again
         self.rewound = False
 
@@ -145,20 +142,20 @@ class Run:
             p_stop = float(np.exp(logits[stop].astype(np.float64) - normaliser).sum())
             self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
 
-    def note_alternatives(self, logits: np.ndarray, normaliser: float) -> None:
+    def note_alternatives(self, logits: np.ndarray, normaliser: float) -> np.ndarray | None:
         """Remember this step's likeliest tokens (and the names guide here), so that a whole line
-        that ends where the file does not parse can come back and take another one."""
+        that ends where the file does not parse can come back and take another one; the top of
+        ``logits`` read for them (as long as :meth:`choose`'s walk reads), or None (no retries)."""
         if not self.retries:
-            return
+            return None
         at = len(self.ids)
-        # (from a sampled bar: 0.1 ms at 151,936 tokens, against 1.6 ms for a partial sort of all;
-        # as long as the walk's top, which :meth:`choose` then takes where its keys are the logits)
+        # (from a sampled bar: 0.1 ms at 151,936 tokens, against 1.6 ms for a partial sort of all)
         top = top_ids(logits, min(max(ALTERNATIVES, self.options.top_k), len(logits)))
-        self.logits_top = logits, top
         ranked = sorted(((float(logits[t]) - normaliser, int(t)) for t in top[:ALTERNATIVES]), reverse=True)
         del self.frontier[at:], self.guides[at:]
         self.frontier.append((sum(self.logprobs[:at]), ranked))
         self.guides.append(None if self.semantic is None else self.semantic.mark())
+        return top
 
     def cut_at_best_stop(self, seconds: float = 1.0) -> bool:
         """Cut the middle at the best-scored stop point where the file is complete (§VII-B) and
@@ -175,11 +172,12 @@ class Run:
         self._ending(start)
         return found
 
-    def choose(self, keys: np.ndarray, whole: bool = True) -> int | None:
+    def choose(self, keys: np.ndarray, whole: bool = True, top: np.ndarray | None = None) -> int | None:
         """The next token (recorded unless it ends the middle; a stop token when the middle
         ends inside the model's favourite token), or None when no candidate passes. ``whole``:
         every token has its key; else only the likeliest do (the rest at -inf: a server's), and
-        the names guide chooses nothing where a token not told yet might have been its choice."""
+        the names guide chooses nothing where a token not told yet might have been its choice.
+        ``top``: :func:`.ranking.top_ids` of ``keys``, when the step has read it already."""
         vocabulary, options = self.vocabulary, self.options
         if self.state is None:
             token = self.unconstrained_choice(keys)
@@ -201,16 +199,14 @@ class Run:
             # passing token as the walk over the whole vocabulary, without checking the others
             # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
             healable = vocabulary.healing_index(keys.shape[-1]).mask(self.state.healing)
-            keys = np.where(healable, keys, -np.inf)
+            keys, top = np.where(healable, keys, -np.inf), None
         tried = self.tried.get(len(self.ids))
         if tried:
-            keys = keys.copy()
+            keys, top = keys.copy(), None
             keys[list(tried)] = -np.inf
         state = self.state
         fed = state.fed
         narrow = self._narrowing(state) if state.store is not None else None
-        known, self.logits_top = self.logits_top, None
-        top = known[1] if known is not None and known[0] is keys else None
         ranked = self._counted(ranked_tokens(keys, options.top_k, options.vocabulary_fallback, narrow, top))
         line_ends: dict[int, str] = {}
         if options.single_line and self.mode == "constrained":
