@@ -5,9 +5,9 @@ Which modules, and the digest that marks a build as current, come from
 ``fimconstrain/engine/native.py`` (read by path: the package cannot be imported while it
 builds). A build that fails (no C compiler, a mypyc error) warns and installs the package
 without it: the pure-Python engine then runs and says so once. The C extensions (the vocabulary
-walk ``fimconstrain/engine/_walk.c``, the Earley closure ``_earley.c``) are each built on their
-own, with or without mypyc: any build may fail without the others, and the stamp records the
-digest of each that was built.
+walk ``fimconstrain/engine/_walk.c``, the Earley closure ``_earley.c``, the branching lexer
+``_lexer.c``) are each built on their own, with or without mypyc: any build may fail without the
+others, and the stamp records the digest of each that was built.
 ``FIMCONSTRAIN_PURE_PYTHON=1`` skips them all.
 """
 

@@ -20,18 +20,52 @@ the parser allows (``f(a andy`` is rejected at ``andy`` once ``and`` is ruled ou
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import native
 from .automata.earley import Signature
 from .automata.regex_dfa import DEAD
 from .layers.layer_protocol import Branch, Guards, Layer, LayoutT
 
-__all__ = ["Branch", "Layer", "advance", "branch_key", "complete"]
+__all__ = ["Branch", "Layer", "advance", "advance_in_python", "branch_key", "complete"]
 
 #: what :func:`branch_key` returns
 BranchKey = tuple[Signature, LayoutT, int, str, Guards]
 
 
+#: each layer's C lexer (``_lexer.c``'s ``Lexer``), or False where it does not serve, made on a
+#: layer's first text (a process has few layers: a grammar and version each)
+_C_LEXERS: dict[Layer[Any], Any] = {}
+_C_LEXERS_KEPT = 16
+
+
 def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -> list[Branch[LayoutT]]:
-    """Read ``text`` character by character; return the surviving branches (maybe none).
+    """Read ``text`` character by character; return the surviving branches (maybe none): in C
+    where the extension serves (:func:`c_lexer`), else :func:`advance_in_python`."""
+    c_lexer = _C_LEXERS.get(layer)
+    if c_lexer is None:
+        c_lexer = c_lexer_for(layer)
+    if c_lexer is not False:
+        result: list[Branch[LayoutT]] = c_lexer.advance(branches, text)
+        return result
+    return advance_in_python(layer, branches, text)
+
+
+def c_lexer_for(layer: Layer[Any]) -> Any:
+    """The C lexer of ``layer``, or False where ``_lexer.c`` is not built or
+    ``FIMCONSTRAIN_ENGINE=python`` asks for the sources (:func:`.native.c_extension`)."""
+    module = native.lexer_extension()
+    c_lexer = False if module is None else module.Lexer(layer, max(1, (layer.grammar.n_terminals + 63) // 64))
+    if len(_C_LEXERS) >= _C_LEXERS_KEPT:
+        del _C_LEXERS[next(iter(_C_LEXERS))]  # the oldest
+    _C_LEXERS[layer] = c_lexer
+    return c_lexer
+
+
+def advance_in_python(
+    layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str
+) -> list[Branch[LayoutT]]:
+    """:func:`advance` in Python: the reference that ``_lexer.c`` twins, and the fallback.
 
     Branches never interact, so each is read on its own, depth first: while its symbol goes
     on, a character costs one automaton step, and a bitmask test when the state changes (the
@@ -41,8 +75,9 @@ def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -
     in the order a character-by-character sweep gives: the branch that goes on before the one
     that ends.
 
-    The same rules run over a whole vocabulary's character trie in ``_walk.c`` (and its Python
-    twin, ``tests/decoding/vocab_walk_twin.py``): a change here belongs there too."""
+    Twin note: ``_lexer.c`` runs these rules for one text, and ``_walk.c`` (with its Python
+    twin, ``tests/decoding/vocab_walk_twin.py``) over a whole vocabulary's character trie: a
+    change here belongs there too."""
     dfa = layer.dfa
     trans, ascii_trans, final, live = dfa.trans, dfa.ascii_trans, dfa.final, dfa.live
     # (methods called where they are used: a bound method made per call of ``advance`` costs

@@ -8,9 +8,10 @@ its ``.py`` file. ``FIMCONSTRAIN_ENGINE=python`` asks for the sources; ``=compil
 unusable build an error instead of a fallback. ``setup.py`` reads this file by path (the package
 is not importable while it builds) for the list of modules and their digest.
 
-The same build compiles two C extensions, each on its own (:data:`C_EXTENSIONS`): the exact
-whole-vocabulary walk (``_walk.c``, see ``fimconstrain/decoding/masks/vocab_walk.py``) and the
-Earley closure (``_earley.c``, see ``automata/earley.py``). :func:`c_extension` says whether one
+The same build compiles three C extensions, each on its own (:data:`C_EXTENSIONS`): the exact
+whole-vocabulary walk (``_walk.c``, see ``fimconstrain/decoding/masks/vocab_walk.py``), the
+Earley closure (``_earley.c``, see ``automata/earley.py``) and the branching lexer (``_lexer.c``,
+see ``lexer.py``). :func:`c_extension` says whether one
 serves (built from this very C file, for this interpreter), and says once why not, its Python
 twin then running. ``FIMCONSTRAIN_ENGINE=python`` leaves them out too.
 """
@@ -76,8 +77,17 @@ CLOSURE = CExtension(
     what="the native Earley closure",
     instead="sets are closed in Python",
 )
+#: the branching lexer (``lexer.py``'s ``advance`` calls it)
+LEXER = CExtension(
+    key="lexer",
+    source="_lexer.c",
+    module="fimconstrain.engine._lexer",
+    abi=1,
+    what="the native branching lexer",
+    instead="text is lexed in Python",
+)
 #: every C extension the build compiles, each on its own
-C_EXTENSIONS = (WALK, CLOSURE)
+C_EXTENSIONS = (WALK, CLOSURE, LEXER)
 
 
 def compiled_sources(engine_dir: Path = ENGINE_DIR) -> list[Path]:
@@ -180,6 +190,11 @@ def walk_extension() -> ModuleType | None:
 def closure_extension() -> ModuleType | None:
     """The C Earley closure's module, or None (:func:`c_extension`)."""
     return c_extension(CLOSURE)
+
+
+def lexer_extension() -> ModuleType | None:
+    """The C branching lexer's module, or None (:func:`c_extension`)."""
+    return c_extension(LEXER)
 
 
 def _compiled_engine() -> EngineBuild | str:

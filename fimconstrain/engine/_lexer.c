@@ -1,0 +1,583 @@
+/* The branching incremental lexer in C: lexer.py's ``advance`` (paper 004, section V-A), branch
+ * for branch and in the same order (docs/optimizations.md, "The branching lexer in C").
+ *
+ * A ``Lexer`` serves one layer. It keeps a mirror of the layer's lazy lexer automaton as C arrays
+ * (each state's ASCII row, whether it accepts, the terminals it may still become as 64-bit words),
+ * filled as states are met and rows refreshed where the automaton has not stepped yet, so that a
+ * character inside a symbol costs an array read and, where the state changes, a word test: no
+ * boxed int, no big-int AND, no tuple. Where a symbol ends the layer's Python answers
+ * (``end_symbol``, ``lex_start``, ``allowed``: bound once, called by vectorcall), and the terminals
+ * a (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
+ * text usually starts where the last one stopped.
+ *
+ * Plain C99 on the CPython API, like _walk.c and _earley.c; lexer.py's ``advance`` is the
+ * reference and the fallback. Keep in step with it (its twin note) and with _walk.c. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* bumped whenever the arguments or their meaning change (native.py checks it) */
+#define LEXER_ABI 1
+
+#define DEAD 0
+#define UNMIRRORED 2 /* ``fin`` of a state not read from the automaton yet */
+#define ALLOWED_SLOTS 256
+
+typedef struct {
+    PyObject *parser, *layout; /* strong references (NULL: empty slot) */
+    Py_ssize_t off;            /* its words in ``words`` */
+} AllowedSlot;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *allowed_fn, *end_fn, *start_fn, *step_fn; /* the layer's and the automaton's, bound */
+    PyObject *trans, *ascii_trans, *final, *live;       /* the automaton's lists */
+    Py_ssize_t W;                                       /* 64-bit words of a terminal mask */
+    Py_ssize_t cap;                                     /* states the mirror has room for */
+    int32_t *rows;                                      /* [cap][128]: next state, -1 not known */
+    uint8_t *fin;                                       /* [cap]: accepts (0/1), or UNMIRRORED */
+    uint64_t *lv;                                       /* [cap][W]: terminals still reachable */
+    AllowedSlot slots[ALLOWED_SLOTS];
+    uint64_t *slot_words; /* [ALLOWED_SLOTS][W] */
+} Lexer;
+
+/* ---- a Python int as W little-endian 64-bit words (a mask wider than W words is an error) ---- */
+
+static int long_words(PyObject *v, uint64_t *out, Py_ssize_t W) {
+    unsigned char buf[64];
+    unsigned char *bytes = W * 8 <= (Py_ssize_t)sizeof(buf) ? buf : PyMem_Malloc((size_t)(W * 8));
+    if (!bytes) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "a terminal mask must be an int");
+        goto fail;
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    Py_ssize_t need = PyLong_AsNativeBytes(
+        v, bytes, W * 8,
+        Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE);
+    if (need < 0) goto fail;
+    if (need > W * 8) {
+        PyErr_SetString(PyExc_OverflowError, "a terminal mask is wider than the grammar's terminals");
+        goto fail;
+    }
+#else
+    if (_PyLong_AsByteArray((PyLongObject *)v, bytes, (size_t)(W * 8), 1, 0) < 0) goto fail;
+#endif
+    for (Py_ssize_t k = 0; k < W; k++) {
+        uint64_t word = 0;
+        for (int b = 7; b >= 0; b--) word = word << 8 | bytes[k * 8 + b];
+        out[k] = word;
+    }
+    if (bytes != buf) PyMem_Free(bytes);
+    return 0;
+fail:
+    if (bytes != buf) PyMem_Free(bytes);
+    return -1;
+}
+
+/* ---- the automaton's mirror ---- */
+
+/* make room for state ``s`` and read it from the automaton if the mirror has not yet */
+static int mirror(Lexer *x, Py_ssize_t s) {
+    if (s < 0 || s >= PyList_GET_SIZE(x->final)) {
+        PyErr_SetString(PyExc_ValueError, "lexer: a state outside the automaton");
+        return -1;
+    }
+    if (s >= x->cap) {
+        Py_ssize_t n = x->cap ? x->cap : 256;
+        while (n <= s) n *= 2;
+        int32_t *rows = PyMem_Realloc(x->rows, (size_t)n * 128 * sizeof(int32_t));
+        if (rows) x->rows = rows;
+        uint8_t *fin = PyMem_Realloc(x->fin, (size_t)n);
+        if (fin) x->fin = fin;
+        uint64_t *lv = PyMem_Realloc(x->lv, (size_t)(n * x->W) * sizeof(uint64_t));
+        if (lv) x->lv = lv;
+        if (!rows || !fin || !lv) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(x->fin + x->cap, UNMIRRORED, (size_t)(n - x->cap));
+        x->cap = n;
+    }
+    if (x->fin[s] != UNMIRRORED) return 0;
+    PyObject *row = PyList_GET_ITEM(x->ascii_trans, s);
+    if (!PyList_Check(row) || PyList_GET_SIZE(row) != 128) {
+        PyErr_SetString(PyExc_TypeError, "lexer: an automaton's ASCII row must be a list of 128 ints");
+        return -1;
+    }
+    for (int c = 0; c < 128; c++) {
+        long t = PyLong_AsLong(PyList_GET_ITEM(row, c));
+        if (t == -1 && PyErr_Occurred()) return -1;
+        x->rows[s * 128 + c] = (int32_t)t;
+    }
+    if (long_words(PyList_GET_ITEM(x->live, s), x->lv + s * x->W, x->W) < 0) return -1;
+    int accepts = PyObject_IsTrue(PyList_GET_ITEM(x->final, s));
+    if (accepts < 0) return -1;
+    x->fin[s] = (uint8_t)accepts;
+    return 0;
+}
+
+/* the automaton's step from ``s`` over ``code`` where the mirror does not know it: the
+ * automaton's own row (it may have stepped since), else its ``step`` */
+static int32_t step_slow(Lexer *x, int32_t s, Py_UCS4 code) {
+    long t = -1;
+    PyObject *ch = NULL, *found = NULL;
+    if (code < 128) {
+        t = PyLong_AsLong(PyList_GET_ITEM(PyList_GET_ITEM(x->ascii_trans, s), code));
+        if (t == -1 && PyErr_Occurred()) return -1;
+    }
+    if (t < 0) {
+        ch = PyUnicode_FromOrdinal((int)code);
+        if (!ch) return -1;
+        if (code >= 128) found = PyDict_GetItemWithError(PyList_GET_ITEM(x->trans, s), ch); /* borrowed */
+        if (found) {
+            t = PyLong_AsLong(found);
+        } else if (!PyErr_Occurred()) {
+            PyObject *sobj = PyLong_FromLong(s);
+            if (sobj) {
+                PyObject *args[2] = {sobj, ch};
+                PyObject *res = PyObject_Vectorcall(x->step_fn, args, 2, NULL);
+                Py_DECREF(sobj);
+                if (res) {
+                    t = PyLong_AsLong(res);
+                    Py_DECREF(res);
+                }
+            }
+        }
+        Py_DECREF(ch);
+    }
+    if (t < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "lexer: the automaton stepped to no state");
+        return -1;
+    }
+    if (code < 128) x->rows[(Py_ssize_t)s * 128 + code] = (int32_t)t;
+    return (int32_t)t;
+}
+
+/* the state after ``s`` (mirrored) reads character ``code``, mirrored too; -1 on an error */
+static inline int32_t step(Lexer *x, int32_t s, Py_UCS4 code) {
+    int32_t t = code < 128 ? x->rows[(Py_ssize_t)s * 128 + code] : -1;
+    if (t < 0 && (t = step_slow(x, s, code)) < 0) return -1;
+    if ((t >= x->cap || x->fin[t] == UNMIRRORED) && mirror(x, t) < 0) return -1;
+    return t;
+}
+
+static int live_under(const Lexer *x, int32_t s, const uint64_t *allowed) {
+    const uint64_t *a = x->lv + (Py_ssize_t)s * x->W;
+    for (Py_ssize_t k = 0; k < x->W; k++)
+        if (a[k] & allowed[k]) return 1;
+    return 0;
+}
+
+/* the terminals allowed after (parser, layout), as words (kept in the cache: valid until the next
+ * call) */
+static const uint64_t *allowed(Lexer *x, PyObject *parser, PyObject *layout) {
+    uint64_t h = (uint64_t)(uintptr_t)parser * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)layout;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    AllowedSlot *slot = &x->slots[(h >> 40) % ALLOWED_SLOTS];
+    if (slot->parser == parser && slot->layout == layout) return x->slot_words + slot->off;
+    PyObject *args[2] = {parser, layout};
+    PyObject *mask = PyObject_Vectorcall(x->allowed_fn, args, 2, NULL);
+    if (!mask) return NULL;
+    int failed = long_words(mask, x->slot_words + slot->off, x->W);
+    Py_DECREF(mask);
+    if (failed) {
+        Py_CLEAR(slot->parser);
+        Py_CLEAR(slot->layout);
+        return NULL;
+    }
+    Py_INCREF(parser);
+    Py_INCREF(layout);
+    Py_XSETREF(slot->parser, parser);
+    Py_XSETREF(slot->layout, layout);
+    return x->slot_words + slot->off;
+}
+
+/* ---- advance ---- */
+
+/* a branch still to read: it owns its references; its guards and allowed words are blocks of the
+ * arenas, pushed in the order the branches are (so the branch popped owns the top blocks) */
+typedef struct {
+    PyObject *parser, *layout, *lexeme;
+    int32_t state;
+    Py_ssize_t i;    /* offset in the text of its next character, where its lexeme's text starts */
+    Py_ssize_t goff; /* guards: gd[goff .. goff + ng) */
+    int32_t ng;
+    Py_ssize_t aoff; /* its allowed words: aw[aoff .. aoff + W), or -1: not worked out yet */
+} Pending;
+
+typedef struct {
+    Pending *p;
+    Py_ssize_t n, cap;
+    int32_t *gd; /* the pending branches' guards */
+    Py_ssize_t gd_n, gd_cap;
+    uint64_t *aw; /* the pending branches' allowed words */
+    Py_ssize_t aw_n, aw_cap;
+    int32_t *cur; /* the guards of the branch being read */
+    Py_ssize_t cur_cap;
+    uint64_t *here; /* the allowed words of the branch being read */
+    Py_ssize_t here_cap;
+} Work;
+
+static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    if (need <= *cap) return 0;
+    Py_ssize_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = PyMem_Realloc(*p, (size_t)n * item);
+    if (!q) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static void work_free(Work *w) {
+    while (w->n > 0) {
+        Pending *b = &w->p[--w->n];
+        Py_CLEAR(b->parser);
+        Py_CLEAR(b->layout);
+        Py_CLEAR(b->lexeme);
+    }
+    PyMem_Free(w->p);
+    PyMem_Free(w->gd);
+    PyMem_Free(w->aw);
+    PyMem_Free(w->cur);
+    PyMem_Free(w->here);
+}
+
+/* the lexeme read so far: ``lexeme + text[begin:end]`` (a new reference) */
+static PyObject *lexeme_upto(PyObject *lexeme, PyObject *text, Py_ssize_t begin, Py_ssize_t end) {
+    if (begin == end) {
+        Py_INCREF(lexeme);
+        return lexeme;
+    }
+    PyObject *piece = PyUnicode_Substring(text, begin, end);
+    if (!piece) return NULL;
+    PyObject *whole = PyUnicode_Concat(lexeme, piece);
+    Py_DECREF(piece);
+    return whole;
+}
+
+static PyObject *guards_tuple(const int32_t *gd, int32_t ng) {
+    PyObject *t = PyTuple_New(ng);
+    if (!t) return NULL;
+    for (int32_t k = 0; k < ng; k++) {
+        PyObject *v = PyLong_FromLong(gd[k]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, k, v);
+    }
+    return t;
+}
+
+/* branch ``b``'s symbol, ``lexeme + text[begin:i]`` in ``state``, ends before character ``code``
+ * at ``i``: push the branch that starts a new symbol with it, if the layer takes the one that
+ * ended and the new one can still become an allowed terminal; its guards are the reading
+ * branch's ``ng`` (in ``w->cur``) and ``nxt``, where the ended symbol would have gone on */
+static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObject *text, Py_ssize_t begin,
+                      Py_ssize_t i, Py_UCS4 code, int32_t nxt, int32_t ng) {
+    PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, i);
+    PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
+    PyObject *ended = NULL;
+    if (sobj) {
+        PyObject *args[4] = {b->parser, b->layout, sobj, lexeme};
+        ended = PyObject_Vectorcall(x->end_fn, args, 4, NULL);
+    }
+    Py_XDECREF(sobj);
+    Py_XDECREF(lexeme);
+    if (!ended) return -1;
+    if (ended == Py_None) {
+        Py_DECREF(ended);
+        return 0;
+    }
+    int rc = -1;
+    if (!PyTuple_Check(ended) || PyTuple_GET_SIZE(ended) != 2) {
+        PyErr_SetString(PyExc_TypeError, "end_symbol must give None or (parser, layout)");
+        goto done;
+    }
+    PyObject *parser2 = PyTuple_GET_ITEM(ended, 0), *layout2 = PyTuple_GET_ITEM(ended, 1);
+    PyObject *start_obj = PyObject_Vectorcall(x->start_fn, &layout2, 1, NULL);
+    if (!start_obj) goto done;
+    long start = PyLong_AsLong(start_obj);
+    Py_DECREF(start_obj);
+    if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) goto done;
+    int32_t fresh = step(x, (int32_t)start, code);
+    if (fresh < 0) goto done;
+    if (fresh == DEAD) {
+        rc = 0;
+        goto done;
+    }
+    if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) goto done;
+    const uint64_t *after = allowed(x, parser2, layout2);
+    if (!after) goto done;
+    if (!live_under(x, fresh, after)) {
+        rc = 0;
+        goto done;
+    }
+    if (grow((void **)&w->gd, &w->gd_cap, w->gd_n + ng + 1, sizeof(int32_t)) < 0 ||
+        grow((void **)&w->p, &w->cap, w->n + 1, sizeof(Pending)) < 0)
+        goto done;
+    PyObject *first = PyUnicode_FromOrdinal((int)code);
+    if (!first) goto done;
+    memcpy(w->aw + w->aw_n, after, (size_t)x->W * sizeof(uint64_t));
+    Py_ssize_t goff = w->gd_n;
+    memcpy(w->gd + goff, w->cur, (size_t)ng * sizeof(int32_t));
+    int32_t ng2 = ng;
+    if (nxt != DEAD) w->gd[goff + ng2++] = nxt;
+    w->gd_n += ng2;
+    Py_INCREF(parser2);
+    Py_INCREF(layout2);
+    w->p[w->n++] = (Pending){parser2, layout2, first, fresh, i + 1, goff, ng2, w->aw_n};
+    w->aw_n += x->W;
+    rc = 0;
+done:
+    Py_DECREF(ended);
+    return rc;
+}
+
+/* read ``text`` from branch ``b`` (popped: its blocks are the arenas' top, taken here, and its
+ * references are the caller's to drop); the survivor, if it lives, appended to ``out`` */
+static int read_branch(Lexer *x, Work *w, const Pending *b, PyObject *text, PyObject *out) {
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int32_t ng = b->ng;
+    if (grow((void **)&w->cur, &w->cur_cap, ng + 1, sizeof(int32_t)) < 0 ||
+        grow((void **)&w->here, &w->here_cap, x->W, sizeof(uint64_t)) < 0)
+        return -1;
+    memcpy(w->cur, w->gd + b->goff, (size_t)ng * sizeof(int32_t));
+    w->gd_n = b->goff;
+    if (b->aoff >= 0) {
+        memcpy(w->here, w->aw + b->aoff, (size_t)x->W * sizeof(uint64_t));
+        w->aw_n = b->aoff;
+    } else { /* (copied: the cache may change while this branch reads) */
+        const uint64_t *a = allowed(x, b->parser, b->layout);
+        if (!a) return -1;
+        memcpy(w->here, a, (size_t)x->W * sizeof(uint64_t));
+    }
+    Py_ssize_t i = b->i, begin = b->i;
+    int32_t state = b->state, tested = -1;
+    while (i < n) {
+        Py_UCS4 code = PyUnicode_READ(kind, data, i);
+        if (ng) {
+            int32_t nk = 0;
+            for (int32_t k = 0; k < ng; k++) {
+                int32_t g2 = step(x, w->cur[k], code);
+                if (g2 < 0) return -1;
+                if (g2 == DEAD) continue;
+                if (x->fin[g2]) return 0; /* a guard saw a longer match: this branch is wrong */
+                w->cur[nk++] = g2;
+            }
+            ng = nk;
+        }
+        int32_t nxt = step(x, state, code);
+        if (nxt < 0) return -1;
+        /* the symbol in progress ended before the character, which starts a new one (unless
+         * the lexeme and the character are themselves a lexeme: longest match goes on) */
+        if (x->fin[state] && !x->fin[nxt] && end_symbol(x, w, b, state, text, begin, i, code, nxt, ng) < 0)
+            return -1;
+        /* the symbol in progress goes on with the character (a state met again skips the test) */
+        if (nxt != tested) {
+            if (nxt == DEAD || !live_under(x, nxt, w->here)) return 0;
+            tested = nxt;
+        }
+        state = nxt;
+        i++;
+    }
+    PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, n);
+    PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
+    PyObject *guards = sobj ? guards_tuple(w->cur, ng) : NULL;
+    PyObject *survivor = guards ? PyTuple_Pack(5, b->parser, b->layout, sobj, lexeme, guards) : NULL;
+    Py_XDECREF(lexeme);
+    Py_XDECREF(sobj);
+    Py_XDECREF(guards);
+    if (!survivor) return -1;
+    int failed = PyList_Append(out, survivor);
+    Py_DECREF(survivor);
+    return failed;
+}
+
+static PyObject *lexer_advance(Lexer *x, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "advance(branches: list, text: str)");
+        return NULL;
+    }
+    PyObject *branches = args[0], *text = args[1];
+    Work w;
+    memset(&w, 0, sizeof(w));
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(branches);
+    if (grow((void **)&w.p, &w.cap, count, sizeof(Pending)) < 0) goto fail;
+    for (Py_ssize_t k = count - 1; k >= 0; k--) { /* (reversed: the first is read first) */
+        PyObject *br = PyList_GET_ITEM(branches, k), *guards;
+        if (!PyTuple_Check(br) || PyTuple_GET_SIZE(br) != 5 || !PyUnicode_Check(PyTuple_GET_ITEM(br, 3)) ||
+            !PyTuple_Check(guards = PyTuple_GET_ITEM(br, 4))) {
+            PyErr_SetString(PyExc_TypeError, "a branch must be (parser, layout, state, lexeme: str, guards: tuple)");
+            goto fail;
+        }
+        long state = PyLong_AsLong(PyTuple_GET_ITEM(br, 2));
+        if ((state == -1 && PyErr_Occurred()) || mirror(x, state) < 0) goto fail;
+        Py_ssize_t ng = PyTuple_GET_SIZE(guards);
+        if (grow((void **)&w.gd, &w.gd_cap, w.gd_n + ng, sizeof(int32_t)) < 0) goto fail;
+        for (Py_ssize_t j = 0; j < ng; j++) {
+            long g = PyLong_AsLong(PyTuple_GET_ITEM(guards, j));
+            if ((g == -1 && PyErr_Occurred()) || mirror(x, g) < 0) goto fail;
+            w.gd[w.gd_n + j] = (int32_t)g;
+        }
+        Pending p = {PyTuple_GET_ITEM(br, 0), PyTuple_GET_ITEM(br, 1), PyTuple_GET_ITEM(br, 3),
+                     (int32_t)state, 0, w.gd_n, (int32_t)ng, -1};
+        Py_INCREF(p.parser);
+        Py_INCREF(p.layout);
+        Py_INCREF(p.lexeme);
+        w.p[w.n++] = p;
+        w.gd_n += ng;
+    }
+    while (w.n > 0) {
+        Pending b = w.p[--w.n];
+        int failed = read_branch(x, &w, &b, text, out);
+        Py_DECREF(b.parser);
+        Py_DECREF(b.layout);
+        Py_DECREF(b.lexeme);
+        if (failed) goto fail;
+    }
+    work_free(&w);
+    return out;
+fail:
+    work_free(&w);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ---- the type ---- */
+
+static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
+    PyObject *layer;
+    Py_ssize_t W;
+    static char *names[] = {"layer", "words", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "On", names, &layer, &W)) return -1;
+    if (W < 1) {
+        PyErr_SetString(PyExc_ValueError, "Lexer: words must be at least 1");
+        return -1;
+    }
+    if (x->cap) {
+        PyErr_SetString(PyExc_RuntimeError, "Lexer: initialised once");
+        return -1;
+    }
+    x->W = W;
+    PyObject *dfa = PyObject_GetAttrString(layer, "dfa");
+    if (!dfa) return -1;
+    x->allowed_fn = PyObject_GetAttrString(layer, "allowed");
+    x->end_fn = PyObject_GetAttrString(layer, "end_symbol");
+    x->start_fn = PyObject_GetAttrString(layer, "lex_start");
+    x->step_fn = PyObject_GetAttrString(dfa, "step");
+    x->trans = PyObject_GetAttrString(dfa, "trans");
+    x->ascii_trans = PyObject_GetAttrString(dfa, "ascii_trans");
+    x->final = PyObject_GetAttrString(dfa, "final");
+    x->live = PyObject_GetAttrString(dfa, "live");
+    Py_DECREF(dfa);
+    if (!x->allowed_fn || !x->end_fn || !x->start_fn || !x->step_fn || !x->trans || !x->ascii_trans ||
+        !x->final || !x->live)
+        return -1;
+    if (!PyList_Check(x->trans) || !PyList_Check(x->ascii_trans) || !PyList_Check(x->final) ||
+        !PyList_Check(x->live)) {
+        PyErr_SetString(PyExc_TypeError, "Lexer: the automaton's tables must be lists");
+        return -1;
+    }
+    x->slot_words = PyMem_Calloc((size_t)(ALLOWED_SLOTS * W), sizeof(uint64_t));
+    if (!x->slot_words) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < ALLOWED_SLOTS; k++) x->slots[k].off = k * W;
+    return mirror(x, DEAD);
+}
+
+static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
+    Py_VISIT(x->allowed_fn);
+    Py_VISIT(x->end_fn);
+    Py_VISIT(x->start_fn);
+    Py_VISIT(x->step_fn);
+    Py_VISIT(x->trans);
+    Py_VISIT(x->ascii_trans);
+    Py_VISIT(x->final);
+    Py_VISIT(x->live);
+    for (Py_ssize_t k = 0; k < ALLOWED_SLOTS; k++) {
+        Py_VISIT(x->slots[k].parser);
+        Py_VISIT(x->slots[k].layout);
+    }
+    return 0;
+}
+
+static int lexer_clear(Lexer *x) {
+    Py_CLEAR(x->allowed_fn);
+    Py_CLEAR(x->end_fn);
+    Py_CLEAR(x->start_fn);
+    Py_CLEAR(x->step_fn);
+    Py_CLEAR(x->trans);
+    Py_CLEAR(x->ascii_trans);
+    Py_CLEAR(x->final);
+    Py_CLEAR(x->live);
+    for (Py_ssize_t k = 0; k < ALLOWED_SLOTS; k++) {
+        Py_CLEAR(x->slots[k].parser);
+        Py_CLEAR(x->slots[k].layout);
+    }
+    return 0;
+}
+
+static void lexer_dealloc(Lexer *x) {
+    PyObject_GC_UnTrack(x);
+    lexer_clear(x);
+    PyMem_Free(x->rows);
+    PyMem_Free(x->fin);
+    PyMem_Free(x->lv);
+    PyMem_Free(x->slot_words);
+    Py_TYPE(x)->tp_free((PyObject *)x);
+}
+
+static PyMethodDef lexer_methods[] = {
+    {"advance", (PyCFunction)(void (*)(void))lexer_advance, METH_FASTCALL,
+     "advance(branches, text) -> the surviving branches (lexer.py's advance for this layer)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject LexerType = {
+    PyVarObject_HEAD_INIT(NULL, 0) /* (the macro ends in a comma) */
+    .tp_name = "fimconstrain.engine._lexer.Lexer",
+    .tp_basicsize = sizeof(Lexer),
+    .tp_dealloc = (destructor)lexer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Lexer(layer, words): the branching lexer over one layer (lexer.py's advance).",
+    .tp_traverse = (traverseproc)lexer_traverse,
+    .tp_clear = (inquiry)lexer_clear,
+    .tp_methods = lexer_methods,
+    .tp_init = (initproc)lexer_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lexer",
+                                    "The branching incremental lexer in C (see lexer.py).", -1, NULL,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__lexer(void) {
+    if (PyType_Ready(&LexerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&LexerType);
+    if (PyModule_AddObject(m, "Lexer", (PyObject *)&LexerType) < 0 ||
+        PyModule_AddIntConstant(m, "ABI", LEXER_ABI) < 0) {
+        Py_DECREF(&LexerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
