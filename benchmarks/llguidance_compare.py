@@ -4,6 +4,7 @@
     pip install llguidance
     python benchmarks/llguidance_compare.py                 # 49,152-token BPE, 6 stdlib files
     python benchmarks/llguidance_compare.py --vocab-size 8192 --limit 3
+    python benchmarks/llguidance_compare.py --model qwen2.5-coder-0.5b   # Qwen's 151,936 tokens
 
 llguidance reads Lark grammars but has no indentation post-lexer and no context-dependent
 ignoring of newlines, so ``grammars/python.lark`` is adapted mechanically (see
@@ -11,7 +12,9 @@ ignoring of newlines, so ``grammars/python.lark`` is adapted mechanically (see
 statements: any indentation passes), and between brackets every terminal may be preceded by an
 optional newline lexeme (blank lines and comments included), which is how Python's implicit line
 joining is expressed without a post-lexer; NAME excludes the hard keywords with llguidance's
-``& ~`` regex operators (the engine's layer does that). ``no_forcing`` is set so that llguidance answers with
+``& ~`` regex operators (the engine's layer does that); lexing modes are beyond it too, so an
+f-string (or t-string) is one lexeme, a string with the prefix, as before 3.12 (llguidance then
+does not parse its replacement fields). ``no_forcing`` is set so that llguidance answers with
 a mask at every step. Per step both masks are taken before the file's next token; the tokens
 where they differ are judged by the exact checker (``checker.feed``).
 """
@@ -42,10 +45,14 @@ from tokenizer_training import SPECIAL_TOKENS, stdlib_tokenizer
 import fimconstrain
 from fimconstrain.decoding.masks.store import MaskStore, unpack
 from fimconstrain.decoding.tokens.token_bytes import split_utf8, token_steps, vocabulary
-from fimconstrain.engine.automata.grammar import load_builtin
+from fimconstrain.engine.automata.grammar import apply_version_gates, load_builtin
+from fimconstrain.engine.versions import NEWEST
 
+#: the Python version both sides read (the checker's default, the newest)
+VERSION = NEWEST
 OPENERS, CLOSERS = {'"("', '"["', '"{"'}, {'")"', '"]"', '"}"'}
 NEWLINE_IN_BRACKETS = "_BNL"
+WHOLE_FSTRING = "FSTRING_WHOLE"
 #: llguidance's default limits (50,000 Earley items per mask) stop at the first statement of a
 #: file with this grammar and a 49k vocabulary; these let it run (and cost it time).
 #: differing tokens judged by the exact checker per judged step and side (a random sample)
@@ -64,14 +71,18 @@ def llguidance_grammar(start: str = "file_input") -> str:
     from lark.load_grammar import load_grammar
 
     text = (Path(__file__).resolve().parents[1] / "grammars" / "python.lark").read_text("utf-8")
-    lark_grammar, _ = load_grammar(text, "python.lark", [], False)
+    lark_grammar, _ = load_grammar(apply_version_gates(text, VERSION), "python.lark", [], False)
     trees = {name: tree for name, _params, tree, _options in lark_grammar.rule_defs}
     writer = _RuleWriter(trees, Tree)
     rules = writer.write(start)
-    terms = {t.name: t for t in load_builtin("python", start).terminals}
+    terms = {t.name: t for t in load_builtin("python", start, VERSION).terminals}
     lines = ['%llguidance {"no_forcing": true}', f"start: {start}", *rules]
-    for name in ("NUMBER", "STRING", "BYTES", "_NEWLINE"):
+    defined = {"NAME", WHOLE_FSTRING, NEWLINE_IN_BRACKETS}
+    for name in sorted({"STRING", "_NEWLINE", *writer.terminals} - defined):
         lines.append(f"{name}: /{_regex(terms[name].pattern)}/")
+    # An f-string (or t-string) is one lexeme, a string with the prefix (as before 3.12).
+    prefixes = "(?:[fFtT]|[fFtT][rR]|[rR][fFtT])"
+    lines.append(f"{WHOLE_FSTRING}: /{_regex(terms['STRING'].pattern.replace('(?:[rRuU])?', prefixes, 1))}/")
     # A hard keyword is never a name (the engine's layer says so; here the regex does).
     lines.append(f"NAME: /{_regex(terms['NAME'].pattern)}/ & ~HARD_KEYWORD")
     lines.append("HARD_KEYWORD: " + " | ".join(json.dumps(k) for k in keyword.kwlist))
@@ -95,6 +106,8 @@ class _RuleWriter:
         self.trees, self.Tree = trees, tree_class
         self.todo: list[tuple[str, bool]] = []
         self.seen: set[tuple[str, bool]] = set()
+        #: the named terminals the rules use
+        self.terminals: set[str] = set()
 
     def write(self, start: str) -> list[str]:
         out = []
@@ -132,8 +145,11 @@ class _RuleWriter:
             text = str(item.children[0])
         elif item.name in ("_INDENT", "_DEDENT"):
             return ""
+        elif item.name in ("fstring", "tstring"):
+            text = WHOLE_FSTRING
         elif item.name.lstrip("_").isupper():
             text = item.name
+            self.terminals.add(text)
         else:
             return self.ref(item.name, bracket)
         return f"{NEWLINE_IN_BRACKETS}? {text}" if bracket else text
@@ -177,14 +193,16 @@ class Compare:
         import llguidance
         import llguidance.numpy as llg_numpy
 
-        self.tokenizer, self.store = tokenizer, store
+        #: the raw ``tokenizers`` one, which encodes a file as the model's tokens with no specials
+        self.tokenizer = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        self.store = store
         self.vocab = vocabulary(tokenizer)
         self.size = self.vocab.size
         self.matcher = llguidance.LLMatcher(
             llg_tokenizer, grammar, log_level=0, limits=llguidance.LLParserLimits(**LIMITS)
         )
         self.fill = llg_numpy.fill_next_token_bitmask
-        self.bitmask = llg_numpy.allocate_token_bitmask(1, llg_tokenizer.vocab_size)
+        self.bitmask = llg_numpy.allocate_token_bitmask(1, max(llg_tokenizer.vocab_size, self.size))
         # Compared: tokens whose bytes are whole UTF-8 characters. llguidance works on bytes, the
         # checker on decoded text (a stray byte is U+FFFD to it), so byte fragments are not compared.
         self.compared = np.array([p is not None and _whole_utf8(p) for p in self.vocab.pieces])
@@ -305,6 +323,11 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=1500, help="decoding steps per file")
     p.add_argument("--examples", type=int, default=12, help="examples of differing masks to keep")
     p.add_argument(
+        "--model",
+        help="a model's tokenizer instead of the stdlib BPE (a known model's name such as "
+        "qwen2.5-coder-0.5b, fetched; a .gguf file; a checkpoint folder)",
+    )
+    p.add_argument(
         "--judge-every",
         type=int,
         default=5,
@@ -319,9 +342,14 @@ def main() -> None:
         from transformers import PreTrainedTokenizerFast
     except ImportError as exc:
         sys.exit(f"needs llguidance and transformers ({exc}); pip install llguidance")
-    tokenizer = stdlib_tokenizer(args.vocab_size)
+    if args.model:
+        from fimconstrain.decoding.models.loading import load_tokenizer
+
+        tokenizer = hf = load_tokenizer(args.model)[0]
+    else:
+        tokenizer = stdlib_tokenizer(args.vocab_size)
+        hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=SPECIAL_TOKENS[0])
     store = MaskStore.load_or_build(tokenizer, progress=show)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=SPECIAL_TOKENS[0])
     llg_tokenizer = llguidance.hf.from_tokenizer(hf)
     grammar_text = llguidance_grammar()
     (RESULTS_DIR / "python_llguidance.lark").write_text(grammar_text, encoding="utf-8")
@@ -376,12 +404,13 @@ def main() -> None:
                 f"  {name}: ...{row['context'][-30:]!r} -> {row['sample'][:4]} "
                 f"(exact accepts {row['exact_accepts']} of {row['judged']} judged)"
             )
-    name = "llguidance_compare" + (f"_{args.vocab_size}" if args.vocab_size != 49152 else "")
+    name = "llguidance_compare" + (f"_{cmp.size}" if args.model or args.vocab_size != 49152 else "")
     out = write_results(
         name,
         args,
         {
             "llguidance_version": llguidance.__version__,
+            "tokenizer": {"model": args.model, "vocab_size": cmp.size},
             "limits": LIMITS,
             "steps": steps,
             "ratio_mean": ratio,

@@ -5,8 +5,8 @@
  * (each state's ASCII row, whether it accepts, the terminals it may still become as 64-bit words),
  * filled as states are met and rows refreshed where the automaton has not stepped yet, so that a
  * character inside a symbol costs an array read and, where the state changes, a word test: no
- * boxed int, no big-int AND, no tuple. Where a symbol ends the layer's Python answers
- * (``end_symbol``, ``lex_start``, ``allowed``: bound once, called by vectorcall), and the terminals
+ * boxed int, no big-int AND, no tuple. Where a symbol ends the layer answers in one call
+ * (``end_and_next``: ``end_symbol``, ``lex_start`` and ``allowed``; bound once), and the terminals
  * a (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
  * text usually starts where the last one stopped.
  *
@@ -19,7 +19,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
-#define LEXER_ABI 1
+#define LEXER_ABI 2
 
 #define DEAD 0
 #define UNMIRRORED 2 /* ``fin`` of a state not read from the automaton yet */
@@ -32,7 +32,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *allowed_fn, *end_fn, *start_fn, *step_fn; /* the layer's and the automaton's, bound */
+    PyObject *allowed_fn, *end_fn, *step_fn; /* the layer's and the automaton's, bound */
     PyObject *trans, *ascii_trans, *final, *live;       /* the automaton's lists */
     Py_ssize_t W;                                       /* 64-bit words of a terminal mask */
     Py_ssize_t cap;                                     /* states the mirror has room for */
@@ -301,15 +301,12 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         return 0;
     }
     int rc = -1;
-    if (!PyTuple_Check(ended) || PyTuple_GET_SIZE(ended) != 2) {
-        PyErr_SetString(PyExc_TypeError, "end_symbol must give None or (parser, layout)");
+    if (!PyTuple_Check(ended) || PyTuple_GET_SIZE(ended) != 4) {
+        PyErr_SetString(PyExc_TypeError, "end_and_next must give None or (parser, layout, start, allowed)");
         goto done;
     }
     PyObject *parser2 = PyTuple_GET_ITEM(ended, 0), *layout2 = PyTuple_GET_ITEM(ended, 1);
-    PyObject *start_obj = PyObject_Vectorcall(x->start_fn, &layout2, 1, NULL);
-    if (!start_obj) goto done;
-    long start = PyLong_AsLong(start_obj);
-    Py_DECREF(start_obj);
+    long start = PyLong_AsLong(PyTuple_GET_ITEM(ended, 2));
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) goto done;
     int32_t fresh = step(x, (int32_t)start, code);
     if (fresh < 0) goto done;
@@ -318,8 +315,8 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         goto done;
     }
     if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) goto done;
-    const uint64_t *after = allowed(x, parser2, layout2);
-    if (!after) goto done;
+    uint64_t *after = w->aw + w->aw_n;
+    if (long_words(PyTuple_GET_ITEM(ended, 3), after, x->W) < 0) goto done;
     if (!live_under(x, fresh, after)) {
         rc = 0;
         goto done;
@@ -329,7 +326,6 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         goto done;
     PyObject *first = PyUnicode_FromOrdinal((int)code);
     if (!first) goto done;
-    memcpy(w->aw + w->aw_n, after, (size_t)x->W * sizeof(uint64_t));
     Py_ssize_t goff = w->gd_n;
     memcpy(w->gd + goff, w->cur, (size_t)ng * sizeof(int32_t));
     int32_t ng2 = ng;
@@ -478,15 +474,14 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     PyObject *dfa = PyObject_GetAttrString(layer, "dfa");
     if (!dfa) return -1;
     x->allowed_fn = PyObject_GetAttrString(layer, "allowed");
-    x->end_fn = PyObject_GetAttrString(layer, "end_symbol");
-    x->start_fn = PyObject_GetAttrString(layer, "lex_start");
+    x->end_fn = PyObject_GetAttrString(layer, "end_and_next");
     x->step_fn = PyObject_GetAttrString(dfa, "step");
     x->trans = PyObject_GetAttrString(dfa, "trans");
     x->ascii_trans = PyObject_GetAttrString(dfa, "ascii_trans");
     x->final = PyObject_GetAttrString(dfa, "final");
     x->live = PyObject_GetAttrString(dfa, "live");
     Py_DECREF(dfa);
-    if (!x->allowed_fn || !x->end_fn || !x->start_fn || !x->step_fn || !x->trans || !x->ascii_trans ||
+    if (!x->allowed_fn || !x->end_fn || !x->step_fn || !x->trans || !x->ascii_trans ||
         !x->final || !x->live)
         return -1;
     if (!PyList_Check(x->trans) || !PyList_Check(x->ascii_trans) || !PyList_Check(x->final) ||
@@ -506,7 +501,6 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
 static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
     Py_VISIT(x->allowed_fn);
     Py_VISIT(x->end_fn);
-    Py_VISIT(x->start_fn);
     Py_VISIT(x->step_fn);
     Py_VISIT(x->trans);
     Py_VISIT(x->ascii_trans);
@@ -522,7 +516,6 @@ static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
 static int lexer_clear(Lexer *x) {
     Py_CLEAR(x->allowed_fn);
     Py_CLEAR(x->end_fn);
-    Py_CLEAR(x->start_fn);
     Py_CLEAR(x->step_fn);
     Py_CLEAR(x->trans);
     Py_CLEAR(x->ascii_trans);

@@ -147,11 +147,8 @@ def test_an_error_in_the_layer_comes_out():
         def allowed(self, parser, layout):
             return layer.allowed(parser, layout)
 
-        def end_symbol(self, parser, layout, state, text):
+        def end_and_next(self, parser, layout, state, text):
             raise RuntimeError(f"end of {text!r}")
-
-        def lex_start(self, layout):
-            return layer.lex_start(layout)
 
     c = native.lexer_extension().Lexer(Failing(), (layer.grammar.n_terminals + 63) // 64)
     with pytest.raises(RuntimeError, match="end of '\\\\n\\\\n'"):

@@ -154,6 +154,17 @@ class BaseLayer(ABC, Generic[LayoutT]):
         after = self.recognizer.scan(parser, self.terminal_ids(mask))
         return None if after is None else (after, layout)
 
+    def end_and_next(
+        self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str
+    ) -> tuple[EarleySet, LayoutT, int, int] | None:
+        """:meth:`end_symbol`, with the lexer state the next symbol starts from
+        (:meth:`lex_start`) and the terminals allowed after it (:meth:`allowed`)."""
+        ended = self.end_symbol(parser, layout, lexeme_state, text)
+        if ended is None:
+            return None
+        after, layout_after = ended
+        return after, layout_after, self.lex_start(layout_after), self.allowed(after, layout_after)
+
     def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
         """Never: this layer's :meth:`end_symbol` reads the lexer state, not the text (a
         layer whose ``end_symbol`` reads the text says where, or the vocabulary walk answers

@@ -177,6 +177,13 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         """Feed the symbol that just ended; return ``(parser, layout)`` or None if rejected."""
         ...
 
+    def end_and_next(
+        self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str
+    ) -> tuple[EarleySet, LayoutT, int, int] | None:
+        """:meth:`end_symbol`, with :meth:`lex_start` and :meth:`allowed` after it: what the C
+        lexer (``_lexer.c``) asks where a symbol ends, in one call."""
+        ...
+
     def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
         """Whether :meth:`end_symbol` here may answer differently for two ASCII texts that
         both end in ``lexeme_state`` (when not, the vocabulary walk asks once for them all)."""
