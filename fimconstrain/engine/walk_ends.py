@@ -42,15 +42,18 @@ class WalkEnds:
         #: lexer states a symbol started from that the dense automaton does not have yet
         self.unknown: set[int] = set()
 
-    def context(self, parser: EarleySet, layout: Any) -> int:
-        """The id of context (``parser``, ``layout``), numbered on first sight."""
+    def context(self, parser: EarleySet, layout: Any, allowed: int = -1) -> int:
+        """The id of context (``parser``, ``layout``), numbered on first sight; ``allowed``: its
+        terminals, where the caller has them (-1: asked of the layer)."""
         key = (parser.signature(), layout)
         known = self.context_ids.get(key)
         if known is not None:
             return known
         c = self.context_ids[key] = len(self.contexts)
         self.contexts.append((parser, layout))
-        self.allowed.append(self.layer.allowed(parser, layout).to_bytes(self.nbytes, "little"))
+        if allowed < 0:
+            allowed = self.layer.allowed(parser, layout)
+        self.allowed.append(allowed.to_bytes(self.nbytes, "little"))
         return c
 
     def on_end(self, ctx: int, q: int, text: str) -> EndReply:
@@ -60,13 +63,13 @@ class WalkEnds:
         parser, layout = self.contexts[ctx]
         sid = self.sids[q]
         free = not layer.end_reads_text(parser, layout, sid)
-        ended = layer.end_symbol(parser, layout, sid, text)
+        ended = layer.end_and_next(parser, layout, sid, text)
         if ended is None:
             return None, free
-        start = layer.lex_start(ended[1])
+        after, layout_after, start, allowed = ended
         d = self.dense_of.get(start)
         if d is None:
             self.unknown.add(start)
             return -2, free
-        c = self.context(ended[0], ended[1])
+        c = self.context(after, layout_after, allowed)
         return (c, d, self.allowed[c]), free

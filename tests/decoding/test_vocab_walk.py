@@ -178,7 +178,7 @@ def test_an_error_where_a_symbol_ends_comes_out_of_the_walk(codec, monkeypatch):
     def failing(*args):
         raise Stop
 
-    monkeypatch.setattr(layer, "end_symbol", failing, raising=False)
+    monkeypatch.setattr(layer, "end_and_next", failing, raising=False)
     with pytest.raises(Stop):
         walk.walk(checker, NATIVE)
     monkeypatch.undo()
