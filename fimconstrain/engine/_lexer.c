@@ -6,8 +6,12 @@
  * filled as states are met and rows refreshed where the automaton has not stepped yet, so that a
  * character inside a symbol costs an array read and, where the state changes, a word test: no
  * boxed int, no big-int AND, no tuple. Where a symbol ends the layer answers in one call
- * (``end_and_next``: ``end_symbol``, ``lex_start`` and ``allowed``; bound once), and the terminals
- * a (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
+ * (``end_and_next``: ``end_symbol``, ``lex_start`` and ``allowed``; bound once), except where
+ * its first answers can be told here: nothing the parser takes (the symbol's terminals, the
+ * layer's ``token_mask`` per state, against the allowed ones), or a terminal the parser ignores
+ * (a space, a comment) in a layout the layer says such a symbol leaves as it is
+ * (``ignore_unchanged``, kept by value with the layout's ``lex_start``). The terminals a
+ * (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
  * text usually starts where the last one stopped.
  *
  * Plain C99 on the CPython API, like _walk.c and _earley.c; lexer.py's ``advance`` is the
@@ -19,11 +23,12 @@
 #include <string.h>
 
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
-#define LEXER_ABI 2
+#define LEXER_ABI 3
 
 #define DEAD 0
 #define UNMIRRORED 2 /* ``fin`` of a state not read from the automaton yet */
 #define ALLOWED_SLOTS 256
+#define LAYOUT_SLOTS 64
 
 typedef struct {
     PyObject *parser, *layout; /* strong references (NULL: empty slot) */
@@ -31,14 +36,26 @@ typedef struct {
 } AllowedSlot;
 
 typedef struct {
+    PyObject *layout; /* a strong reference (NULL: empty slot) */
+    Py_hash_t hash;   /* its hash */
+    int unchanged;    /* the layer's ignore_unchanged(layout) */
+    int32_t start;    /* its lex_start(layout) */
+} LayoutSlot;
+
+typedef struct {
     PyObject_HEAD
     PyObject *allowed_fn, *end_fn, *step_fn; /* the layer's and the automaton's, bound */
+    PyObject *token_mask_fn, *unchanged_fn, *start_fn;
     PyObject *trans, *ascii_trans, *final, *live;       /* the automaton's lists */
     Py_ssize_t W;                                       /* 64-bit words of a terminal mask */
     Py_ssize_t cap;                                     /* states the mirror has room for */
     int32_t *rows;                                      /* [cap][128]: next state, -1 not known */
     uint8_t *fin;                                       /* [cap]: accepts (0/1), or UNMIRRORED */
     uint64_t *lv;                                       /* [cap][W]: terminals still reachable */
+    uint64_t *tm;                                       /* [cap][W]: what a lexeme ended there may be */
+    uint8_t *tm_known;                                  /* [cap]: whether ``tm`` has it yet */
+    uint64_t *ignore;                                   /* [W]: the terminals the parser ignores */
+    LayoutSlot layouts[LAYOUT_SLOTS];
     AllowedSlot slots[ALLOWED_SLOTS];
     uint64_t *slot_words; /* [ALLOWED_SLOTS][W] */
 } Lexer;
@@ -97,11 +114,16 @@ static int mirror(Lexer *x, Py_ssize_t s) {
         if (fin) x->fin = fin;
         uint64_t *lv = PyMem_Realloc(x->lv, (size_t)(n * x->W) * sizeof(uint64_t));
         if (lv) x->lv = lv;
-        if (!rows || !fin || !lv) {
+        uint64_t *tm = PyMem_Realloc(x->tm, (size_t)(n * x->W) * sizeof(uint64_t));
+        if (tm) x->tm = tm;
+        uint8_t *tm_known = PyMem_Realloc(x->tm_known, (size_t)n);
+        if (tm_known) x->tm_known = tm_known;
+        if (!rows || !fin || !lv || !tm || !tm_known) {
             PyErr_NoMemory();
             return -1;
         }
         memset(x->fin + x->cap, UNMIRRORED, (size_t)(n - x->cap));
+        memset(x->tm_known + x->cap, 0, (size_t)(n - x->cap));
         x->cap = n;
     }
     if (x->fin[s] != UNMIRRORED) return 0;
@@ -199,6 +221,53 @@ static const uint64_t *allowed(Lexer *x, PyObject *parser, PyObject *layout) {
     return x->slot_words + slot->off;
 }
 
+/* the terminals a lexeme ended in state ``s`` (mirrored) may be: the layer's token_mask */
+static const uint64_t *token_mask(Lexer *x, int32_t s) {
+    uint64_t *words = x->tm + (Py_ssize_t)s * x->W;
+    if (x->tm_known[s]) return words;
+    PyObject *sobj = PyLong_FromLong(s);
+    if (!sobj) return NULL;
+    PyObject *mask = PyObject_Vectorcall(x->token_mask_fn, &sobj, 1, NULL);
+    Py_DECREF(sobj);
+    if (!mask) return NULL;
+    int failed = long_words(mask, x->tm + (Py_ssize_t)s * x->W, x->W); /* (the mirror may have moved) */
+    Py_DECREF(mask);
+    if (failed) return NULL;
+    x->tm_known[s] = 1;
+    return x->tm + (Py_ssize_t)s * x->W;
+}
+
+/* what the layer says of ``layout``: whether an ignored symbol leaves it unchanged, and where a
+ * new symbol starts in it (kept by value, in a small cache that holds the layout: a layer may
+ * build equal layouts anew at every symbol's end) */
+static const LayoutSlot *layout_of(Lexer *x, PyObject *layout) {
+    Py_hash_t hash = PyObject_Hash(layout);
+    if (hash == -1) return NULL;
+    LayoutSlot *slot = &x->layouts[((uint64_t)hash * 0x9E3779B97F4A7C15ULL >> 40) % LAYOUT_SLOTS];
+    if (slot->layout == layout) return slot;
+    if (slot->layout && slot->hash == hash) {
+        int same = PyObject_RichCompareBool(slot->layout, layout, Py_EQ);
+        if (same < 0) return NULL;
+        if (same) return slot;
+    }
+    PyObject *unchanged = PyObject_Vectorcall(x->unchanged_fn, &layout, 1, NULL);
+    if (!unchanged) return NULL;
+    int is = PyObject_IsTrue(unchanged);
+    Py_DECREF(unchanged);
+    if (is < 0) return NULL;
+    PyObject *start_obj = PyObject_Vectorcall(x->start_fn, &layout, 1, NULL);
+    if (!start_obj) return NULL;
+    long start = PyLong_AsLong(start_obj);
+    Py_DECREF(start_obj);
+    if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) return NULL;
+    Py_INCREF(layout);
+    Py_XSETREF(slot->layout, layout);
+    slot->hash = hash;
+    slot->unchanged = is;
+    slot->start = (int32_t)start;
+    return slot;
+}
+
 /* ---- advance ---- */
 
 /* a branch still to read: it owns its references; its guards and allowed words are blocks of the
@@ -280,12 +349,57 @@ static PyObject *guards_tuple(const int32_t *gd, int32_t ng) {
     return t;
 }
 
+/* (``after`` may be the top of ``w->aw`` itself, grown for it already: the grow below moves
+ * nothing then) push the branch that starts a new symbol with character ``code`` at ``i`` after a symbol ended
+ * into (``parser``, ``layout``), where symbols start in lexer state ``start`` and ``after`` are
+ * the terminals allowed, if that symbol can still become one of them; its guards are the reading
+ * branch's ``ng`` (in ``w->cur``) and ``nxt``, where the ended symbol would have gone on */
+static int push_ended(Lexer *x, Work *w, PyObject *parser, PyObject *layout, int32_t start,
+                      const uint64_t *after, Py_ssize_t i, Py_UCS4 code, int32_t nxt, int32_t ng) {
+    int32_t fresh = step(x, start, code);
+    if (fresh < 0) return -1;
+    if (fresh == DEAD || !live_under(x, fresh, after)) return 0;
+    if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0 ||
+        grow((void **)&w->gd, &w->gd_cap, w->gd_n + ng + 1, sizeof(int32_t)) < 0 ||
+        grow((void **)&w->p, &w->cap, w->n + 1, sizeof(Pending)) < 0)
+        return -1;
+    PyObject *first = PyUnicode_FromOrdinal((int)code);
+    if (!first) return -1;
+    memmove(w->aw + w->aw_n, after, (size_t)x->W * sizeof(uint64_t));
+    Py_ssize_t goff = w->gd_n;
+    memcpy(w->gd + goff, w->cur, (size_t)ng * sizeof(int32_t));
+    int32_t ng2 = ng;
+    if (nxt != DEAD) w->gd[goff + ng2++] = nxt;
+    w->gd_n += ng2;
+    Py_INCREF(parser);
+    Py_INCREF(layout);
+    w->p[w->n++] = (Pending){parser, layout, first, fresh, i + 1, goff, ng2, w->aw_n};
+    w->aw_n += x->W;
+    return 0;
+}
+
 /* branch ``b``'s symbol, ``lexeme + text[begin:i]`` in ``state``, ends before character ``code``
  * at ``i``: push the branch that starts a new symbol with it, if the layer takes the one that
  * ended and the new one can still become an allowed terminal; its guards are the reading
  * branch's ``ng`` (in ``w->cur``) and ``nxt``, where the ended symbol would have gone on */
 static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObject *text, Py_ssize_t begin,
                       Py_ssize_t i, Py_UCS4 code, int32_t nxt, int32_t ng) {
+    /* what the layer's end_symbol answers first, told here: nothing the parser takes (rejected),
+     * or a terminal it ignores where the layer leaves the parser and layout as they are */
+    const uint64_t *tm = token_mask(x, state);
+    if (!tm) return -1;
+    int takes = 0, ignored = 0;
+    for (Py_ssize_t k = 0; k < x->W; k++) {
+        uint64_t m = tm[k] & w->here[k];
+        takes |= m != 0;
+        ignored |= (m & x->ignore[k]) != 0;
+    }
+    if (!takes) return 0;
+    if (ignored) {
+        const LayoutSlot *slot = layout_of(x, b->layout);
+        if (!slot) return -1;
+        if (slot->unchanged) return push_ended(x, w, b->parser, b->layout, slot->start, w->here, i, code, nxt, ng);
+    }
     PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, i);
     PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
     PyObject *ended = NULL;
@@ -308,34 +422,10 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
     PyObject *parser2 = PyTuple_GET_ITEM(ended, 0), *layout2 = PyTuple_GET_ITEM(ended, 1);
     long start = PyLong_AsLong(PyTuple_GET_ITEM(ended, 2));
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) goto done;
-    int32_t fresh = step(x, (int32_t)start, code);
-    if (fresh < 0) goto done;
-    if (fresh == DEAD) {
-        rc = 0;
-        goto done;
-    }
     if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) goto done;
-    uint64_t *after = w->aw + w->aw_n;
-    if (long_words(PyTuple_GET_ITEM(ended, 3), after, x->W) < 0) goto done;
-    if (!live_under(x, fresh, after)) {
-        rc = 0;
-        goto done;
-    }
-    if (grow((void **)&w->gd, &w->gd_cap, w->gd_n + ng + 1, sizeof(int32_t)) < 0 ||
-        grow((void **)&w->p, &w->cap, w->n + 1, sizeof(Pending)) < 0)
-        goto done;
-    PyObject *first = PyUnicode_FromOrdinal((int)code);
-    if (!first) goto done;
-    Py_ssize_t goff = w->gd_n;
-    memcpy(w->gd + goff, w->cur, (size_t)ng * sizeof(int32_t));
-    int32_t ng2 = ng;
-    if (nxt != DEAD) w->gd[goff + ng2++] = nxt;
-    w->gd_n += ng2;
-    Py_INCREF(parser2);
-    Py_INCREF(layout2);
-    w->p[w->n++] = (Pending){parser2, layout2, first, fresh, i + 1, goff, ng2, w->aw_n};
-    w->aw_n += x->W;
-    rc = 0;
+    if (long_words(PyTuple_GET_ITEM(ended, 3), w->aw + w->aw_n, x->W) < 0) goto done;
+    /* (push_ended copies the words onto themselves) */
+    rc = push_ended(x, w, parser2, layout2, (int32_t)start, w->aw + w->aw_n, i, code, nxt, ng);
 done:
     Py_DECREF(ended);
     return rc;
@@ -475,25 +565,37 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     if (!dfa) return -1;
     x->allowed_fn = PyObject_GetAttrString(layer, "allowed");
     x->end_fn = PyObject_GetAttrString(layer, "end_and_next");
+    x->token_mask_fn = PyObject_GetAttrString(layer, "token_mask");
+    x->unchanged_fn = PyObject_GetAttrString(layer, "ignore_unchanged");
+    x->start_fn = PyObject_GetAttrString(layer, "lex_start");
+    PyObject *ignore = PyObject_GetAttrString(layer, "ignore_mask");
     x->step_fn = PyObject_GetAttrString(dfa, "step");
     x->trans = PyObject_GetAttrString(dfa, "trans");
     x->ascii_trans = PyObject_GetAttrString(dfa, "ascii_trans");
     x->final = PyObject_GetAttrString(dfa, "final");
     x->live = PyObject_GetAttrString(dfa, "live");
     Py_DECREF(dfa);
-    if (!x->allowed_fn || !x->end_fn || !x->step_fn || !x->trans || !x->ascii_trans ||
-        !x->final || !x->live)
+    if (!x->allowed_fn || !x->end_fn || !x->token_mask_fn || !x->unchanged_fn || !x->start_fn || !ignore ||
+        !x->step_fn || !x->trans || !x->ascii_trans || !x->final || !x->live) {
+        Py_XDECREF(ignore);
         return -1;
+    }
     if (!PyList_Check(x->trans) || !PyList_Check(x->ascii_trans) || !PyList_Check(x->final) ||
         !PyList_Check(x->live)) {
         PyErr_SetString(PyExc_TypeError, "Lexer: the automaton's tables must be lists");
+        Py_DECREF(ignore);
         return -1;
     }
     x->slot_words = PyMem_Calloc((size_t)(ALLOWED_SLOTS * W), sizeof(uint64_t));
-    if (!x->slot_words) {
+    x->ignore = PyMem_Calloc((size_t)W, sizeof(uint64_t));
+    if (!x->slot_words || !x->ignore) {
+        Py_DECREF(ignore);
         PyErr_NoMemory();
         return -1;
     }
+    int failed = long_words(ignore, x->ignore, W);
+    Py_DECREF(ignore);
+    if (failed) return -1;
     for (Py_ssize_t k = 0; k < ALLOWED_SLOTS; k++) x->slots[k].off = k * W;
     return mirror(x, DEAD);
 }
@@ -501,6 +603,9 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
 static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
     Py_VISIT(x->allowed_fn);
     Py_VISIT(x->end_fn);
+    Py_VISIT(x->token_mask_fn);
+    Py_VISIT(x->unchanged_fn);
+    Py_VISIT(x->start_fn);
     Py_VISIT(x->step_fn);
     Py_VISIT(x->trans);
     Py_VISIT(x->ascii_trans);
@@ -510,12 +615,16 @@ static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
         Py_VISIT(x->slots[k].parser);
         Py_VISIT(x->slots[k].layout);
     }
+    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) Py_VISIT(x->layouts[k].layout);
     return 0;
 }
 
 static int lexer_clear(Lexer *x) {
     Py_CLEAR(x->allowed_fn);
     Py_CLEAR(x->end_fn);
+    Py_CLEAR(x->token_mask_fn);
+    Py_CLEAR(x->unchanged_fn);
+    Py_CLEAR(x->start_fn);
     Py_CLEAR(x->step_fn);
     Py_CLEAR(x->trans);
     Py_CLEAR(x->ascii_trans);
@@ -525,6 +634,7 @@ static int lexer_clear(Lexer *x) {
         Py_CLEAR(x->slots[k].parser);
         Py_CLEAR(x->slots[k].layout);
     }
+    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) Py_CLEAR(x->layouts[k].layout);
     return 0;
 }
 
@@ -534,6 +644,9 @@ static void lexer_dealloc(Lexer *x) {
     PyMem_Free(x->rows);
     PyMem_Free(x->fin);
     PyMem_Free(x->lv);
+    PyMem_Free(x->tm);
+    PyMem_Free(x->tm_known);
+    PyMem_Free(x->ignore);
     PyMem_Free(x->slot_words);
     Py_TYPE(x)->tp_free((PyObject *)x);
 }

@@ -142,10 +142,9 @@ def test_an_error_in_the_layer_comes_out():
     layer = get_layer("python")
 
     class Failing:
-        dfa = layer.dfa
-
-        def allowed(self, parser, layout):
-            return layer.allowed(parser, layout)
+        dfa, ignore_mask = layer.dfa, layer.ignore_mask
+        allowed, token_mask = layer.allowed, layer.token_mask
+        ignore_unchanged, lex_start = layer.ignore_unchanged, layer.lex_start
 
         def end_and_next(self, parser, layout, state, text):
             raise RuntimeError(f"end of {text!r}")

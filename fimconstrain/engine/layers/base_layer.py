@@ -165,6 +165,11 @@ class BaseLayer(ABC, Generic[LayoutT]):
         after, layout_after = ended
         return after, layout_after, self.lex_start(layout_after), self.allowed(after, layout_after)
 
+    def ignore_unchanged(self, layout: LayoutT) -> bool:
+        """Always: :meth:`end_symbol` leaves the parser and layout as they were for an ignored
+        terminal."""
+        return True
+
     def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
         """Never: this layer's :meth:`end_symbol` reads the lexer state, not the text (a
         layer whose ``end_symbol`` reads the text says where, or the vocabulary walk answers

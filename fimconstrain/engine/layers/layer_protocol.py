@@ -184,6 +184,12 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         lexer (``_lexer.c``) asks where a symbol ends, in one call."""
         ...
 
+    def ignore_unchanged(self, layout: LayoutT) -> bool:
+        """Whether a symbol that may be an ignored terminal (a space, a comment) ends in
+        ``layout`` as :meth:`end_symbol` answers when it takes one: the parser and layout as
+        they were (the C lexer ends such symbols itself where this holds)."""
+        ...
+
     def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
         """Whether :meth:`end_symbol` here may answer differently for two ASCII texts that
         both end in ``lexeme_state`` (when not, the vocabulary walk asks once for them all)."""

@@ -304,6 +304,11 @@ class PythonLayer(BaseLayer[PythonLayout]):
             checks = checked
         return after, (indents, depth, True, fstrings, checks)
 
+    def ignore_unchanged(self, layout: PythonLayout) -> bool:
+        """Except inside an f-string lexed by the rules before 3.12, whose text is checked
+        first (:meth:`end_symbol`)."""
+        return not (layout[3] and self.old_fstrings)
+
     def end_reads_text(self, parser: EarleySet, layout: PythonLayout, lexeme_state: int) -> bool:
         """Whether :meth:`end_symbol` reads the text here, for an ASCII one, step for step: in
         an f-string, a line break outside brackets (its indentation), a string, or while the
