@@ -41,7 +41,7 @@ _C_LEXERS_KEPT = 16
 
 def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -> list[Branch[LayoutT]]:
     """Read ``text`` character by character; return the surviving branches (maybe none): in C
-    where the extension serves (:func:`c_lexer`), else :func:`advance_in_python`."""
+    where the extension serves (:func:`c_lexer_for`), else :func:`advance_in_python`."""
     c_lexer = _C_LEXERS.get(layer)
     if c_lexer is None:
         c_lexer = c_lexer_for(layer)
@@ -57,7 +57,7 @@ def c_lexer_for(layer: Layer[Any]) -> Any:
     module = native.lexer_extension()
     c_lexer = False if module is None else module.Lexer(layer, max(1, (layer.grammar.n_terminals + 63) // 64))
     if len(_C_LEXERS) >= _C_LEXERS_KEPT:
-        del _C_LEXERS[next(iter(_C_LEXERS))]  # the oldest
+        _C_LEXERS.pop(next(iter(_C_LEXERS)), None)  # the oldest (another thread may have gone first)
     _C_LEXERS[layer] = c_lexer
     return c_lexer
 
