@@ -11,9 +11,9 @@ is not importable while it builds) for the list of modules and their digest.
 The same build compiles three C extensions, each on its own (:data:`C_EXTENSIONS`): the exact
 whole-vocabulary walk (``_walk.c``, see ``fimconstrain/decoding/masks/vocab_walk.py``), the
 Earley closure (``_earley.c``, see ``automata/earley.py``) and the branching lexer (``_lexer.c``,
-see ``lexer.py``). :func:`c_extension` says whether one
-serves (built from this very C file, for this interpreter), and says once why not, its Python
-twin then running. ``FIMCONSTRAIN_ENGINE=python`` leaves them out too.
+see ``lexer.py``). :func:`c_extension` says whether one serves (built from this very C file, for
+this interpreter), and says once why not, its Python twin then running.
+``FIMCONSTRAIN_ENGINE=python`` leaves them out too.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ takes its text (``checker.feed(text) is not None``), by running the branching le
 (:func:`fimconstrain.engine.lexer.advance`) over a character trie of the tokens' texts: a
 prefix that tokens share is read once, and a subtree whose prefix kills every branch is never
 read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python ends the symbols
-(the layer's ``end_symbol``, ``lex_start`` and ``allowed``, asked by the engine's compiled
-:class:`~fimconstrain.engine.walk_ends.WalkEnds`), once per context, lexer state and
-text in a walk, or once per context and lexer state for every ASCII text where the layer says
-the text does not change the answer (``end_reads_text``: most names, numbers and operators).
+(the layer's ``end_and_next``: ``end_symbol``, ``lex_start`` and ``allowed``, asked by the
+engine's compiled :class:`~fimconstrain.engine.walk_ends.WalkEnds`), once per context, lexer
+state and text in a walk, or once per context and lexer state for every ASCII text where the
+layer says the text does not change the answer (``end_reads_text``: most names, numbers and
+operators).
 Its Python twin, the reference the C is tested against, is the tests' own
 (``tests/decoding/vocab_walk_twin.py``).
 
