@@ -3,7 +3,10 @@ made while requests work are found at the next idle moment, frozen ones by a swe
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -69,3 +72,31 @@ def test_nothing_changes_until_installed():
     _young_passes(YOUNG_PASSES)
     collector.when_idle()
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == threshold
+
+
+_KEPT = """
+import ctypes
+from lsp_server.collector import Collector
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+Collector().install()
+rows = [bytearray(600_000) for _ in range(3)]  # a step's arrays: a 151,936-token row is 0.6 MB
+del rows
+print(libc.mallinfo2().keepcost)
+"""
+
+
+def test_a_steps_arrays_stay_in_the_heap_once_freed():
+    """Freed blocks under the mapping threshold stay at the heap's top for the next step,
+    rather than going back to the system and being faulted in again (glibc only)."""
+    try:
+        ctypes.CDLL("libc.so.6").mallinfo2  # noqa: B018  (glibc 2.33 and later)
+    except (OSError, AttributeError):
+        pytest.skip("glibc's mallinfo2 is needed to read the heap's top")
+    kept = subprocess.run([sys.executable, "-c", _KEPT], capture_output=True, text=True, check=True)
+    assert int(kept.stdout) >= 3 * 600_000
