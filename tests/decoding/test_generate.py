@@ -750,6 +750,33 @@ def test_a_constrained_cut_judges_by_the_prefix_checker(tiny, version):
     assert longest_valid_prefix(prefix, codec, ids, suffix, run.version) == " 1)"
 
 
+@pytest.mark.parametrize("healing", ["", "re"])
+def test_a_runs_middles_are_the_decoders(tiny, healing):
+    """A run's middle for its tokens plus a candidate, read on from the kept middle where the
+    state ends on whole characters, is always the decoder's middle of those tokens, through
+    characters split over tokens and text healed at the prefix's end."""
+    from fimconstrain.decoding.loop.options import DecodeOptions
+    from fimconstrain.decoding.loop.run import Run
+    from fimconstrain.decoding.loop.validity import middle_of
+
+    codec = TextCodec(tiny.tokenizer)
+    decoder = FimDecoder(tiny)
+    prefix, suffix = "def f(x):\n    " + healing, "\n"
+    run = Run(decoder.vocabulary, prefix, suffix, DecodeOptions(), 0, (3, 12), healing)
+    run.start_constraint(suffix)
+    vocab = tiny.tokenizer.get_vocab()
+    split = [vocab["Ã"], vocab["©"]]  # é as two byte tokens
+    for piece in ["return", " x", " +", " 'caf"]:
+        for token in [*codec.encode(piece), *split]:
+            assert run.middle_text([*run.ids, token]) == middle_of(codec, [*run.ids, token], healing)
+            nxt = run.state.child(token)
+            if nxt is not None:
+                run.ids.append(token)
+                run.state = nxt
+                assert run.middle_text(run.ids) == middle_of(codec, run.ids, healing)
+    assert run.middle_text(run.ids).count("é") >= 2  # (the split character was taken)
+
+
 def test_partial_utf8_is_held_back(tiny):
     vocab = tiny.tokenizer.get_vocab()
     byte = {b: vocab[ch] for b, ch in zip((0xC3, 0xA9, 0xE2, 0x82, 0xAC), "Ã©âĤ¬")}

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fimconstrain.decoding.loop.ranking import SAMPLE, SAMPLED_FROM, ranked_tokens, top_ids
+from fimconstrain.decoding.loop.ranking import SAMPLE, SAMPLED_FROM, leading_ids, ranked_tokens, top_ids
 
 
 def test_the_top_then_the_rest_by_key_never_twice_never_masked():
@@ -61,3 +61,19 @@ def test_the_top_of_a_large_vocabulary_is_the_partial_sorts(first, dtype, seed, 
     assert top.tolist() == sorted(range(n), key=lambda i: (-keys[i], i))[:first]  # ties: lowest ids
     shorter = max(1, first // 3)
     assert top_ids(keys, shorter).tolist() == top.tolist()[:shorter]  # a shorter top starts a longer
+
+
+@given(
+    st.lists(st.sampled_from([-np.inf, -1.0, 0.0, 0.5, 2.0, 2.0, 3.0]), min_size=1, max_size=12),
+    st.integers(1, 14),
+)
+def test_the_lead_from_argmax_is_the_tops_start(values, first):
+    """The first two tokens, read by argmax before any partial sort, are the top's first two
+    (ties by id, masked keys left out), and the walk after them is the one the top gives."""
+    keys = np.array(values)
+    assert leading_ids(keys) == top_ids(keys, min(2, len(keys))).tolist()
+    assert list(ranked_tokens(keys, first)) == list(
+        ranked_tokens(keys, first, top=top_ids(keys, min(first, len(keys))))
+    )
+    order = sorted((i for i in range(len(keys)) if keys[i] > -np.inf), key=lambda i: (-keys[i], i))
+    assert list(ranked_tokens(keys, first)) == order

@@ -10,7 +10,7 @@ import random
 import pytest
 from conftest import STDLIB
 
-from fimconstrain.engine.names.name_check import NameCheck
+from fimconstrain.engine.names.name_check import RESOLVES, NameCheck
 from fimconstrain.engine.names.name_positions import Reader
 from fimconstrain.engine.names.provider import UNKNOWN, NamePoint, NameSet
 from fimconstrain.engine.names.py_tokens import NAME, STRING, scan
@@ -254,6 +254,23 @@ def test_attributes_are_asked_of_their_receiver_and_set_attributes_count():
     check.advance("obj.fresh = 1\n")
     assert check.bound_attributes == {"obj": frozenset({"fresh"})}
     assert "os" in attributes.asked
+
+
+def test_text_without_a_name_is_judged_only_after_a_name():
+    """A candidate with no character of a name still finishes the name before it (judged);
+    after anything else it writes no name, and no provider is asked."""
+    attributes = _Attributes()
+    prefix = "import os\nx = os.pa"
+    check = NameCheck(prefix, "\n", FileScopes.read(prefix, "\n"), attributes)
+    assert check.verdict("(").excluded and "os" in attributes.asked  # ``pa`` ends: no such attribute
+    attributes = _Attributes()
+    prefix = "import os\nx = (os.path"
+    check = NameCheck(prefix, "\n", FileScopes.read(prefix, "\n"), attributes)
+    check.advance(")")
+    asked = list(attributes.asked)
+    for added in [":", ")\n", " = ", "[", "'", "#", "\\\n", "..."]:
+        assert check.verdict(added) == RESOLVES
+    assert attributes.asked == asked
 
 
 def test_a_name_the_user_typed_is_not_held_against_the_middle():

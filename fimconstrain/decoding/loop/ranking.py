@@ -79,6 +79,23 @@ def top_ids(keys: np.ndarray, first: int) -> np.ndarray:
     return picked[np.argsort(-keys[picked], kind="stable")][:first]
 
 
+def leading_ids(keys: np.ndarray) -> list[int]:
+    """:func:`top_ids` for the first two keys (fewer with fewer keys), from argmax alone: the
+    largest key's id, then the largest of the keys before it and after it (views, no copy),
+    ties by id. Most steps take the first valid candidate, and the names guide looks at the
+    next one only to see that its key is lower: two passes of argmax (0.02 ms at 151,936
+    tokens) rather than a top (0.07 ms)."""
+    first = int(np.argmax(keys))
+    before, after = keys[:first], keys[first + 1 :]
+    if not len(before) and not len(after):
+        return [first]
+    low = int(np.argmax(before)) if len(before) else None
+    high = first + 1 + int(np.argmax(after)) if len(after) else None
+    second = low if high is None or (low is not None and keys[low] >= keys[high]) else high
+    assert second is not None
+    return [first, second]
+
+
 def ranked_tokens(
     keys: np.ndarray,
     first: int,
@@ -89,19 +106,32 @@ def ranked_tokens(
     """Token ids by descending key: the top ``first`` from a partial sort, then (with ``rest``)
     the others from a full one; tokens whose key is -inf (masked out) never come.
 
-    ``narrow``, asked only when the walk goes past the top (most steps never do), returns the
-    keys with more tokens masked out (a cheap superset of the passing ones: the token-mask
-    store's), so that the scan of the rest never checks a token it already rules out. ``top``:
-    :func:`top_ids` of ``keys`` for at least ``first`` tokens, when the step has it already.
+    Without ``top`` the first two come from :func:`leading_ids` and the partial sort waits for
+    a third. ``narrow``, asked only when the walk goes past the top (most steps never do),
+    returns the keys with more tokens masked out (a cheap superset of the passing ones: the
+    token-mask store's), so that the scan of the rest never checks a token it already rules
+    out. ``top``: :func:`top_ids` of ``keys`` for at least ``first`` tokens, when the step has
+    it already.
     """
     # (masked tokens are dropped from the top rather than counted first: a pass over every key
     # less, 0.05 ms at 151,936 tokens; when some are dropped, every finite key was in the top)
     first = min(first, keys.shape[-1])
     best: list[int] = []
     if first:
-        picked = top_ids(keys, first) if top is None or len(top) < first else top[:first]
-        best = picked[np.isfinite(keys[picked])].tolist()
-        yield from best
+        if top is not None and len(top) >= first:
+            picked = top[:first]
+        else:
+            lead = leading_ids(keys)[:first]
+            best = [token for token in lead if np.isfinite(keys[token])]
+            yield from best
+            if len(best) < len(lead) or first == len(lead):
+                picked = np.array(lead, dtype=np.intp)
+            else:
+                picked = top_ids(keys, first)
+        more = picked[len(best) :]
+        more = more[np.isfinite(keys[more])].tolist()
+        best += more
+        yield from more
     if rest and len(best) == first < keys.shape[-1]:
         if narrow is not None:
             keys = narrow(keys)

@@ -46,6 +46,11 @@ LINE_PATIENCE = 3
 LINE_FINISH_SECONDS = 0.05
 #: the most likely alternatives of each step a whole-line middle may go back to
 ALTERNATIVES = 8
+#: states a validity check looks back over for the one to read on from (:meth:`Run.valid`)
+LOOK_BACK = 4
+#: middles kept by their tokens (:meth:`Run.middle_text`): a step reads the middle so far and the
+#: middles of a few candidates, and the next step's middle so far is one of them
+KEPT_MIDDLES = 32
 
 
 class Run:
@@ -76,6 +81,8 @@ class Run:
         #: (weighted stop probability, tokens, state) of each point where the middle could stop
         self.stop_points: list[tuple[float, int, ConstraintState]] = []
         self.result = FimResult("", options.mode, False, StopReason.EOS, 0, prompt_tokens)
+        self.stop_array = np.array(sorted(vocabulary.stop_ids), dtype=np.intp)
+        self.middles: dict[tuple[int, ...], str] = {}  # (see middle_text)
         self.semantic: SemanticGuide | None = None
         #: constrained one-line middles: where the line ends (:func:`.end_of_middle.keeps_line_break`),
         #: the middle at the valid end of its line once a token reaches it, and the steps on which
@@ -136,10 +143,10 @@ class Run:
         ``normaliser``: :func:`.ranking.log_normaliser` of ``logits``."""
         assert self.state is not None  # called only under a constraint
         if self.ids:
-            stop = list(self.vocabulary.stop_ids)
-            if not np.isfinite(logits[stop]).any():  # (a server tells it only among its likeliest)
+            stop = logits[self.stop_array]
+            if not np.isfinite(stop).any():  # (a server tells it only among its likeliest)
                 return
-            p_stop = float(np.exp(logits[stop].astype(np.float64) - normaliser).sum())
+            p_stop = float(np.exp(stop.astype(np.float64) - normaliser).sum())
             self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
 
     def note_alternatives(self, logits: np.ndarray, normaliser: float) -> np.ndarray | None:
@@ -459,8 +466,33 @@ class Run:
         return None
 
     def middle_text(self, ids: list[int]) -> str:
-        """The middle the tokens ``ids`` write (after the healed text)."""
-        return middle_of(self.vocabulary.codec, ids, self.healing)
+        """The middle the tokens ``ids`` write (after the healed text); the last
+        :data:`KEPT_MIDDLES` are kept, since each step decodes the middle so far again (the
+        tokenizer may rewrite earlier text, so it is never extended piecewise)."""
+        key = tuple(ids)
+        text = self.middles.get(key)
+        if text is None:
+            text = self._extended(key)
+            if text is None:
+                text = middle_of(self.vocabulary.codec, ids, self.healing)
+            if len(self.middles) >= KEPT_MIDDLES:
+                self.middles.clear()
+            self.middles[key] = text
+        return text
+
+    def _extended(self, ids: tuple[int, ...]) -> str | None:
+        """The middle of ``ids`` as the kept middle of the current state's tokens and the text
+        the last token adds, where that state has written the healed text and ends on whole
+        characters (a token's bytes are then its text, as the checker reads it), and the token
+        neither stops nor is banned; else None."""
+        state = self.state
+        if state is None or not ids or ids[:-1] != state.ids or self.vocabulary.ends(ids[-1]):
+            return None
+        if state.healing or not state.ends_whole():
+            return None
+        before = self.middles.get(state.ids)
+        added = state.added_text(ids[-1])
+        return None if before is None or added is None else before + added
 
     def split_end(self, token: int) -> str | None:
         """When the model's favourite token writes on into the suffix (``'a')`` before a
@@ -565,8 +597,16 @@ class Run:
         """Whether ``prefix + middle + suffix`` is valid at this run's version, read on from the
         checker after the prefix (constrained mode: built with the whole suffix): the engine's
         verdict, as :func:`.validity.parses` gives it for another version than the running one,
-        without reading the prefix and the suffix again for each middle."""
-        after = self.states[0].checker.feed(middle)
+        without reading the prefix and the suffix again for each middle: read on from the
+        latest of the last :data:`LOOK_BACK` states whose text begins ``middle`` (a line's end is
+        checked on most steps of a block), else from the start of the middle."""
+        checker, rest = self.states[0].checker, middle
+        for state in self.states[-1 : -1 - LOOK_BACK : -1]:
+            written = self.middle_text(list(state.ids))
+            if not state.held and not state.healing and middle.startswith(written):
+                checker, rest = state.checker, middle[len(written) :]
+                break
+        after = checker.feed(rest) if rest else checker
         return after is not None and after.is_complete()
 
 

@@ -22,6 +22,7 @@ elsewhere it is a soft failure the decode loop reranks by.
 from __future__ import annotations
 
 import keyword
+import re
 from dataclasses import dataclass
 
 from .name_positions import ALWAYS, Position, Reader
@@ -41,6 +42,9 @@ class Verdict:
 
 
 RESOLVES = Verdict()
+
+#: a character that may be part of a name: a word character, or any beyond ASCII (a superset)
+_NAME_LIKE = re.compile(r"[\w\x80-\U0010ffff]")
 
 
 def _statement_tail(tokens: list[Token]) -> int:
@@ -95,6 +99,7 @@ class NameCheck:
         self.reader = reader
         self.tail_start = tokens[-1].start if tokens and first < len(tokens) else len(text)
         self._tail_ok: bool | None = None
+        self._tail_name: bool | None = None
 
     def mark(self) -> NameMark:
         """Where the names stand now, for :meth:`go_back` (a decoder that takes back tokens)."""
@@ -104,7 +109,7 @@ class NameCheck:
         """Make the names what they were at ``mark`` (:meth:`advance` never changes a marked value)."""
         self.text, self.reader, self.tail_start = mark.text, mark.reader, mark.tail_start
         self.bound, self.bound_attributes = mark.bound, mark.bound_attributes
-        self._tail_ok = None
+        self._tail_ok = self._tail_name = None
 
     def _provider_answer(self, position: Position, text: str, start: int) -> NameSet | None:
         """The provider's set for the identifier starting at ``start`` (None: no provider)."""
@@ -113,10 +118,10 @@ class NameCheck:
             if attributes is None or position.receiver is None:
                 return None
             receiver = self._receiver(position, text)
-            point = NamePoint(text[:start], self.suffix, receiver, self.middle_start, self.bound)
+            point = NamePoint(text, self.suffix, receiver, self.middle_start, self.bound, start)
             answer = self._ask(attributes, point)
             return answer.union(self.bound_attributes.get(receiver, frozenset()))
-        return self._ask(names, NamePoint(text[:start], self.suffix, None, self.middle_start, self.bound))
+        return self._ask(names, NamePoint(text, self.suffix, None, self.middle_start, self.bound, start))
 
     @staticmethod
     def _ask(provider: NameProvider, point: NamePoint) -> NameSet:
@@ -175,9 +180,19 @@ class NameCheck:
                     self._tail_ok = self._status(token, follow, position, self.text)[0]
         return self._tail_ok
 
+    def _tail_is_name(self) -> bool:
+        """Whether the text so far ends in a name token (cached)."""
+        if self._tail_name is None:
+            last = next(scan(self.text[self.tail_start :], self.tail_start), None)
+            self._tail_name = last is not None and last.kind == NAME
+        return self._tail_name
+
     def verdict(self, added: str) -> Verdict:
-        """What appending ``added`` to the text does to the middle's names."""
-        if not added:
+        """What appending ``added`` to the text does to the middle's names. Text with no
+        character of a name after text that does not end in one (``)``, ``:``, a line break,
+        an indent: a fifth of the candidates judged in the editor benchmark) writes no name and leaves the names before it
+        as they were: it resolves without a walk."""
+        if not added or (_NAME_LIKE.search(added) is None and not self._tail_is_name()):
             return RESOLVES
         text, before = self.text + added, len(self.text)
         result = RESOLVES
@@ -220,5 +235,6 @@ class NameCheck:
         self.text, self.reader = text, reader
         self.tail_start = tokens[-1].start if tokens else self.tail_start
         self._tail_ok = None
+        self._tail_name = None
         if bound - self.bound:
             self.bound = self.bound | bound

@@ -23,16 +23,23 @@ class NamePoint:
     """Where an identifier is being written.
 
     ``text`` is the file up to the identifier's first character (the prefix and the middle so
-    far), ``suffix`` the file after the middle. ``receiver`` is an attribute's receiver as
-    written (``self``, ``os.path``), None for a bare name. ``middle_start``: where the middle
-    begins in ``text``; ``bound_in_middle``: names the middle has bound before this point.
+    far): ``source`` up to ``end`` (None: all of it), cut only when a provider reads it, since
+    the bare names' provider never does and the file may be long. ``suffix`` is the file after
+    the middle. ``receiver`` is an attribute's receiver as written (``self``, ``os.path``), None
+    for a bare name. ``middle_start``: where the middle begins in ``text``;
+    ``bound_in_middle``: names the middle has bound before this point.
     """
 
-    text: str
+    source: str
     suffix: str
     receiver: str | None = None
     middle_start: int = 0
     bound_in_middle: frozenset[str] = frozenset()
+    end: int | None = None
+
+    @property
+    def text(self) -> str:
+        return self.source if self.end is None else self.source[: self.end]
 
 
 @dataclass(frozen=True)
