@@ -206,7 +206,7 @@ def test_healing_steps_walk_only_what_can_heal_and_choose_the_same(decoder, monk
     runs = {}
     for use_index in (True, False):
         if not use_index:  # every token kept: the walk over the whole vocabulary
-            monkeypatch.setattr(HealingIndex, "tokens", lambda self, healing: range(self.vocab_size))
+            monkeypatch.setattr(HealingIndex, "writers", lambda self, healing: range(self.vocab_size))
         fresh = FimDecoder(decoder.backend)
         runs[use_index] = [
             fresh.generate(prefix, "\n", max_new_tokens=6, temperature=temperature, seed=3, semantic=False)

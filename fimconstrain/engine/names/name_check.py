@@ -190,8 +190,8 @@ class NameCheck:
     def verdict(self, added: str) -> Verdict:
         """What appending ``added`` to the text does to the middle's names. Text with no
         character of a name after text that does not end in one (``)``, ``:``, a line break,
-        an indent: a fifth of the candidates judged in the editor benchmark) writes no name and leaves the names before it
-        as they were: it resolves without a walk."""
+        an indent: a fifth of the candidates judged in the editor benchmark) writes no name and
+        leaves the names before it as they were: it resolves without a walk."""
         if not added or (_NAME_LIKE.search(added) is None and not self._tail_is_name()):
             return RESOLVES
         text, before = self.text + added, len(self.text)
