@@ -184,7 +184,7 @@ def test_the_healing_index_keeps_every_token_that_can_write_the_healed_text(deco
     codec = decoder.codec
     size = len(decoder.tokenizer) + 3  # the model may have more rows than the tokenizer tokens
     index = decoder.vocabulary.healing_index(size)
-    for healing in ["retu", "pa", "value_of", "+", "na", "é", " us"]:
+    for healing in ["retu", "pa", "value_of", "+", "na", "é", " us", " ", "    ", "\n", "z", "\U0010ffff"]:
         kept = set(index.tokens(healing))
         assert set(range(len(decoder.tokenizer), size)) <= kept  # ids the tokenizer does not know
         for token in range(len(decoder.tokenizer)):
