@@ -467,8 +467,9 @@ class Run:
 
     def middle_text(self, ids: list[int]) -> str:
         """The middle the tokens ``ids`` write (after the healed text); the last
-        :data:`KEPT_MIDDLES` are kept, since each step decodes the middle so far again (the
-        tokenizer may rewrite earlier text, so it is never extended piecewise)."""
+        :data:`KEPT_MIDDLES` are kept, since each step reads the middle so far again. A new one
+        is read on from the current state's (:meth:`_extended`) where its bytes are its text,
+        else decoded whole (the tokenizer may rewrite earlier text)."""
         key = tuple(ids)
         text = self.middles.get(key)
         if text is None:
