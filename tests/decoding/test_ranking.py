@@ -72,6 +72,10 @@ def test_the_lead_from_argmax_is_the_tops_start(values, first):
     (ties by id, masked keys left out), and the walk after them is the one the top gives."""
     keys = np.array(values)
     assert leading_ids(keys) == top_ids(keys, min(2, len(keys))).tolist()
+    assert leading_ids(keys, int(np.argmax(keys))) == leading_ids(keys)  # the step's own argmax
+    assert list(ranked_tokens(keys, first, favourite=int(np.argmax(keys)))) == list(
+        ranked_tokens(keys, first)
+    )
     assert list(ranked_tokens(keys, first)) == list(
         ranked_tokens(keys, first, top=top_ids(keys, min(first, len(keys))))
     )

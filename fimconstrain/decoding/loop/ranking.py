@@ -79,13 +79,13 @@ def top_ids(keys: np.ndarray, first: int) -> np.ndarray:
     return picked[np.argsort(-keys[picked], kind="stable")][:first]
 
 
-def leading_ids(keys: np.ndarray) -> list[int]:
+def leading_ids(keys: np.ndarray, favourite: int | None = None) -> list[int]:
     """:func:`top_ids` for the first two keys (fewer with fewer keys), from argmax alone: the
-    largest key's id, then the largest of the keys before it and after it (views, no copy),
-    ties by id. Most steps take the first valid candidate, and the names guide looks at the
-    next one only to see that its key is lower: two passes of argmax (0.02 ms at 151,936
-    tokens) rather than a top (0.07 ms)."""
-    first = int(np.argmax(keys))
+    largest key's id (``favourite``, when the step has it already), then the largest of the
+    keys before it and after it (views, no copy), ties by id. Most steps take the first valid
+    candidate, and the names guide looks at the next one only to see that its key is lower:
+    two passes of argmax (0.02 ms at 151,936 tokens) rather than a top (0.07 ms)."""
+    first = int(np.argmax(keys)) if favourite is None else favourite
     before, after = keys[:first], keys[first + 1 :]
     if not len(before) and not len(after):
         return [first]
@@ -102,6 +102,7 @@ def ranked_tokens(
     rest: bool = True,
     narrow: Callable[[np.ndarray], np.ndarray] | None = None,
     top: np.ndarray | None = None,
+    favourite: int | None = None,
 ) -> Iterator[int]:
     """Token ids by descending key: the top ``first`` from a partial sort, then (with ``rest``)
     the others from a full one; tokens whose key is -inf (masked out) never come.
@@ -110,8 +111,8 @@ def ranked_tokens(
     a third. ``narrow``, asked only when the walk goes past the top (most steps never do),
     returns the keys with more tokens masked out (a cheap superset of the passing ones: the
     token-mask store's), so that the scan of the rest never checks a token it already rules
-    out. ``top``: :func:`top_ids` of ``keys`` for at least ``first`` tokens, when the step has
-    it already.
+    out. ``top``: :func:`top_ids` of ``keys`` for at least ``first`` tokens, and ``favourite``:
+    the argmax of ``keys``, when the step has them already.
     """
     # (masked tokens are dropped from the top rather than counted first: a pass over every key
     # less, 0.05 ms at 151,936 tokens; when some are dropped, every finite key was in the top)
@@ -121,7 +122,7 @@ def ranked_tokens(
         if top is not None and len(top) >= first:
             picked = top[:first]
         else:
-            lead = leading_ids(keys)[:first]
+            lead = leading_ids(keys, favourite)[:first]
             best = [token for token in lead if np.isfinite(keys[token])]
             yield from best
             if len(best) < len(lead) or first == len(lead):

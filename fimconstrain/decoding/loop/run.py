@@ -7,6 +7,7 @@ step's logits (numpy arrays), so it is the same for every model backend.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -81,7 +82,7 @@ class Run:
         #: (weighted stop probability, tokens, state) of each point where the middle could stop
         self.stop_points: list[tuple[float, int, ConstraintState]] = []
         self.result = FimResult("", options.mode, False, StopReason.EOS, 0, prompt_tokens)
-        self.stop_array = np.array(sorted(vocabulary.stop_ids), dtype=np.intp)
+        self.stop_list = sorted(vocabulary.stop_ids)
         self.middles: dict[tuple[int, ...], str] = {}  # (see middle_text)
         self.semantic: SemanticGuide | None = None
         #: constrained one-line middles: where the line ends (:func:`.end_of_middle.keeps_line_break`),
@@ -143,10 +144,10 @@ class Run:
         ``normaliser``: :func:`.ranking.log_normaliser` of ``logits``."""
         assert self.state is not None  # called only under a constraint
         if self.ids:
-            stop = logits[self.stop_array]
-            if not np.isfinite(stop).any():  # (a server tells it only among its likeliest)
+            stop = [float(logits[token]) for token in self.stop_list]  # (a few: no numpy step)
+            if not any(map(math.isfinite, stop)):  # (a server tells it only among its likeliest)
                 return
-            p_stop = float(np.exp(stop.astype(np.float64) - normaliser).sum())
+            p_stop = sum(math.exp(logit - normaliser) for logit in stop)
             self.stop_points.append((p_stop * len(self.ids), len(self.ids), self.state))
 
     def note_alternatives(self, logits: np.ndarray, normaliser: float) -> np.ndarray | None:
@@ -193,28 +194,28 @@ class Run:
             return token
         start = time.perf_counter()
         choice = None
-        if (
-            self.mode == "constrained"
-            and options.split_ending
-            and (split := self.split_end(int(np.argmax(keys)))) is not None
-        ):
-            self.extra, self.result.stopped = split, StopReason.SPLIT
-            self.result.checker_seconds += time.perf_counter() - start
-            return next(iter(vocabulary.stop_ids))
+        favourite = None  # the argmax of ``keys`` while they are the step's own
+        if self.mode == "constrained" and options.split_ending:
+            favourite = int(np.argmax(keys))
+            if (split := self.split_end(favourite)) is not None:
+                self.extra, self.result.stopped = split, StopReason.SPLIT
+                self.result.checker_seconds += time.perf_counter() - start
+                return next(iter(vocabulary.stop_ids))
         if self.state.healing and options.vocabulary_fallback:
             # only tokens that can write the healed text come into the walk: the same first
             # passing token as the walk over the whole vocabulary, without checking the others
             # (the names guide's look-ahead, 64 ranked tokens, now counts only such tokens)
             healable = vocabulary.healing_index(keys.shape[-1]).mask(self.state.healing)
-            keys, top = np.where(healable, keys, -np.inf), None
+            keys, top, favourite = np.where(healable, keys, -np.inf), None, None
         tried = self.tried.get(len(self.ids))
         if tried:
-            keys, top = keys.copy(), None
+            keys, top, favourite = keys.copy(), None, None
             keys[list(tried)] = -np.inf
         state = self.state
         fed = state.fed
         narrow = self._narrowing(state) if state.store is not None else None
-        ranked = self._counted(ranked_tokens(keys, options.top_k, options.vocabulary_fallback, narrow, top))
+        walk = ranked_tokens(keys, options.top_k, options.vocabulary_fallback, narrow, top, favourite)
+        ranked = self._counted(walk)
         line_ends: dict[int, str] = {}
         if options.single_line and self.mode == "constrained":
             ranked = self._within_line(ranked, line_ends)
