@@ -96,6 +96,12 @@ def leading_ids(keys: np.ndarray, favourite: int | None = None) -> list[int]:
     return [first, second]
 
 
+def _unmasked(keys: np.ndarray, ids) -> list[int]:
+    """``ids`` (a sequence of token ids) without those whose key is -inf, in order."""
+    ids = np.asarray(ids, dtype=np.intp)
+    return ids[np.isfinite(keys[ids])].tolist()
+
+
 def ranked_tokens(
     keys: np.ndarray,
     first: int,
@@ -120,19 +126,16 @@ def ranked_tokens(
     best: list[int] = []
     if first:
         if top is not None and len(top) >= first:
-            picked = top[:first]
+            best = _unmasked(keys, top[:first])
+            yield from best
         else:
             lead = leading_ids(keys, favourite)[:first]
-            best = [token for token in lead if np.isfinite(keys[token])]
+            best = _unmasked(keys, lead)
             yield from best
-            if len(best) < len(lead) or first == len(lead):
-                picked = np.array(lead, dtype=np.intp)
-            else:
-                picked = top_ids(keys, first)
-        more = picked[len(best) :]
-        more = more[np.isfinite(keys[more])].tolist()
-        best += more
-        yield from more
+            if len(best) == len(lead) < first:  # (a masked lead: no key after it is unmasked)
+                more = _unmasked(keys, top_ids(keys, first)[len(lead) :])
+                best += more
+                yield from more
     if rest and len(best) == first < keys.shape[-1]:
         if narrow is not None:
             keys = narrow(keys)

@@ -100,10 +100,6 @@ class HealingIndex:
         self.always_mask[self.always] = True
         self.mask = lru_cache(maxsize=256)(self._mask)
 
-    def tokens(self, healing: str) -> list[int]:
-        """The tokens whose text starts ``healing`` or starts with it, and those always kept."""
-        return [*self.always, *self.writers(healing).tolist()]
-
     def writers(self, healing: str) -> np.ndarray:
         """The ids of the tokens whose (judgeable) text starts ``healing`` or starts with it. The
         texts that start with it are one run of the sorted texts, up to the first text at or
