@@ -587,6 +587,33 @@ static PyObject *items_signature_key(Items *self, PyObject *unused) {
     return self->key;
 }
 
+/* the symbols below ``n`` (the terminals) the kernel waits for, as an int's bits: what a set's
+ * kernel adds to its prediction's terminals (Recognizer.expected_terminals), without a list of
+ * its symbols made and read one by one */
+static PyObject *items_terminal_mask(Items *self, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "terminal_mask: n must not be negative");
+        return NULL;
+    }
+    size_t size = ((size_t)n + 63) / 64 * 8; /* little-endian bytes, whole words */
+    unsigned char small[64], *bytes = size <= sizeof(small) ? small : PyMem_Calloc(size ? size : 1, 1);
+    if (!bytes) return PyErr_NoMemory();
+    if (bytes == small) memset(small, 0, sizeof(small));
+    for (Py_ssize_t i = 0; i < self->n_groups; i++) {
+        int32_t sym = self->groups[i].sym;
+        if (sym < n) bytes[sym / 8] |= (unsigned char)(1u << (sym % 8));
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *mask = PyLong_FromUnsignedNativeBytes(bytes, size, Py_ASNATIVEBYTES_LITTLE_ENDIAN);
+#else
+    PyObject *mask = _PyLong_FromByteArray(bytes, size, 1, 0);
+#endif
+    if (bytes != small) PyMem_Free(bytes);
+    return mask;
+}
+
 static PyMethodDef items_methods[] = {
     {"get", (PyCFunction)(void (*)(void))items_get, METH_FASTCALL, "get(symbol, default=None): its items"},
     {"keys", (PyCFunction)items_keys, METH_NOARGS, "the symbols waited for, in the order met"},
@@ -594,6 +621,8 @@ static PyMethodDef items_methods[] = {
     {"items", (PyCFunction)items_items, METH_NOARGS, "(symbol, its items) pairs"},
     {"signature_key", (PyCFunction)items_signature_key, METH_NOARGS,
      "the sorted (dot, origin identity) pairs as bytes: equal for equal kernels"},
+    {"terminal_mask", (PyCFunction)items_terminal_mask, METH_O,
+     "terminal_mask(n) -> int: the bits of the symbols below n waited for"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1078,8 +1107,9 @@ static int key_int_cmp(const void *a, const void *b) {
 
 /* Closure.scan_forgetting(state, terminals, universal, at_universal) -> (accepting, key, kept),
  * or None: ForgetfulRecognizer.scan's seeds closed as _close_forgetting closes them. ``kept``:
- * the new set's items, origins forgotten (dot << 1 | origin is None), in the order met; ``key``:
- * them sorted, as bytes (with ``accepting``, the set's identity for interning) */
+ * the new set's items, origins forgotten (dot << 1 | origin is None), in the order met, as
+ * bytes (int32 each: what Closure.forgotten reads); ``key``: them sorted, as bytes (with
+ * ``accepting``, the set's identity for interning) */
 static PyObject *closure_scan_forgetting(Closure *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "scan_forgetting(state, terminals: tuple, universal, at_universal)");
@@ -1106,16 +1136,8 @@ static PyObject *closure_scan_forgetting(Closure *self, PyObject *const *args, P
         goto done;
     }
     if (forget_items(&r, &f) < 0) goto done;
-    PyObject *kept = PyTuple_New(f.kept.n);
+    PyObject *kept = PyBytes_FromStringAndSize((const char *)f.kept.at, f.kept.n * (Py_ssize_t)sizeof(int32_t));
     if (!kept) goto done;
-    for (Py_ssize_t i = 0; i < f.kept.n; i++) {
-        PyObject *v = PyLong_FromLong(f.kept.at[i]);
-        if (!v) {
-            Py_DECREF(kept);
-            goto done;
-        }
-        PyTuple_SET_ITEM(kept, i, v);
-    }
     qsort(f.kept.at, (size_t)f.kept.n, sizeof(int32_t), key_int_cmp);
     PyObject *key = PyBytes_FromStringAndSize((const char *)f.kept.at, f.kept.n * (Py_ssize_t)sizeof(int32_t));
     if (key) result = Py_BuildValue("(ONN)", f.accepting ? Py_True : Py_False, key, kept);
@@ -1128,6 +1150,71 @@ done:
     return result;
 }
 
+/* Closure.forgotten(kept, universal) -> (items, roots): the kernel of a set of forgotten items
+ * (ForgetfulRecognizer._intern): ``kept``, their keys as scan_forgetting gives them, as Items
+ * grouped by the symbol each waits for, groups and items in the order met, each origin None
+ * or ``universal``; ``roots``, the frozenset of the nonterminals waited for, grown in the
+ * order met (as the Python loop grows it) */
+static PyObject *closure_forgotten(Closure *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || PyBytes_GET_SIZE(args[0]) % (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_TypeError, "forgotten(kept: bytes of int32 keys, universal)");
+        return NULL;
+    }
+    const int32_t *kept = (const int32_t *)(const void *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / (Py_ssize_t)sizeof(int32_t), n_met = 0;
+    PyObject *universal = args[1], *result = NULL, *nonterminals = NULL, *roots = NULL;
+    Items *items = NULL;
+    Py_ssize_t size = self->n_symbols ? self->n_symbols : 1;
+    int32_t *count = PyMem_Calloc((size_t)size, sizeof(int32_t)), *met = PyMem_Malloc((size_t)size * sizeof(int32_t));
+    if (!count || !met) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t dot = kept[i] >> 1;
+        int32_t sym = dot >= 1 && dot <= self->n_items ? self->next_symbol[dot - 1] : -1;
+        if (sym < 0) {
+            PyErr_SetString(PyExc_ValueError, "forgotten: a key is no item after a symbol");
+            goto done;
+        }
+        if (!count[sym]++) met[n_met++] = sym;
+    }
+    items = items_alloc(n, n_met);
+    if (!items) goto done;
+    int32_t at = 0;
+    for (Py_ssize_t g = 0; g < n_met; g++) {
+        int32_t sym = met[g];
+        items->groups[g] = (Group){sym, at, 0};
+        at += count[sym];
+        count[sym] = (int32_t)g; /* from here on: the symbol's group */
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t dot = kept[i] >> 1;
+        Group *g = &items->groups[count[self->next_symbol[dot - 1]]];
+        KernelItem *item = &items->items[g->start + g->count++];
+        PyObject *origin = kept[i] & 1 ? Py_None : universal;
+        item->dot = dot;
+        Py_INCREF(origin);
+        Py_SETREF(item->origin, origin);
+    }
+    items_index(items);
+    nonterminals = PyList_New(0);
+    if (!nonterminals) goto done;
+    for (Py_ssize_t g = 0; g < n_met; g++) {
+        if (met[g] >= self->n_terminals && PyList_Append(nonterminals, PyTuple_GET_ITEM(self->ints, met[g])) < 0)
+            goto done;
+    }
+    roots = PyFrozenSet_New(nonterminals);
+    if (roots) result = PyTuple_Pack(2, (PyObject *)items, roots);
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(nonterminals);
+    Py_XDECREF(roots);
+    PyMem_Free(count);
+    PyMem_Free(met);
+    return result;
+}
+
 static PyMethodDef closure_methods[] = {
     {"close", (PyCFunction)(void (*)(void))closure_close, METH_FASTCALL,
      "close(seeds, chain) -> (items, roots, accepting)"},
@@ -1135,6 +1222,8 @@ static PyMethodDef closure_methods[] = {
      "scan(state, terminals, chain) -> (items, roots, accepting), or None"},
     {"scan_forgetting", (PyCFunction)(void (*)(void))closure_scan_forgetting, METH_FASTCALL,
      "scan_forgetting(state, terminals, universal, at_universal) -> (accepting, key, kept), or None"},
+    {"forgotten", (PyCFunction)(void (*)(void))closure_forgotten, METH_FASTCALL,
+     "forgotten(kept, universal) -> (items, roots): a set of forgotten items' kernel"},
     {NULL, NULL, 0, NULL},
 };
 

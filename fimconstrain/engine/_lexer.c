@@ -29,6 +29,7 @@
 #define UNMIRRORED 2 /* ``fin`` of a state not read from the automaton yet */
 #define ALLOWED_SLOTS 256
 #define LAYOUT_SLOTS 64
+#define SPARE_MAX 4096 /* items a kept buffer may hold */
 
 typedef struct {
     PyObject *parser, *layout; /* strong references (NULL: empty slot) */
@@ -58,6 +59,7 @@ typedef struct {
     LayoutSlot layouts[LAYOUT_SLOTS];
     AllowedSlot slots[ALLOWED_SLOTS];
     uint64_t *slot_words; /* [ALLOWED_SLOTS][W] */
+    struct Work *spare;   /* a call's buffers, kept for the next call (NULL while a call holds them) */
 } Lexer;
 
 /* ---- a Python int as W little-endian 64-bit words (a mask wider than W words is an error) ---- */
@@ -196,13 +198,26 @@ static int live_under(const Lexer *x, int32_t s, const uint64_t *allowed) {
     return 0;
 }
 
-/* the terminals allowed after (parser, layout), as words (kept in the cache: valid until the next
- * call) */
-static const uint64_t *allowed(Lexer *x, PyObject *parser, PyObject *layout) {
+/* the cache's slot for (parser, layout), by identity */
+static AllowedSlot *allowed_slot(Lexer *x, PyObject *parser, PyObject *layout) {
     uint64_t h = (uint64_t)(uintptr_t)parser * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)layout;
     h ^= h >> 31;
     h *= 0xBF58476D1CE4E5B9ULL;
-    AllowedSlot *slot = &x->slots[(h >> 40) % ALLOWED_SLOTS];
+    return &x->slots[(h >> 40) % ALLOWED_SLOTS];
+}
+
+/* the slot now holds (parser, layout), its words to be written by the caller */
+static void allowed_take(AllowedSlot *slot, PyObject *parser, PyObject *layout) {
+    Py_INCREF(parser);
+    Py_INCREF(layout);
+    Py_XSETREF(slot->parser, parser);
+    Py_XSETREF(slot->layout, layout);
+}
+
+/* the terminals allowed after (parser, layout), as words (kept in the cache: valid until the next
+ * call) */
+static const uint64_t *allowed(Lexer *x, PyObject *parser, PyObject *layout) {
+    AllowedSlot *slot = allowed_slot(x, parser, layout);
     if (slot->parser == parser && slot->layout == layout) return x->slot_words + slot->off;
     PyObject *args[2] = {parser, layout};
     PyObject *mask = PyObject_Vectorcall(x->allowed_fn, args, 2, NULL);
@@ -214,11 +229,16 @@ static const uint64_t *allowed(Lexer *x, PyObject *parser, PyObject *layout) {
         Py_CLEAR(slot->layout);
         return NULL;
     }
-    Py_INCREF(parser);
-    Py_INCREF(layout);
-    Py_XSETREF(slot->parser, parser);
-    Py_XSETREF(slot->layout, layout);
+    allowed_take(slot, parser, layout);
     return x->slot_words + slot->off;
+}
+
+/* what the layer said is allowed after (parser, layout) where a symbol ended, kept in the cache:
+ * the branch it starts is usually read on in the next call (the next piece of text) */
+static void remember_allowed(Lexer *x, PyObject *parser, PyObject *layout, const uint64_t *words) {
+    AllowedSlot *slot = allowed_slot(x, parser, layout);
+    memcpy(x->slot_words + slot->off, words, (size_t)x->W * sizeof(uint64_t));
+    allowed_take(slot, parser, layout);
 }
 
 /* the terminals a lexeme ended in state ``s`` (mirrored) may be: the layer's token_mask */
@@ -281,7 +301,7 @@ typedef struct {
     Py_ssize_t aoff; /* its allowed words: aw[aoff .. aoff + W), or -1: not worked out yet */
 } Pending;
 
-typedef struct {
+typedef struct Work {
     Pending *p;
     Py_ssize_t n, cap;
     int32_t *gd; /* the pending branches' guards */
@@ -308,18 +328,57 @@ static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     return 0;
 }
 
-static void work_free(Work *w) {
+/* a call's buffers: the ones the last call left (their capacity kept, nothing in them), or
+ * empty ones where another call holds those (a layer's Python, called back, may read text too) */
+static Work *work_take(Lexer *x, Work *own) {
+    Work *w = x->spare;
+    if (w) {
+        x->spare = NULL;
+        return w;
+    }
+    memset(own, 0, sizeof(*own));
+    return own;
+}
+
+static void work_release(Work *w) {
     while (w->n > 0) {
         Pending *b = &w->p[--w->n];
         Py_CLEAR(b->parser);
         Py_CLEAR(b->layout);
         Py_CLEAR(b->lexeme);
     }
+    w->gd_n = w->aw_n = 0;
+}
+
+static void work_free(Work *w) {
+    work_release(w);
     PyMem_Free(w->p);
     PyMem_Free(w->gd);
     PyMem_Free(w->aw);
     PyMem_Free(w->cur);
     PyMem_Free(w->here);
+}
+
+/* the call is done with ``w``: kept for the next call where none is kept (buffers grown past
+ * SPARE_MAX items are handed back: a rare large read keeps no memory) */
+static void work_give_back(Lexer *x, Work *w, Work *own) {
+    if (x->spare || w->cap > SPARE_MAX || w->gd_cap > SPARE_MAX || w->aw_cap > SPARE_MAX ||
+        w->cur_cap > SPARE_MAX) {
+        work_free(w);
+        if (w != own) PyMem_Free(w);
+        return;
+    }
+    work_release(w);
+    if (w == own) {
+        Work *kept = PyMem_Malloc(sizeof(Work));
+        if (!kept) {
+            work_free(w);
+            return;
+        }
+        *kept = *w;
+        w = kept;
+    }
+    x->spare = w;
 }
 
 /* the lexeme read so far: ``lexeme + text[begin:end]`` (a new reference) */
@@ -424,6 +483,7 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) goto done;
     if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) goto done;
     if (long_words(PyTuple_GET_ITEM(ended, 3), w->aw + w->aw_n, x->W) < 0) goto done;
+    remember_allowed(x, parser2, layout2, w->aw + w->aw_n);
     /* (push_ended copies the words onto themselves) */
     rc = push_ended(x, w, parser2, layout2, (int32_t)start, w->aw + w->aw_n, i, code, nxt, ng);
 done:
@@ -499,12 +559,11 @@ static PyObject *lexer_advance(Lexer *x, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     PyObject *branches = args[0], *text = args[1];
-    Work w;
-    memset(&w, 0, sizeof(w));
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
+    Work own, *w = work_take(x, &own);
     Py_ssize_t count = PyList_GET_SIZE(branches);
-    if (grow((void **)&w.p, &w.cap, count, sizeof(Pending)) < 0) goto fail;
+    if (grow((void **)&w->p, &w->cap, count, sizeof(Pending)) < 0) goto fail;
     for (Py_ssize_t k = count - 1; k >= 0; k--) { /* (reversed: the first is read first) */
         PyObject *br = PyList_GET_ITEM(branches, k), *guards;
         if (!PyTuple_Check(br) || PyTuple_GET_SIZE(br) != 5 || !PyUnicode_Check(PyTuple_GET_ITEM(br, 3)) ||
@@ -515,32 +574,32 @@ static PyObject *lexer_advance(Lexer *x, PyObject *const *args, Py_ssize_t nargs
         long state = PyLong_AsLong(PyTuple_GET_ITEM(br, 2));
         if ((state == -1 && PyErr_Occurred()) || mirror(x, state) < 0) goto fail;
         Py_ssize_t ng = PyTuple_GET_SIZE(guards);
-        if (grow((void **)&w.gd, &w.gd_cap, w.gd_n + ng, sizeof(int32_t)) < 0) goto fail;
+        if (grow((void **)&w->gd, &w->gd_cap, w->gd_n + ng, sizeof(int32_t)) < 0) goto fail;
         for (Py_ssize_t j = 0; j < ng; j++) {
             long g = PyLong_AsLong(PyTuple_GET_ITEM(guards, j));
             if ((g == -1 && PyErr_Occurred()) || mirror(x, g) < 0) goto fail;
-            w.gd[w.gd_n + j] = (int32_t)g;
+            w->gd[w->gd_n + j] = (int32_t)g;
         }
         Pending p = {PyTuple_GET_ITEM(br, 0), PyTuple_GET_ITEM(br, 1), PyTuple_GET_ITEM(br, 3),
-                     (int32_t)state, 0, w.gd_n, (int32_t)ng, -1};
+                     (int32_t)state, 0, w->gd_n, (int32_t)ng, -1};
         Py_INCREF(p.parser);
         Py_INCREF(p.layout);
         Py_INCREF(p.lexeme);
-        w.p[w.n++] = p;
-        w.gd_n += ng;
+        w->p[w->n++] = p;
+        w->gd_n += ng;
     }
-    while (w.n > 0) {
-        Pending b = w.p[--w.n];
-        int failed = read_branch(x, &w, &b, text, out);
+    while (w->n > 0) {
+        Pending b = w->p[--w->n];
+        int failed = read_branch(x, w, &b, text, out);
         Py_DECREF(b.parser);
         Py_DECREF(b.layout);
         Py_DECREF(b.lexeme);
         if (failed) goto fail;
     }
-    work_free(&w);
+    work_give_back(x, w, &own);
     return out;
 fail:
-    work_free(&w);
+    work_give_back(x, w, &own);
     Py_DECREF(out);
     return NULL;
 }
@@ -648,6 +707,10 @@ static void lexer_dealloc(Lexer *x) {
     PyMem_Free(x->tm_known);
     PyMem_Free(x->ignore);
     PyMem_Free(x->slot_words);
+    if (x->spare) {
+        work_free(x->spare);
+        PyMem_Free(x->spare);
+    }
     Py_TYPE(x)->tp_free((PyObject *)x);
 }
 

@@ -166,10 +166,14 @@ class Recognizer:
         mask = state._expected  # (this module's own: the cache lives on the set)
         if mask < 0:
             mask = state.prediction.terminals
-            n, bits = self._n_terminals, self._bits
-            for sym in state.waiting:
-                if sym < n:
-                    mask |= bits[sym]
+            waiting = state.waiting
+            if isinstance(waiting, dict):
+                n, bits = self._n_terminals, self._bits
+                for sym in waiting:
+                    if sym < n:
+                        mask |= bits[sym]
+            else:  # the C closure's Items: its terminals' bits in one call, not a list of its symbols
+                mask |= waiting.terminal_mask(self._n_terminals)  # type: ignore[attr-defined]
             state._expected = mask
         return mask
 

@@ -123,6 +123,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         "newline_ids",
         "newline_mask",
         "old_fstrings",
+        "special_mask",
         "string_end_mask",
         "string_mask",
         "string_start_mask",
@@ -159,6 +160,16 @@ class PythonLayer(BaseLayer[PythonLayout]):
         #: the brackets' bits, tested before the symbol's mask is looked up in ``bracket_delta``
         #: (an AND that finds nothing is cheaper than hashing a 127-bit mask)
         self.bracket_mask = bitmask(i for i, t in enumerate(grammar.terminals) if t.literal in _BRACKETS)
+        #: the terminals :meth:`end_symbol` has more to say of than the parser's step: ignored ones,
+        #: line breaks, strings, f-string text and starts, brackets
+        self.special_mask = (
+            self.ignore_mask
+            | self.newline_mask
+            | self.string_mask
+            | self.text_mask
+            | self.string_start_mask
+            | self.bracket_mask
+        )
         #: what a line break may add to the allowed terminals, with the ignored ones
         self.ignore_newline_mask = self.ignore_mask | self.newline_mask
         # Files start at the beginning of a line: lex as if a newline came first, so leading
@@ -261,10 +272,13 @@ class PythonLayer(BaseLayer[PythonLayout]):
         fstrings = layout[3]
         if fstrings and self.old_fstrings and not self.fstring_modes.old_fstring_ok(fstrings, mask, text):
             return None
-        if mask & self.ignore_mask:
+        # (one test spares the ones below for a name, a number or an operator: each test of a
+        # mask wider than a machine word makes a new int)
+        special = mask & self.special_mask
+        if special and mask & self.ignore_mask:
             return parser, layout
         indents, depth, line_open, _, checks = layout
-        if mask == self.newline_mask:
+        if special and mask == self.newline_mask:
             if depth:
                 return parser, layout
             if line_open:
@@ -274,22 +288,24 @@ class PythonLayer(BaseLayer[PythonLayout]):
                 parser = closed
                 checks = self.ast_checks.statement_end(checks)
             return self._indentation(parser, indents, line_indentation(text), checks)
-        if mask & self.name_mask and not text.isascii() and not identifier_ok(text):
+        if not text.isascii() and mask & self.name_mask and not identifier_ok(text):
             mask &= ~self.name_mask
             if not mask:
                 return None
-        if mask & self.string_mask and not string_ok(text):
-            mask &= ~self.string_mask
-            if not mask:
+        delta = None
+        if special:
+            if mask & self.string_mask and not string_ok(text):
+                mask &= ~self.string_mask
+                if not mask:
+                    return None
+            if mask & self.text_mask and not self.fstring_modes.text_ok(fstrings, text):
                 return None
-        if mask & self.text_mask and not self.fstring_modes.text_ok(fstrings, text):
-            return None
-        delta = self.bracket_delta.get(mask) if mask & self.bracket_mask else None
-        if delta:
-            depth += delta
-            if depth < 0 or depth > self.MAX_BRACKET_DEPTH:
-                return None
-        if fstrings or mask & self.string_start_mask:  # (the test spares the call outside f-strings)
+            delta = self.bracket_delta.get(mask) if mask & self.bracket_mask else None
+            if delta:
+                depth += delta
+                if depth < 0 or depth > self.MAX_BRACKET_DEPTH:
+                    return None
+        if fstrings or (special and mask & self.string_start_mask):  # (spares the call outside f-strings)
             modes = self.fstring_modes.after(fstrings, mask, text, depth)
             if modes is None:
                 return None

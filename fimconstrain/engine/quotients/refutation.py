@@ -21,7 +21,7 @@ so a (prefix, suffix) pair is joinable exactly when the prefix is viable and the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import cache
 from typing import Any, Generic, NamedTuple
 
@@ -217,10 +217,9 @@ class ForgetfulRecognizer(Recognizer):
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         key = (state, terminals)  # sets compare by identity; the key keeps the set alive
-        try:
-            return self._scanned[key]
-        except KeyError:
-            pass
+        scanned = self._scanned
+        if key in scanned:  # (a test, not a KeyError caught: a compiled raise costs a traceback)
+            return scanned[key]
         closure = self._native_closure
         if closure is not None:
             # (accepting, the kept items' key, the kept items in the order met) or None
@@ -234,10 +233,10 @@ class ForgetfulRecognizer(Recognizer):
                 for d in prediction.advanced(t):
                     seeds.append((d, state))
             after = self._close_forgetting(seeds) if seeds else None
-        if len(self._scanned) > MEMO_LIMIT:
-            self._scanned.clear()
+        if len(scanned) > MEMO_LIMIT:
+            scanned.clear()
             self._interned.clear()
-        self._scanned[key] = after
+        scanned[key] = after
         return after
 
     def _close_forgetting(self, seeds: list[Item]) -> EarleySet:
@@ -283,18 +282,28 @@ class ForgetfulRecognizer(Recognizer):
                     stack.append((d2, origin))
         return self._intern(accepting, frozenset(kept), kept)
 
-    def _intern(self, accepting: bool, key: frozenset[int] | bytes, kept: Iterable[int]) -> EarleySet:
+    def _intern(
+        self, accepting: bool, key: frozenset[int] | bytes, kept: dict[int, None] | bytes
+    ) -> EarleySet:
         """The one set of the forgotten items ``kept`` (in the order met; ``key`` says which they
-        are), accepting or not."""
+        are), accepting or not: its kernel made in C where ``kept`` comes from C (as bytes, see
+        ``_earley.c``'s ``Closure.forgotten``), else as a dict."""
         interned = self._interned.get((accepting, key))
         if interned is None:
-            next_symbol, universal = self.grammar.next_symbol, self._universal
-            waiting: dict[int, list[Item]] = {}
-            for k in kept:
-                dot = k >> 1
-                waiting.setdefault(next_symbol[dot - 1], []).append((dot, None if k & 1 else universal))
-            roots = frozenset(sym for sym in waiting if sym >= self.grammar.n_terminals)
-            interned = self._interned[accepting, key] = EarleySet(waiting, self.prediction(roots), accepting)
+            closure = self._native_closure
+            if isinstance(kept, bytes) and closure is not None:
+                # (the set's Items, the nonterminals it waits for)
+                made = closure.forgotten(kept, self._universal)
+                interned = EarleySet(made[0], self.prediction(made[1]), accepting)
+            else:
+                next_symbol, universal = self.grammar.next_symbol, self._universal
+                waiting: dict[int, list[Item]] = {}
+                for k in kept:
+                    dot = k >> 1
+                    waiting.setdefault(next_symbol[dot - 1], []).append((dot, None if k & 1 else universal))
+                roots = frozenset(sym for sym in waiting if sym >= self.grammar.n_terminals)
+                interned = EarleySet(waiting, self.prediction(roots), accepting)
+            self._interned[accepting, key] = interned
         return interned
 
     def _completed_at_universal(self, lhs: int) -> tuple[dict[int, None], bool]:
