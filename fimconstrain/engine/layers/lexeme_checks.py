@@ -17,13 +17,31 @@ def identifier_ok(text: str) -> bool:
     return text.isidentifier()
 
 
+#: the escapes whose decoding can fail (a truncated ``\x``, ``\u`` or ``\U``, a code point past
+#: U+10FFFF, a malformed or unknown ``\N{...}``); every other escape decodes, or only warns
+_FALLIBLE_STR_ESCAPES = ("\\x", "\\u", "\\U", "\\N")
+_FALLIBLE_BYTES_ESCAPES = ("\\x",)
+
+
 def string_ok(text: str) -> bool:
     """CPython rejects some string lexemes after tokenizing them: bad escapes such as
-    ``'\\x1'`` and non-ASCII bytes."""
+    ``'\\x1'`` and non-ASCII bytes. Those it may reject are parsed by CPython itself; an
+    f-string (before 3.12 one lexeme, its fields included) always is."""
     quote = min((i for i in (text.find("'"), text.find('"')) if i >= 0), default=0)
     prefix = text[:quote].lower()
-    if "\\" not in text and ("b" not in prefix or text.isascii()):
+    is_bytes = "b" in prefix
+    if is_bytes and not text.isascii():
+        return _parses(text)
+    if "\\" not in text or ("f" not in prefix and "r" in prefix):
         return True
+    fallible = _FALLIBLE_BYTES_ESCAPES if is_bytes else _FALLIBLE_STR_ESCAPES
+    if "f" not in prefix and not any(escape in text for escape in fallible):
+        return True
+    return _parses(text)
+
+
+def _parses(text: str) -> bool:
+    """Whether CPython parses the string lexeme ``text`` (its warnings ignored)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
