@@ -52,9 +52,7 @@ def lexeme(prefix: str, quote: str, pieces: list[str]) -> str | None:
     return prefix + quote + body + quote
 
 
-@given(
-    st.sampled_from(PREFIXES), st.sampled_from(QUOTES), st.lists(st.sampled_from(PIECES), max_size=6)
-)
+@given(st.sampled_from(PREFIXES), st.sampled_from(QUOTES), st.lists(st.sampled_from(PIECES), max_size=6))
 @settings(max_examples=3000, deadline=None)
 def test_string_ok_is_cpythons_verdict(prefix: str, quote: str, pieces: list[str]) -> None:
     text = lexeme(prefix, quote, pieces)
