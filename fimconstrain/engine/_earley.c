@@ -27,6 +27,9 @@
 
 /* ---- a set of (origin, id) pairs, or a map from them: open addressing, exact keys ---- */
 
+/* items a kept buffer may hold (larger ones are handed back after their run) */
+#define SPARE_MAX 4096
+
 typedef struct {
     const void *origin; /* NULL: empty slot (origins are never NULL: None is a pointer too) */
     int32_t id;
@@ -220,9 +223,13 @@ typedef struct {
     PyObject *ints;       /* tuple: the ints 0 .. max(n_items, n_symbols), made once */
     ChainCache chains;    /* (prediction, symbol) -> its chain, read without calling Python */
     PyObject *s_waiting, *s_prediction, *s_advanced, *s_items, *s_completed;
+    struct Run *spare; /* a run's buffers, kept for the next run (NULL while a run holds them) */
 } Closure;
 
+static void run_free(struct Run *r);
+
 static void closure_dealloc(Closure *self) {
+    if (self->spare) run_free(self->spare);
     chain_cache_clear(&self->chains); /* (leaves the index in its inline slots) */
     PyMem_Free(self->chains.entries);
     PyMem_Free(self->next_symbol);
@@ -658,7 +665,7 @@ typedef struct {
 
 DEFINE_STACK(MetList, Met)
 
-typedef struct {
+typedef struct Run {
     Closure *c;
     PyObject *chain_fn; /* recognizer.chain(prediction, symbol) -> Chain */
     int32_t *count;     /* per symbol: its items so far in the new set (0: none yet) */
@@ -867,23 +874,7 @@ static int close_items(Run *r) {
     return accepting;
 }
 
-static int run_start(Run *r, Closure *c, PyObject *chain_fn) {
-    memset(r, 0, sizeof(*r));
-    r->c = c;
-    r->chain_fn = chain_fn;
-    pairs_init(&r->seen);
-    pairs_init(&r->done);
-    Py_ssize_t n = c->n_symbols ? c->n_symbols : 1;
-    r->count = PyMem_Calloc((size_t)n, sizeof(int32_t));
-    r->met = PyMem_Malloc((size_t)n * sizeof(int32_t));
-    if (!r->count || !r->met) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
-static void run_end(Run *r) {
+static void run_free(Run *r) {
     PyMem_Free(r->count);
     PyMem_Free(r->met);
     PyMem_Free(r->found.at);
@@ -892,6 +883,51 @@ static void run_end(Run *r) {
     PyMem_Free(r->arena.at);
     pairs_free(&r->seen);
     pairs_free(&r->done);
+    PyMem_Free(r);
+}
+
+/* a run's buffers: the closure's spare ones (emptied by run_end, their room kept), or new ones
+ * where a run holds those (a chain or a completion asked of Python may close another set);
+ * NULL on an error */
+static Run *run_start(Closure *c, PyObject *chain_fn) {
+    Run *r = c->spare;
+    if (r) {
+        c->spare = NULL;
+    } else {
+        Py_ssize_t n = c->n_symbols ? c->n_symbols : 1;
+        r = PyMem_Calloc(1, sizeof(Run));
+        if (!r) return (Run *)PyErr_NoMemory();
+        pairs_init(&r->seen);
+        pairs_init(&r->done);
+        r->count = PyMem_Calloc((size_t)n, sizeof(int32_t));
+        r->met = PyMem_Malloc((size_t)n * sizeof(int32_t));
+        if (!r->count || !r->met) {
+            run_free(r);
+            return (Run *)PyErr_NoMemory();
+        }
+    }
+    r->c = c;
+    r->chain_fn = chain_fn;
+    return r;
+}
+
+/* the run is over (``r`` may be NULL): its buffers emptied, every symbol's count back to 0, and
+ * kept as the closure's spare where none is kept and they are not large */
+static void run_end(Run *r) {
+    if (!r) return;
+    Closure *c = r->c;
+    for (Py_ssize_t g = 0; g < r->n_met; g++) r->count[r->met[g]] = 0;
+    r->n_met = r->found.n = r->stack.n = r->chains.n = r->arena.n = 0;
+    pairs_free(&r->seen); /* (a grown table goes; the inline one is cleared) */
+    pairs_free(&r->done);
+    pairs_init(&r->seen);
+    pairs_init(&r->done);
+    if (c->spare || r->found.cap > SPARE_MAX || r->stack.cap > SPARE_MAX || r->chains.cap > SPARE_MAX ||
+        r->arena.cap > SPARE_MAX) {
+        run_free(r);
+        return;
+    }
+    c->spare = r;
 }
 
 /* close what was pushed; (items, roots, accepting), roots the frozenset of the nonterminals
@@ -944,11 +980,9 @@ static PyObject *closure_close(Closure *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     PyObject *seeds = args[0], *result = NULL;
-    Run r;
-    if (run_start(&r, self, args[1]) < 0) goto done;
-    if (push_pairs(&r, seeds) == 0) result = run_close(&r);
-done:
-    run_end(&r);
+    Run *r = run_start(self, args[1]);
+    if (r && push_pairs(r, seeds) == 0) result = run_close(r);
+    run_end(r);
     return result;
 }
 
@@ -960,9 +994,9 @@ static PyObject *closure_scan(Closure *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *state = args[0], *terminals = args[1], *result = NULL;
-    Run r;
     PyObject *waiting = NULL;
-    if (run_start(&r, self, args[2]) < 0) goto done;
+    Run *r = run_start(self, args[2]);
+    if (!r) goto done;
     waiting = PyObject_GetAttr(state, self->s_waiting);
     if (!waiting) goto done;
     Py_ssize_t n = PyTuple_GET_SIZE(terminals);
@@ -972,21 +1006,21 @@ static PyObject *closure_scan(Closure *self, PyObject *const *args, Py_ssize_t n
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a terminal out of range");
             goto done;
         }
-        if (push_items_of(&r, waiting, (int32_t)t) < 0) goto done;
+        if (push_items_of(r, waiting, (int32_t)t) < 0) goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         long t = PyLong_AsLong(PyTuple_GET_ITEM(terminals, i));
-        if (push_chain(&r, state, (int32_t)t) < 0) goto done;
+        if (push_chain(r, state, (int32_t)t) < 0) goto done;
     }
-    if (!r.stack.n && !r.chains.n) {
+    if (!r->stack.n && !r->chains.n) {
         result = Py_None;
         Py_INCREF(result);
     } else {
-        result = run_close(&r);
+        result = run_close(r);
     }
 done:
     Py_XDECREF(waiting);
-    run_end(&r);
+    run_end(r);
     return result;
 }
 
@@ -1118,8 +1152,8 @@ static PyObject *closure_scan_forgetting(Closure *self, PyObject *const *args, P
     PyObject *state = args[0], *terminals = args[1], *result = NULL, *waiting = NULL;
     Forgetting f = {.universal = args[2], .at_universal = args[3]};
     pairs_init(&f.kept_set);
-    Run r;
-    if (run_start(&r, self, Py_None) < 0) goto done;
+    Run *r = run_start(self, Py_None);
+    if (!r) goto done;
     waiting = PyObject_GetAttr(state, self->s_waiting);
     if (!waiting) goto done;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(terminals); i++) {
@@ -1128,14 +1162,14 @@ static PyObject *closure_scan_forgetting(Closure *self, PyObject *const *args, P
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a terminal out of range");
             goto done;
         }
-        if (push_items_of(&r, waiting, (int32_t)t) < 0 || push_advanced(&r, state, (int32_t)t) < 0) goto done;
+        if (push_items_of(r, waiting, (int32_t)t) < 0 || push_advanced(r, state, (int32_t)t) < 0) goto done;
     }
-    if (!r.stack.n) {
+    if (!r->stack.n) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
-    if (forget_items(&r, &f) < 0) goto done;
+    if (forget_items(r, &f) < 0) goto done;
     PyObject *kept = PyBytes_FromStringAndSize((const char *)f.kept.at, f.kept.n * (Py_ssize_t)sizeof(int32_t));
     if (!kept) goto done;
     qsort(f.kept.at, (size_t)f.kept.n, sizeof(int32_t), key_int_cmp);
@@ -1144,7 +1178,7 @@ static PyObject *closure_scan_forgetting(Closure *self, PyObject *const *args, P
     else Py_DECREF(kept);
 done:
     Py_XDECREF(waiting);
-    run_end(&r);
+    run_end(r);
     pairs_free(&f.kept_set);
     PyMem_Free(f.kept.at);
     return result;
