@@ -211,6 +211,96 @@ static int chain_cache_add(ChainCache *cache, PyObject *prediction, int32_t sym,
     return 0;
 }
 
+/* ---- a set's predicted nonterminals, one frozenset per sequence met ----
+ * A new set hands Python the nonterminals it predicts as a frozenset, which the recognizer looks
+ * up its shared prediction by. The same nonterminals in the same order (most sets repeat an
+ * earlier one) are the same object again, built once: no set is built, hashed and compared
+ * per closed set. Keyed by the sequence in the order met, so that its iteration order, which
+ * orders the prediction's items, is the one the set would have been built with. Past
+ * ROOTS_LIMIT sequences the table starts afresh. */
+
+#define ROOTS_SLOTS 8192 /* a power of two */
+#define ROOTS_LIMIT (ROOTS_SLOTS / 2)
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t off; /* the sequence in the table's ``syms`` */
+    int32_t n;
+    PyObject *set; /* NULL: an empty slot */
+} RootsEntry;
+
+typedef struct {
+    RootsEntry *slots; /* [ROOTS_SLOTS], allocated at the first use */
+    Py_ssize_t n;
+    IntList syms;
+} RootsTable;
+
+static void roots_clear(RootsTable *t) {
+    if (t->slots) {
+        for (Py_ssize_t i = 0; i < ROOTS_SLOTS; i++) Py_CLEAR(t->slots[i].set);
+    }
+    t->n = 0;
+    t->syms.n = 0;
+}
+
+static void roots_free(RootsTable *t) {
+    roots_clear(t);
+    PyMem_Free(t->slots);
+    PyMem_Free(t->syms.at);
+}
+
+/* the slot of the sequence ``syms[0 .. n)`` hashed ``h``, or the empty one where it would go */
+static RootsEntry *roots_slot(RootsTable *t, uint64_t h, const int32_t *syms, int32_t n) {
+    size_t mask = ROOTS_SLOTS - 1, j = (size_t)(h ^ h >> 29) & mask;
+    for (; t->slots[j].set; j = (j + 1) & mask) {
+        const RootsEntry *e = &t->slots[j];
+        if (e->hash == h && e->n == n && !memcmp(t->syms.at + e->off, syms, (size_t)n * sizeof(int32_t))) break;
+    }
+    return &t->slots[j];
+}
+
+/* the frozenset of ``syms[0 .. n)`` (a new reference), made once per sequence */
+static PyObject *roots_frozenset(RootsTable *t, PyObject *ints, const int32_t *syms, int32_t n) {
+    uint64_t h = 0xCBF29CE484222325ULL ^ (uint64_t)n;
+    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)syms[i]) * 0x100000001B3ULL;
+    if (!t->slots) {
+        t->slots = PyMem_Calloc(ROOTS_SLOTS, sizeof(RootsEntry));
+        if (!t->slots) return PyErr_NoMemory();
+    }
+    RootsEntry *slot = roots_slot(t, h, syms, n);
+    if (slot->set) {
+        Py_INCREF(slot->set);
+        return slot->set;
+    }
+    /* a set grown in this order, then frozen, as Recognizer._close grows and freezes it */
+    PyObject *grown = PySet_New(NULL);
+    if (!grown) return NULL;
+    for (int32_t i = 0; i < n; i++) {
+        if (PySet_Add(grown, PyTuple_GET_ITEM(ints, syms[i])) < 0) {
+            Py_DECREF(grown);
+            return NULL;
+        }
+    }
+    PyObject *set = PyFrozenSet_New(grown);
+    Py_DECREF(grown);
+    if (!set) return NULL;
+    if (t->n >= ROOTS_LIMIT) roots_clear(t);
+    /* (found again: making the set may have run code that changed the table) */
+    slot = roots_slot(t, h, syms, n);
+    if (slot->set) return set; /* (an equal one came meanwhile: this one serves as well) */
+    Py_ssize_t off = t->syms.n;
+    for (int32_t i = 0; i < n; i++) {
+        if (IntList_push(&t->syms, syms[i]) < 0) {
+            Py_DECREF(set);
+            return NULL;
+        }
+    }
+    Py_INCREF(set);
+    *slot = (RootsEntry){h, off, n, set};
+    t->n++;
+    return set;
+}
+
 /* ---- the grammar's tables, made once ---- */
 
 typedef struct {
@@ -224,12 +314,14 @@ typedef struct {
     ChainCache chains;    /* (prediction, symbol) -> its chain, read without calling Python */
     PyObject *s_waiting, *s_prediction, *s_advanced, *s_items, *s_completed;
     struct Run *spare; /* a run's buffers, kept for the next run (NULL while a run holds them) */
+    RootsTable roots;  /* the predicted nonterminals' frozensets, by sequence */
 } Closure;
 
 static void run_free(struct Run *r);
 
 static void closure_dealloc(Closure *self) {
     if (self->spare) run_free(self->spare);
+    roots_free(&self->roots);
     chain_cache_clear(&self->chains); /* (leaves the index in its inline slots) */
     PyMem_Free(self->chains.entries);
     PyMem_Free(self->next_symbol);
@@ -955,19 +1047,20 @@ static PyObject *run_close(Run *r) {
         Py_SETREF(item->origin, m.origin);
     }
     items_index(items);
-    /* a set grown in the order met, then frozen: its iteration order, which orders the
+    /* the nonterminals in the order met (written over ``met``, which is read no more but to zero
+     * the counts: the nonterminals' counts are zeroed there, the terminals' here), frozen as a
+     * set grown in that order (roots_frozenset): its iteration order, which orders the
      * prediction's items, is then the Python loop's */
-    PyObject *roots = PySet_New(NULL), *frozen = NULL, *result = NULL;
-    if (!roots) goto done;
+    int32_t n_roots = 0;
     for (Py_ssize_t g = 0; g < r->n_met; g++) {
-        if (r->met[g] >= c->n_terminals && PySet_Add(roots, PyTuple_GET_ITEM(c->ints, r->met[g])) < 0)
-            goto done;
+        int32_t sym = r->met[g];
+        if (sym >= c->n_terminals) r->met[n_roots++] = sym;
+        else r->count[sym] = 0;
     }
-    frozen = PyFrozenSet_New(roots);
+    r->n_met = n_roots;
+    PyObject *frozen = roots_frozenset(&c->roots, c->ints, r->met, n_roots), *result = NULL;
     if (frozen) result = Py_BuildValue("(OOO)", items, frozen, accepting ? Py_True : Py_False);
-done:
     Py_DECREF(items);
-    Py_XDECREF(roots);
     Py_XDECREF(frozen);
     return result;
 }

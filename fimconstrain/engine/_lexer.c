@@ -233,8 +233,9 @@ static const uint64_t *allowed(Lexer *x, PyObject *parser, PyObject *layout) {
     return x->slot_words + slot->off;
 }
 
-/* what the layer said is allowed after (parser, layout) where a symbol ended, kept in the cache:
- * the branch it starts is usually read on in the next call (the next piece of text) */
+/* what the layer said is allowed after (parser, layout) where a symbol ended, kept in the cache
+ * when the branch it started outlives the text: the next call (the next piece of text) reads
+ * it on from there */
 static void remember_allowed(Lexer *x, PyObject *parser, PyObject *layout, const uint64_t *words) {
     AllowedSlot *slot = allowed_slot(x, parser, layout);
     memcpy(x->slot_words + slot->off, words, (size_t)x->W * sizeof(uint64_t));
@@ -483,7 +484,6 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) goto done;
     if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) goto done;
     if (long_words(PyTuple_GET_ITEM(ended, 3), w->aw + w->aw_n, x->W) < 0) goto done;
-    remember_allowed(x, parser2, layout2, w->aw + w->aw_n);
     /* (push_ended copies the words onto themselves) */
     rc = push_ended(x, w, parser2, layout2, (int32_t)start, w->aw + w->aw_n, i, code, nxt, ng);
 done:
@@ -540,6 +540,7 @@ static int read_branch(Lexer *x, Work *w, const Pending *b, PyObject *text, PyOb
         state = nxt;
         i++;
     }
+    if (b->aoff >= 0) remember_allowed(x, b->parser, b->layout, w->here); /* (the layer's, where it began) */
     PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, n);
     PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
     PyObject *guards = sobj ? guards_tuple(w->cur, ng) : NULL;
