@@ -388,6 +388,14 @@ static PyObject *lexeme_upto(PyObject *lexeme, PyObject *text, Py_ssize_t begin,
         Py_INCREF(lexeme);
         return lexeme;
     }
+    Py_ssize_t had = PyUnicode_GET_LENGTH(lexeme);
+    if (had && PyUnicode_IS_ASCII(lexeme) && PyUnicode_IS_ASCII(text)) { /* (one new string, not two) */
+        PyObject *whole = PyUnicode_New(had + end - begin, 127);
+        if (!whole) return NULL;
+        memcpy(PyUnicode_1BYTE_DATA(whole), PyUnicode_1BYTE_DATA(lexeme), (size_t)had);
+        memcpy(PyUnicode_1BYTE_DATA(whole) + had, PyUnicode_1BYTE_DATA(text) + begin, (size_t)(end - begin));
+        return whole;
+    }
     PyObject *piece = PyUnicode_Substring(text, begin, end);
     if (!piece) return NULL;
     PyObject *whole = PyUnicode_Concat(lexeme, piece);

@@ -33,33 +33,34 @@ __all__ = ["Branch", "Layer", "advance", "advance_in_python", "branch_key", "com
 BranchKey = tuple[Signature, LayoutT, int, str, Guards]
 
 
-#: each layer's C lexer (``_lexer.c``'s ``Lexer``), or False where it does not serve, made on a
-#: layer's first text (a process has few layers: a grammar and version each)
-_C_LEXERS: dict[Layer[Any], Any] = {}
+#: each layer's C lexer's ``advance`` (``_lexer.c``'s ``Lexer``, the method bound: one call, no
+#: lookup), or False where it does not serve, made on a layer's first text (a process has few
+#: layers: a grammar and version each)
+_C_ADVANCE: dict[Layer[Any], Any] = {}
 _C_LEXERS_KEPT = 16
 
 
 def advance(layer: Layer[LayoutT], branches: list[Branch[LayoutT]], text: str) -> list[Branch[LayoutT]]:
     """Read ``text`` character by character; return the surviving branches (maybe none): in C
     where the extension serves (:func:`c_lexer_for`), else :func:`advance_in_python`."""
-    c_lexer = _C_LEXERS.get(layer)
-    if c_lexer is None:
+    c_advance: Any = _C_ADVANCE.get(layer)
+    if c_advance is None:
         c_lexer = c_lexer_for(layer)
-    if c_lexer is not False:
-        result: list[Branch[LayoutT]] = c_lexer.advance(branches, text)
+        c_advance = False if c_lexer is False else c_lexer.advance
+        if len(_C_ADVANCE) >= _C_LEXERS_KEPT:
+            _C_ADVANCE.pop(next(iter(_C_ADVANCE)), None)  # the oldest (another thread may have gone first)
+        _C_ADVANCE[layer] = c_advance
+    if c_advance is not False:
+        result: list[Branch[LayoutT]] = c_advance(branches, text)
         return result
     return advance_in_python(layer, branches, text)
 
 
 def c_lexer_for(layer: Layer[Any]) -> Any:
-    """The C lexer of ``layer``, or False where ``_lexer.c`` is not built or
+    """A new C lexer of ``layer``, or False where ``_lexer.c`` is not built or
     ``FIMCONSTRAIN_ENGINE=python`` asks for the sources (:func:`.native.c_extension`)."""
     module = native.lexer_extension()
-    c_lexer = False if module is None else module.Lexer(layer, max(1, (layer.grammar.n_terminals + 63) // 64))
-    if len(_C_LEXERS) >= _C_LEXERS_KEPT:
-        _C_LEXERS.pop(next(iter(_C_LEXERS)), None)  # the oldest (another thread may have gone first)
-    _C_LEXERS[layer] = c_lexer
-    return c_lexer
+    return False if module is None else module.Lexer(layer, max(1, (layer.grammar.n_terminals + 63) // 64))
 
 
 def advance_in_python(
