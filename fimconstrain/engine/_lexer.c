@@ -363,13 +363,13 @@ static void work_free(Work *w) {
 /* the call is done with ``w``: kept for the next call where none is kept (buffers grown past
  * SPARE_MAX items are handed back: a rare large read keeps no memory) */
 static void work_give_back(Lexer *x, Work *w, Work *own) {
+    work_release(w); /* (first: what it frees may run code, and another call keep its buffers) */
     if (x->spare || w->cap > SPARE_MAX || w->gd_cap > SPARE_MAX || w->aw_cap > SPARE_MAX ||
         w->cur_cap > SPARE_MAX) {
         work_free(w);
         if (w != own) PyMem_Free(w);
         return;
     }
-    work_release(w);
     if (w == own) {
         Work *kept = PyMem_Malloc(sizeof(Work));
         if (!kept) {
