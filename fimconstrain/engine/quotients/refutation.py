@@ -217,9 +217,12 @@ class ForgetfulRecognizer(Recognizer):
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         key = (state, terminals)  # sets compare by identity; the key keeps the set alive
-        scanned = self._scanned
-        if key in scanned:  # (a test, not a KeyError caught: a compiled raise costs a traceback)
-            return scanned[key]
+        scanned, universal = self._scanned, self._universal
+        # (the universal set, which no scan gives, says "not seen yet": one lookup, and no
+        # KeyError caught, which in compiled code costs a traceback)
+        known = scanned.get(key, universal)
+        if known is not universal:
+            return known
         closure = self._native_closure
         if closure is not None:
             # (accepting, the kept items' key, the kept items in the order met) or None
