@@ -1024,13 +1024,11 @@ static void run_end(Run *r) {
 
 /* close what was pushed; (items, roots, accepting), roots the frozenset of the nonterminals
  * the new set waits for */
-static PyObject *run_close(Run *r) {
-    Closure *c = r->c;
-    int accepting = close_items(r);
-    if (accepting < 0) return NULL;
+/* the new set's kernel from what the run found: groups in the order met; within one, the items
+ * in the order they came (after it, each met symbol's count holds its group) */
+static Items *run_items(Run *r) {
     Items *items = items_alloc(r->found.n, r->n_met);
     if (!items) return NULL;
-    /* groups in the order met; within one, the items in the order they came */
     int32_t at = 0;
     for (Py_ssize_t g = 0; g < r->n_met; g++) {
         int32_t sym = r->met[g];
@@ -1047,6 +1045,15 @@ static PyObject *run_close(Run *r) {
         Py_SETREF(item->origin, m.origin);
     }
     items_index(items);
+    return items;
+}
+
+static PyObject *run_close(Run *r) {
+    Closure *c = r->c;
+    int accepting = close_items(r);
+    if (accepting < 0) return NULL;
+    Items *items = run_items(r);
+    if (!items) return NULL;
     /* the nonterminals in the order met (written over ``met``, which is read no more but to zero
      * the counts: the nonterminals' counts are zeroed there, the terminals' here), frozen as a
      * set grown in that order (roots_frozenset): its iteration order, which orders the
@@ -1288,15 +1295,11 @@ static PyObject *closure_forgotten(Closure *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     const int32_t *kept = (const int32_t *)(const void *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / (Py_ssize_t)sizeof(int32_t), n_met = 0;
-    PyObject *universal = args[1], *result = NULL, *nonterminals = NULL, *roots = NULL;
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / (Py_ssize_t)sizeof(int32_t);
+    PyObject *result = NULL, *nonterminals = NULL, *roots = NULL;
     Items *items = NULL;
-    Py_ssize_t size = self->n_symbols ? self->n_symbols : 1;
-    int32_t *count = PyMem_Calloc((size_t)size, sizeof(int32_t)), *met = PyMem_Malloc((size_t)size * sizeof(int32_t));
-    if (!count || !met) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    Run *r = run_start(self, Py_None);
+    if (!r) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t dot = kept[i] >> 1;
         int32_t sym = dot >= 1 && dot <= self->n_items ? self->next_symbol[dot - 1] : -1;
@@ -1304,41 +1307,23 @@ static PyObject *closure_forgotten(Closure *self, PyObject *const *args, Py_ssiz
             PyErr_SetString(PyExc_ValueError, "forgotten: a key is no item after a symbol");
             goto done;
         }
-        if (!count[sym]++) met[n_met++] = sym;
+        if (add_waiting(r, sym, dot - 1, kept[i] & 1 ? Py_None : args[1]) < 0) goto done;
     }
-    items = items_alloc(n, n_met);
+    items = run_items(r);
     if (!items) goto done;
-    int32_t at = 0;
-    for (Py_ssize_t g = 0; g < n_met; g++) {
-        int32_t sym = met[g];
-        items->groups[g] = (Group){sym, at, 0};
-        at += count[sym];
-        count[sym] = (int32_t)g; /* from here on: the symbol's group */
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t dot = kept[i] >> 1;
-        Group *g = &items->groups[count[self->next_symbol[dot - 1]]];
-        KernelItem *item = &items->items[g->start + g->count++];
-        PyObject *origin = kept[i] & 1 ? Py_None : universal;
-        item->dot = dot;
-        Py_INCREF(origin);
-        Py_SETREF(item->origin, origin);
-    }
-    items_index(items);
-    nonterminals = PyList_New(0);
+    nonterminals = PyList_New(0); /* (grown in the order met, as ForgetfulRecognizer._intern grows it) */
     if (!nonterminals) goto done;
-    for (Py_ssize_t g = 0; g < n_met; g++) {
-        if (met[g] >= self->n_terminals && PyList_Append(nonterminals, PyTuple_GET_ITEM(self->ints, met[g])) < 0)
-            goto done;
+    for (Py_ssize_t g = 0; g < r->n_met; g++) {
+        int32_t sym = r->met[g];
+        if (sym >= self->n_terminals && PyList_Append(nonterminals, PyTuple_GET_ITEM(self->ints, sym)) < 0) goto done;
     }
     roots = PyFrozenSet_New(nonterminals);
     if (roots) result = PyTuple_Pack(2, (PyObject *)items, roots);
 done:
+    run_end(r);
     Py_XDECREF(items);
     Py_XDECREF(nonterminals);
     Py_XDECREF(roots);
-    PyMem_Free(count);
-    PyMem_Free(met);
     return result;
 }
 

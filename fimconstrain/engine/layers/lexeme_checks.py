@@ -32,12 +32,14 @@ def string_ok(text: str) -> bool:
     is_bytes = "b" in prefix
     if is_bytes and not text.isascii():
         return _parses(text)
-    if "\\" not in text or ("f" not in prefix and "r" in prefix):
+    if "\\" not in text:
+        return True
+    if "f" in prefix:
+        return _parses(text)
+    if "r" in prefix:  # (a raw string decodes no escape)
         return True
     fallible = _FALLIBLE_BYTES_ESCAPES if is_bytes else _FALLIBLE_STR_ESCAPES
-    if "f" not in prefix and not any(escape in text for escape in fallible):
-        return True
-    return _parses(text)
+    return _parses(text) if any(escape in text for escape in fallible) else True
 
 
 def _parses(text: str) -> bool:
