@@ -10,7 +10,9 @@
  * its first answers can be told here: nothing the parser takes (the symbol's terminals, the
  * layer's ``token_mask`` per state, against the allowed ones), or a terminal the parser ignores
  * (a space, a comment) in a layout the layer says such a symbol leaves as it is
- * (``ignore_unchanged``, kept by value with the layout's ``lex_start``). The terminals a
+ * (``ignore_unchanged``, kept by value with the layout's ``lex_start``), or a symbol whose end
+ * the layer says is the parser's step alone there (``plain_ends``: a name, a number, an operator
+ * outside f-strings), which is scanned here with one call of the recognizer and no text. The terminals a
  * (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
  * text usually starts where the last one stopped.
  *
@@ -23,12 +25,13 @@
 #include <string.h>
 
 /* bumped whenever the arguments or their meaning change (native.py checks it) */
-#define LEXER_ABI 3
+#define LEXER_ABI 4
 
 #define DEAD 0
 #define UNMIRRORED 2 /* ``fin`` of a state not read from the automaton yet */
 #define ALLOWED_SLOTS 256
 #define LAYOUT_SLOTS 64
+#define LAYOUT_IDS 256 /* the identity index of the layout slots */
 #define SPARE_MAX 4096 /* items a kept buffer may hold */
 
 typedef struct {
@@ -41,12 +44,19 @@ typedef struct {
     Py_hash_t hash;   /* its hash */
     int unchanged;    /* the layer's ignore_unchanged(layout) */
     int32_t start;    /* its lex_start(layout) */
+    /* the layer's plain_ends(layout): the layout after a plain symbol (a strong reference; NULL:
+     * none end plainly here), where the next symbol starts, and (in ``plain_words`` at ``off``)
+     * the terminals that end plainly and what is allowed beside the parser's after them */
+    PyObject *plain_after;
+    int32_t plain_start;
+    Py_ssize_t off;
 } LayoutSlot;
 
 typedef struct {
     PyObject_HEAD
     PyObject *allowed_fn, *end_fn, *step_fn; /* the layer's and the automaton's, bound */
     PyObject *token_mask_fn, *unchanged_fn, *start_fn;
+    PyObject *plain_fn, *scan_fn; /* the layer's plain_ends, its recognizer's scan_expecting */
     PyObject *trans, *ascii_trans, *final, *live;       /* the automaton's lists */
     Py_ssize_t W;                                       /* 64-bit words of a terminal mask */
     Py_ssize_t cap;                                     /* states the mirror has room for */
@@ -57,6 +67,8 @@ typedef struct {
     uint8_t *tm_known;                                  /* [cap]: whether ``tm`` has it yet */
     uint64_t *ignore;                                   /* [W]: the terminals the parser ignores */
     LayoutSlot layouts[LAYOUT_SLOTS];
+    uint8_t layout_ids[LAYOUT_IDS]; /* a layout's address -> its slot, if the slot still holds it */
+    uint64_t *plain_words;          /* [LAYOUT_SLOTS][2 W]: the slots' plain terminals and extras */
     AllowedSlot slots[ALLOWED_SLOTS];
     uint64_t *slot_words; /* [ALLOWED_SLOTS][W] */
     struct Work *spare;   /* a call's buffers, kept for the next call (NULL while a call holds them) */
@@ -262,14 +274,25 @@ static const uint64_t *token_mask(Lexer *x, int32_t s) {
  * new symbol starts in it (kept by value, in a small cache that holds the layout: a layer may
  * build equal layouts anew at every symbol's end) */
 static const LayoutSlot *layout_of(Lexer *x, PyObject *layout) {
+    /* (by address first: a layout passed on unchanged, or made here for a plain symbol, is met
+     * again as the same object, and a tuple's hash is not kept) */
+    uint8_t *id = &x->layout_ids[((uint64_t)(uintptr_t)layout * 0x9E3779B97F4A7C15ULL >> 40) % LAYOUT_IDS];
+    if (x->layouts[*id].layout == layout) return &x->layouts[*id];
     Py_hash_t hash = PyObject_Hash(layout);
     if (hash == -1) return NULL;
-    LayoutSlot *slot = &x->layouts[((uint64_t)hash * 0x9E3779B97F4A7C15ULL >> 40) % LAYOUT_SLOTS];
-    if (slot->layout == layout) return slot;
+    Py_ssize_t at = (Py_ssize_t)(((uint64_t)hash * 0x9E3779B97F4A7C15ULL >> 40) % LAYOUT_SLOTS);
+    LayoutSlot *slot = &x->layouts[at];
+    if (slot->layout == layout) {
+        *id = (uint8_t)at;
+        return slot;
+    }
     if (slot->layout && slot->hash == hash) {
         int same = PyObject_RichCompareBool(slot->layout, layout, Py_EQ);
         if (same < 0) return NULL;
-        if (same) return slot;
+        if (same) {
+            *id = (uint8_t)at;
+            return slot;
+        }
     }
     PyObject *unchanged = PyObject_Vectorcall(x->unchanged_fn, &layout, 1, NULL);
     if (!unchanged) return NULL;
@@ -281,12 +304,39 @@ static const LayoutSlot *layout_of(Lexer *x, PyObject *layout) {
     long start = PyLong_AsLong(start_obj);
     Py_DECREF(start_obj);
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) return NULL;
+    PyObject *plain = PyObject_Vectorcall(x->plain_fn, &layout, 1, NULL);
+    if (!plain) return NULL;
+    PyObject *plain_after = NULL;
+    long plain_start = 0;
+    uint64_t *words = x->plain_words + slot->off;
+    if (plain != Py_None) {
+        if (!PyTuple_Check(plain) || PyTuple_GET_SIZE(plain) != 4) {
+            PyErr_SetString(PyExc_TypeError, "plain_ends must give None or (terminals, layout, start, extra)");
+            goto fail;
+        }
+        plain_after = PyTuple_GET_ITEM(plain, 1);
+        plain_start = PyLong_AsLong(PyTuple_GET_ITEM(plain, 2));
+        if ((plain_start == -1 && PyErr_Occurred()) || mirror(x, plain_start) < 0 ||
+            long_words(PyTuple_GET_ITEM(plain, 0), words, x->W) < 0 ||
+            long_words(PyTuple_GET_ITEM(plain, 3), words + x->W, x->W) < 0)
+            goto fail;
+        Py_INCREF(plain_after);
+    }
+    Py_DECREF(plain);
     Py_INCREF(layout);
     Py_XSETREF(slot->layout, layout);
+    Py_XSETREF(slot->plain_after, plain_after);
     slot->hash = hash;
     slot->unchanged = is;
     slot->start = (int32_t)start;
+    slot->plain_start = (int32_t)plain_start;
+    *id = (uint8_t)at;
     return slot;
+fail: /* (the slot's words may be half written: it holds nothing now) */
+    Py_DECREF(plain);
+    Py_CLEAR(slot->layout);
+    Py_CLEAR(slot->plain_after);
+    return NULL;
 }
 
 /* ---- advance ---- */
@@ -446,6 +496,81 @@ static int push_ended(Lexer *x, Work *w, PyObject *parser, PyObject *layout, int
     return 0;
 }
 
+/* whether ``text[begin:end]`` is ASCII */
+static int ascii_between(PyObject *text, Py_ssize_t begin, Py_ssize_t end) {
+    if (PyUnicode_IS_ASCII(text)) return 1;
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t k = begin; k < end; k++)
+        if (PyUnicode_READ(kind, data, k) >= 128) return 0;
+    return 1;
+}
+
+/* the end of an ASCII symbol that may be the terminals ``tm`` (against ``w->here``) in the layout
+ * of ``slot``, which has plain ends: if they are all plain, the parser's step alone (the
+ * recognizer's ``scan_expecting``) and the branch that starts a new symbol with ``code`` pushed
+ * as ``push_ended`` does (returns 0, or -1 on an error); else 1: the layer is asked */
+static int plain_end(Lexer *x, Work *w, PyObject *parser, const LayoutSlot *slot, const uint64_t *tm,
+                     Py_ssize_t i, Py_UCS4 code, int32_t nxt, int32_t ng) {
+    const uint64_t *plain = x->plain_words + slot->off, *extra = plain + x->W;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t k = 0; k < x->W; k++) {
+        uint64_t m = tm[k] & w->here[k];
+        if (m & ~plain[k]) return 1;
+        count += __builtin_popcountll(m);
+    }
+    PyObject *ids = PyTuple_New(count);
+    if (!ids) return -1;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < x->W; k++)
+        for (uint64_t m = tm[k] & w->here[k]; m; m &= m - 1) {
+            PyObject *t = PyLong_FromSsize_t(k * 64 + __builtin_ctzll(m));
+            if (!t) {
+                Py_DECREF(ids);
+                return -1;
+            }
+            PyTuple_SET_ITEM(ids, n++, t);
+        }
+    /* (the slot as it is now: the recognizer's Python may lex text too, and fill the slot anew) */
+    if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) {
+        Py_DECREF(ids);
+        return -1;
+    }
+    memcpy(w->aw + w->aw_n, extra, (size_t)x->W * sizeof(uint64_t));
+    PyObject *layout = slot->plain_after;
+    int32_t start = slot->plain_start;
+    Py_INCREF(layout);
+    PyObject *args[2] = {parser, ids};
+    PyObject *scanned = PyObject_Vectorcall(x->scan_fn, args, 2, NULL);
+    Py_DECREF(ids);
+    if (!scanned || scanned == Py_None) {
+        Py_XDECREF(scanned);
+        Py_DECREF(layout);
+        return scanned ? 0 : -1;
+    }
+    int rc = -1;
+    if (!PyTuple_Check(scanned) || PyTuple_GET_SIZE(scanned) != 2) {
+        PyErr_SetString(PyExc_TypeError, "scan_expecting must give None or (parser, expected)");
+        goto done;
+    }
+    uint64_t *after = w->aw + w->aw_n, expected[8];
+    uint64_t *exp = x->W <= 8 ? expected : PyMem_Malloc((size_t)x->W * sizeof(uint64_t));
+    if (!exp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (long_words(PyTuple_GET_ITEM(scanned, 1), exp, x->W) == 0) {
+        for (Py_ssize_t k = 0; k < x->W; k++) after[k] |= exp[k];
+        /* (push_ended copies the words onto themselves) */
+        rc = push_ended(x, w, PyTuple_GET_ITEM(scanned, 0), layout, start, after, i, code, nxt, ng);
+    }
+    if (exp != expected) PyMem_Free(exp);
+done:
+    Py_DECREF(scanned);
+    Py_DECREF(layout);
+    return rc;
+}
+
 /* branch ``b``'s symbol, ``lexeme + text[begin:i]`` in ``state``, ends before character ``code``
  * at ``i``: push the branch that starts a new symbol with it, if the layer takes the one that
  * ended and the new one can still become an allowed terminal; its guards are the reading
@@ -467,6 +592,13 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         const LayoutSlot *slot = layout_of(x, b->layout);
         if (!slot) return -1;
         if (slot->unchanged) return push_ended(x, w, b->parser, b->layout, slot->start, w->here, i, code, nxt, ng);
+    } else if (PyUnicode_IS_ASCII(b->lexeme) && ascii_between(text, begin, i)) {
+        const LayoutSlot *slot = layout_of(x, b->layout);
+        if (!slot) return -1;
+        if (slot->plain_after) {
+            int rc = plain_end(x, w, b->parser, slot, tm, i, code, nxt, ng);
+            if (rc != 1) return rc;
+        }
     }
     PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, i);
     PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
@@ -636,6 +768,10 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     x->token_mask_fn = PyObject_GetAttrString(layer, "token_mask");
     x->unchanged_fn = PyObject_GetAttrString(layer, "ignore_unchanged");
     x->start_fn = PyObject_GetAttrString(layer, "lex_start");
+    x->plain_fn = PyObject_GetAttrString(layer, "plain_ends");
+    PyObject *recognizer = PyObject_GetAttrString(layer, "recognizer");
+    x->scan_fn = recognizer ? PyObject_GetAttrString(recognizer, "scan_expecting") : NULL;
+    Py_XDECREF(recognizer);
     PyObject *ignore = PyObject_GetAttrString(layer, "ignore_mask");
     x->step_fn = PyObject_GetAttrString(dfa, "step");
     x->trans = PyObject_GetAttrString(dfa, "trans");
@@ -643,7 +779,8 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     x->final = PyObject_GetAttrString(dfa, "final");
     x->live = PyObject_GetAttrString(dfa, "live");
     Py_DECREF(dfa);
-    if (!x->allowed_fn || !x->end_fn || !x->token_mask_fn || !x->unchanged_fn || !x->start_fn || !ignore ||
+    if (!x->allowed_fn || !x->end_fn || !x->token_mask_fn || !x->unchanged_fn || !x->start_fn || !x->plain_fn ||
+        !x->scan_fn || !ignore ||
         !x->step_fn || !x->trans || !x->ascii_trans || !x->final || !x->live) {
         Py_XDECREF(ignore);
         return -1;
@@ -656,7 +793,8 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     }
     x->slot_words = PyMem_Calloc((size_t)(ALLOWED_SLOTS * W), sizeof(uint64_t));
     x->ignore = PyMem_Calloc((size_t)W, sizeof(uint64_t));
-    if (!x->slot_words || !x->ignore) {
+    x->plain_words = PyMem_Calloc((size_t)(LAYOUT_SLOTS * 2 * W), sizeof(uint64_t));
+    if (!x->slot_words || !x->ignore || !x->plain_words) {
         Py_DECREF(ignore);
         PyErr_NoMemory();
         return -1;
@@ -665,6 +803,7 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     Py_DECREF(ignore);
     if (failed) return -1;
     for (Py_ssize_t k = 0; k < ALLOWED_SLOTS; k++) x->slots[k].off = k * W;
+    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) x->layouts[k].off = k * 2 * W;
     return mirror(x, DEAD);
 }
 
@@ -674,6 +813,8 @@ static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
     Py_VISIT(x->token_mask_fn);
     Py_VISIT(x->unchanged_fn);
     Py_VISIT(x->start_fn);
+    Py_VISIT(x->plain_fn);
+    Py_VISIT(x->scan_fn);
     Py_VISIT(x->step_fn);
     Py_VISIT(x->trans);
     Py_VISIT(x->ascii_trans);
@@ -683,7 +824,10 @@ static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
         Py_VISIT(x->slots[k].parser);
         Py_VISIT(x->slots[k].layout);
     }
-    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) Py_VISIT(x->layouts[k].layout);
+    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) {
+        Py_VISIT(x->layouts[k].layout);
+        Py_VISIT(x->layouts[k].plain_after);
+    }
     return 0;
 }
 
@@ -693,6 +837,8 @@ static int lexer_clear(Lexer *x) {
     Py_CLEAR(x->token_mask_fn);
     Py_CLEAR(x->unchanged_fn);
     Py_CLEAR(x->start_fn);
+    Py_CLEAR(x->plain_fn);
+    Py_CLEAR(x->scan_fn);
     Py_CLEAR(x->step_fn);
     Py_CLEAR(x->trans);
     Py_CLEAR(x->ascii_trans);
@@ -702,7 +848,10 @@ static int lexer_clear(Lexer *x) {
         Py_CLEAR(x->slots[k].parser);
         Py_CLEAR(x->slots[k].layout);
     }
-    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) Py_CLEAR(x->layouts[k].layout);
+    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) {
+        Py_CLEAR(x->layouts[k].layout);
+        Py_CLEAR(x->layouts[k].plain_after);
+    }
     return 0;
 }
 
@@ -716,6 +865,7 @@ static void lexer_dealloc(Lexer *x) {
     PyMem_Free(x->tm_known);
     PyMem_Free(x->ignore);
     PyMem_Free(x->slot_words);
+    PyMem_Free(x->plain_words);
     if (x->spare) {
         work_free(x->spare);
         PyMem_Free(x->spare);

@@ -205,6 +205,12 @@ class Checker(Generic[LayoutT]):
             raise InputError(f"feed() takes str, not {type(text).__name__}")
         if not text:
             return self
+        plain = text.isascii() and "\0" not in text and "\r" not in text
+        if plain and not (self._ending or self._at_file_start):
+            # (the common case, a decoding step's token: no character to refuse, no byte order
+            # mark to drop, no line break to translate)
+            branches = lexer.advance(self._layer, self._branches, text)
+            return Checker(self._layer, branches, "", self._plan) if branches else None
         if not is_valid_source_text(text):
             return None
         if self._at_file_start and text.startswith(BOM):

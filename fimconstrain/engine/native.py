@@ -82,7 +82,7 @@ LEXER = CExtension(
     key="lexer",
     source="_lexer.c",
     module="fimconstrain.engine._lexer",
-    abi=3,
+    abi=4,
     what="the native branching lexer",
     instead="text is lexed in Python",
 )

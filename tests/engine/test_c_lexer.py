@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sysconfig
 from pathlib import Path
 
@@ -145,6 +146,7 @@ def test_an_error_in_the_layer_comes_out():
         dfa, ignore_mask = layer.dfa, layer.ignore_mask
         allowed, token_mask = layer.allowed, layer.token_mask
         ignore_unchanged, lex_start = layer.ignore_unchanged, layer.lex_start
+        plain_ends, recognizer = layer.plain_ends, layer.recognizer
 
         def end_and_next(self, parser, layout, state, text):
             raise RuntimeError(f"end of {text!r}")
@@ -153,3 +155,25 @@ def test_an_error_in_the_layer_comes_out():
     with pytest.raises(RuntimeError, match="end of '\\\\n\\\\n'"):
         c.advance([layer.initial_branch()], "\nx = 1")
     assert c.advance([layer.initial_branch()], "\n    ") != []  # (no symbol ends)
+
+
+def test_an_error_in_a_plain_end_comes_out():
+    """What the recognizer raises where a plain symbol (a name) ends, which the C lexer scans
+    without the layer's ``end_and_next``, reaches the caller, and the lexer still serves."""
+    layer = get_layer("python")
+
+    class FailingRecognizer:
+        def scan_expecting(self, parser, terminals):
+            raise RuntimeError(f"scan of {terminals!r}")
+
+    class Failing:
+        dfa, ignore_mask = layer.dfa, layer.ignore_mask
+        allowed, token_mask, end_and_next = layer.allowed, layer.token_mask, layer.end_and_next
+        ignore_unchanged, lex_start, plain_ends = layer.ignore_unchanged, layer.lex_start, layer.plain_ends
+        recognizer = FailingRecognizer()
+
+    c = native.lexer_extension().Lexer(Failing(), (layer.grammar.n_terminals + 63) // 64)
+    name = layer.terminal_ids(layer.name_mask)[0]
+    with pytest.raises(RuntimeError, match=re.escape(f"scan of ({name},)")):
+        c.advance(fim_checker("x = abc", "").branches, " + 1")
+    assert c.advance(fim_checker("x = abc", "").branches, "d") != []  # (no symbol ends)

@@ -144,6 +144,11 @@ class Recognizer:
         self._id_bits = max(len(grammar.next_symbol), len(grammar.symbol_names)).bit_length()
         #: the C twin of :meth:`_close`'s loop (``_earley.c``), or None: the loop below runs
         self._native_closure = _native_closure(grammar) if c_closure else None
+        #: the C closure's scan and :meth:`chain`, its callback, bound once: a method named on
+        #: an ``Any`` is looked up on its type at every call, and ``self.chain`` makes a new
+        #: bound method each time
+        self._c_scan = None if self._native_closure is None else self._native_closure.scan
+        self._chain = self.chain
         self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
 
     @property
@@ -205,9 +210,10 @@ class Recognizer:
 
     def scan(self, state: EarleySet, terminals: tuple[int, ...]) -> EarleySet | None:
         """The state after reading one of ``terminals`` (terminal ids), or None."""
-        if self._native_closure is not None:
+        c_scan = self._c_scan
+        if c_scan is not None:
             # (the new set's kernel, the nonterminals it predicts, whether it accepts)
-            scanned = self._native_closure.scan(state, terminals, self.chain)
+            scanned = c_scan(state, terminals, self._chain)
             return None if scanned is None else EarleySet(scanned[0], self.prediction(scanned[1]), scanned[2])
         seeds: list[Item] = []
         waiting, prediction = state.waiting, state.prediction
@@ -220,6 +226,12 @@ class Recognizer:
             return None
         return self._close(seeds, state, predicted)
 
+    def scan_expecting(self, state: EarleySet, terminals: tuple[int, ...]) -> tuple[EarleySet, int] | None:
+        """:meth:`scan`, with the terminals the new set expects (:meth:`expected_terminals`): a
+        symbol's end that is the parser's step alone, in one call (``_lexer.c``)."""
+        after = self.scan(state, terminals)
+        return None if after is None else (after, self.expected_terminals(after))
+
     def _close(
         self, seeds: list[Item], scanned: EarleySet | None = None, predicted: list[int] | None = None
     ) -> EarleySet:
@@ -230,7 +242,7 @@ class Recognizer:
         the others; they stay apart because each is the hot path of its own caller.)"""
         if self._native_closure is not None and scanned is None:  # (scan closes in C on its own)
             # (the set's kernel, the nonterminals it predicts, whether it accepts)
-            closed = self._native_closure.close(seeds, self.chain)
+            closed = self._native_closure.close(seeds, self._chain)
             return EarleySet(closed[0], self.prediction(closed[1]), closed[2])
         g = self.grammar
         next_symbol, skip, item_lhs = g.next_symbol, g.skip, g.item_lhs

@@ -16,7 +16,7 @@ from ..automata.earley import EarleySet, Recognizer
 from ..automata.grammar import Grammar
 from ..automata.regex_dfa import LexerDFA
 from ..versions import PythonVersion
-from .layer_protocol import Branch, FinishVocabulary, LayoutT, Modes
+from .layer_protocol import Branch, FinishVocabulary, LayoutT, Modes, PlainEnds
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -164,6 +164,11 @@ class BaseLayer(ABC, Generic[LayoutT]):
             return None
         after, layout_after = ended
         return after, layout_after, self.lex_start(layout_after), self.allowed(after, layout_after)
+
+    def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT] | None:
+        """None: every end is asked of :meth:`end_and_next` (a subclass that overrides
+        :meth:`end_symbol` says where its ends are the parser's step alone)."""
+        return None
 
     def ignore_unchanged(self, layout: LayoutT) -> bool:
         """Always: :meth:`end_symbol` leaves the parser and layout as they were for an ignored

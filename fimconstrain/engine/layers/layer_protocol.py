@@ -47,6 +47,10 @@ Guards = tuple[int, ...]
 #: unpacking, with these names.
 Branch = tuple[EarleySet, LayoutT, int, str, Guards]
 
+#: where a symbol's end is the parser's step alone (:meth:`Layer.plain_ends`):
+#: ``(terminals, layout after, lexer start after, terminals allowed beside the parser's)``
+PlainEnds = tuple[int, LayoutT, int, int]
+
 #: a lexing-mode frame ``(kind, quote, extra)`` (Python's f-string modes; see ``fstring_modes.py``)
 ModeFrame = tuple[int, str, int]
 #: a stack of lexing modes, innermost last (empty: ordinary code)
@@ -182,6 +186,14 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
     ) -> tuple[EarleySet, LayoutT, int, int] | None:
         """:meth:`end_symbol`, with :meth:`lex_start` and :meth:`allowed` after it: what the C
         lexer (``_lexer.c``) asks where a symbol ends, in one call."""
+        ...
+
+    def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT] | None:
+        """Where a symbol's end in ``layout`` is the parser's step alone, so that the C lexer
+        takes it without asking :meth:`end_and_next`: ``(terminals, after, start, extra)``, an
+        ASCII symbol that may only be some of ``terminals`` ends as ``recognizer.scan`` of
+        them, followed by layout ``after``, where the next symbol starts in lexer state
+        ``start`` and ``extra`` is allowed beside the parser's terminals. None: no such ends."""
         ...
 
     def ignore_unchanged(self, layout: LayoutT) -> bool:

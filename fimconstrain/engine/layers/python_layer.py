@@ -15,7 +15,7 @@ from ..versions import PythonVersion, format_version
 from .ast_checks import DONE, AstChecks, AstState
 from .base_layer import BaseLayer, bitmask
 from .fstring_modes import FStringModes, open_quotes
-from .layer_protocol import Branch, FinishVocabulary, Modes
+from .layer_protocol import Branch, FinishVocabulary, Modes, PlainEnds
 from .lexeme_checks import identifier_ok, string_ok
 
 if TYPE_CHECKING:
@@ -123,6 +123,7 @@ class PythonLayer(BaseLayer[PythonLayout]):
         "newline_ids",
         "newline_mask",
         "old_fstrings",
+        "plain_mask",
         "special_mask",
         "string_end_mask",
         "string_mask",
@@ -170,6 +171,8 @@ class PythonLayer(BaseLayer[PythonLayout]):
             | self.string_start_mask
             | self.bracket_mask
         )
+        #: the terminals whose end is the parser's step alone outside f-strings (:meth:`plain_ends`)
+        self.plain_mask = ((1 << grammar.n_terminals) - 1) & ~self.special_mask
         #: what a line break may add to the allowed terminals, with the ignored ones
         self.ignore_newline_mask = self.ignore_mask | self.newline_mask
         # Files start at the beginning of a line: lex as if a newline came first, so leading
@@ -319,6 +322,16 @@ class PythonLayer(BaseLayer[PythonLayout]):
                 return None
             checks = checked
         return after, (indents, depth, True, fstrings, checks)
+
+    def plain_ends(self, layout: PythonLayout) -> PlainEnds[PythonLayout] | None:
+        """Outside f-strings and the AST checks, a symbol that may be none of the special
+        terminals (:attr:`special_mask`) ends as :meth:`end_symbol` scans it: the line open
+        after it, the next symbol started in the DFA's start state."""
+        indents, depth, line_open, fstrings, checks = layout
+        if fstrings or self.track_keywords or checks[0] != DONE:
+            return None
+        after = layout if line_open else (indents, depth, True, fstrings, checks)
+        return self.plain_mask, after, self.dfa.start, self.ignore_newline_mask if depth else self.ignore_mask
 
     def ignore_unchanged(self, layout: PythonLayout) -> bool:
         """Except inside an f-string lexed by the rules before 3.12, whose text is checked
