@@ -11,8 +11,9 @@
  * layer's ``token_mask`` per state, against the allowed ones), or a terminal the parser ignores
  * (a space, a comment) in a layout the layer says such a symbol leaves as it is
  * (``ignore_unchanged``, kept by value with the layout's ``lex_start``), or a symbol whose end
- * the layer says is the parser's step alone there (``plain_ends``: a name, a number, an operator
- * outside f-strings), which is scanned here with one call of the recognizer and no text. The terminals a
+ * the layer says is the parser's step alone there, followed by a layout it gave (``plain_ends``:
+ * a name, a number, an operator, a bracket outside f-strings; a line break inside brackets, which
+ * changes nothing), scanned here with one call of the recognizer and no text. The terminals a
  * (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
  * text usually starts where the last one stopped.
  *
@@ -32,6 +33,7 @@
 #define ALLOWED_SLOTS 256
 #define LAYOUT_SLOTS 64
 #define LAYOUT_IDS 256 /* the identity index of the layout slots */
+#define PLAIN_GROUPS 8  /* the most groups of plain ends a layout may have */
 #define SPARE_MAX 4096 /* items a kept buffer may hold */
 
 typedef struct {
@@ -44,11 +46,13 @@ typedef struct {
     Py_hash_t hash;   /* its hash */
     int unchanged;    /* the layer's ignore_unchanged(layout) */
     int32_t start;    /* its lex_start(layout) */
-    /* the layer's plain_ends(layout): the layout after a plain symbol (a strong reference; NULL:
-     * none end plainly here), where the next symbol starts, and (in ``plain_words`` at ``off``)
-     * the terminals that end plainly and what is allowed beside the parser's after them */
-    PyObject *plain_after;
-    int32_t plain_start;
+    /* the layer's plain_ends(layout), ``groups`` of them: each the layout after (a strong
+     * reference; Py_None: the parser and layout stay as they are, nothing scanned), where the
+     * next symbol starts, and (in ``plain_words`` from ``off``, 2 W words a group) the
+     * group's terminals and what is allowed beside the parser's after them */
+    int groups;
+    PyObject *after[PLAIN_GROUPS];
+    int32_t after_start[PLAIN_GROUPS];
     Py_ssize_t off;
 } LayoutSlot;
 
@@ -68,7 +72,7 @@ typedef struct {
     uint64_t *ignore;                                   /* [W]: the terminals the parser ignores */
     LayoutSlot layouts[LAYOUT_SLOTS];
     uint8_t layout_ids[LAYOUT_IDS]; /* a layout's address -> its slot, if the slot still holds it */
-    uint64_t *plain_words;          /* [LAYOUT_SLOTS][2 W]: the slots' plain terminals and extras */
+    uint64_t *plain_words;          /* [LAYOUT_SLOTS][PLAIN_GROUPS][2 W]: the groups' terminals, extras */
     AllowedSlot slots[ALLOWED_SLOTS];
     uint64_t *slot_words; /* [ALLOWED_SLOTS][W] */
     struct Work *spare;   /* a call's buffers, kept for the next call (NULL while a call holds them) */
@@ -306,36 +310,43 @@ static const LayoutSlot *layout_of(Lexer *x, PyObject *layout) {
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) return NULL;
     PyObject *plain = PyObject_Vectorcall(x->plain_fn, &layout, 1, NULL);
     if (!plain) return NULL;
-    PyObject *plain_after = NULL;
-    long plain_start = 0;
-    uint64_t *words = x->plain_words + slot->off;
-    if (plain != Py_None) {
-        if (!PyTuple_Check(plain) || PyTuple_GET_SIZE(plain) != 4) {
-            PyErr_SetString(PyExc_TypeError, "plain_ends must give None or (terminals, layout, start, extra)");
+    /* (the slot is emptied first: a group half read leaves it holding nothing) */
+    for (int g = 0; g < slot->groups; g++) Py_CLEAR(slot->after[g]);
+    slot->groups = 0;
+    Py_CLEAR(slot->layout);
+    if (!PyTuple_Check(plain) || PyTuple_GET_SIZE(plain) > PLAIN_GROUPS) {
+        PyErr_SetString(PyExc_TypeError, "plain_ends must give a tuple of at most 8 groups");
+        goto fail;
+    }
+    for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(plain); g++) {
+        PyObject *group = PyTuple_GET_ITEM(plain, g);
+        if (!PyTuple_Check(group) || PyTuple_GET_SIZE(group) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a plain_ends group must be (terminals, layout, start, extra)");
             goto fail;
         }
-        plain_after = PyTuple_GET_ITEM(plain, 1);
-        plain_start = PyLong_AsLong(PyTuple_GET_ITEM(plain, 2));
-        if ((plain_start == -1 && PyErr_Occurred()) || mirror(x, plain_start) < 0 ||
-            long_words(PyTuple_GET_ITEM(plain, 0), words, x->W) < 0 ||
-            long_words(PyTuple_GET_ITEM(plain, 3), words + x->W, x->W) < 0)
+        uint64_t *words = x->plain_words + slot->off + 2 * x->W * g;
+        long after_start = PyLong_AsLong(PyTuple_GET_ITEM(group, 2));
+        if ((after_start == -1 && PyErr_Occurred()) || mirror(x, after_start) < 0 ||
+            long_words(PyTuple_GET_ITEM(group, 0), words, x->W) < 0 ||
+            long_words(PyTuple_GET_ITEM(group, 3), words + x->W, x->W) < 0)
             goto fail;
-        Py_INCREF(plain_after);
+        slot->after[g] = PyTuple_GET_ITEM(group, 1);
+        Py_INCREF(slot->after[g]);
+        slot->after_start[g] = (int32_t)after_start;
+        slot->groups = (int)g + 1;
     }
     Py_DECREF(plain);
     Py_INCREF(layout);
-    Py_XSETREF(slot->layout, layout);
-    Py_XSETREF(slot->plain_after, plain_after);
+    slot->layout = layout;
     slot->hash = hash;
     slot->unchanged = is;
     slot->start = (int32_t)start;
-    slot->plain_start = (int32_t)plain_start;
     *id = (uint8_t)at;
     return slot;
-fail: /* (the slot's words may be half written: it holds nothing now) */
+fail:
     Py_DECREF(plain);
-    Py_CLEAR(slot->layout);
-    Py_CLEAR(slot->plain_after);
+    for (int g = 0; g < slot->groups; g++) Py_CLEAR(slot->after[g]);
+    slot->groups = 0;
     return NULL;
 }
 
@@ -506,25 +517,32 @@ static int ascii_between(PyObject *text, Py_ssize_t begin, Py_ssize_t end) {
     return 1;
 }
 
-/* the end of an ASCII symbol that may be the terminals ``tm`` (against ``w->here``) in the layout
- * of ``slot``, which has plain ends: if they are all plain, the parser's step alone (the
- * recognizer's ``scan_expecting``) and the branch that starts a new symbol with ``code`` pushed
- * as ``push_ended`` does (returns 0, or -1 on an error); else 1: the layer is asked */
-static int plain_end(Lexer *x, Work *w, PyObject *parser, const LayoutSlot *slot, const uint64_t *tm,
-                     Py_ssize_t i, Py_UCS4 code, int32_t nxt, int32_t ng) {
-    const uint64_t *plain = x->plain_words + slot->off, *extra = plain + x->W;
-    Py_ssize_t count = 0;
-    for (Py_ssize_t k = 0; k < x->W; k++) {
-        uint64_t m = tm[k] & w->here[k];
-        if (m & ~plain[k]) return 1;
-        count += __builtin_popcountll(m);
+/* the group of ``slot``'s plain ends that holds every terminal of ``m`` (an ASCII symbol's
+ * terminals, as allowed), or -1 */
+static int plain_group(const Lexer *x, const LayoutSlot *slot, const uint64_t *m) {
+    for (int g = 0; g < slot->groups; g++) {
+        const uint64_t *terminals = x->plain_words + slot->off + 2 * x->W * g;
+        int inside = 1;
+        for (Py_ssize_t k = 0; k < x->W && inside; k++) inside = !(m[k] & ~terminals[k]);
+        if (inside) return g;
     }
+    return -1;
+}
+
+/* the end of an ASCII symbol that may be the terminals ``m``, all in group ``g`` of ``slot``'s
+ * plain ends, which scans: the parser's step alone (the recognizer's ``scan_expecting``) and the
+ * branch that starts a new symbol with ``code`` pushed as ``push_ended`` does */
+static int plain_end(Lexer *x, Work *w, PyObject *parser, const LayoutSlot *slot, int g, const uint64_t *m,
+                     Py_ssize_t i, Py_UCS4 code, int32_t nxt, int32_t ng) {
+    const uint64_t *extra = x->plain_words + slot->off + 2 * x->W * g + x->W;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t k = 0; k < x->W; k++) count += __builtin_popcountll(m[k]);
     PyObject *ids = PyTuple_New(count);
     if (!ids) return -1;
     Py_ssize_t n = 0;
     for (Py_ssize_t k = 0; k < x->W; k++)
-        for (uint64_t m = tm[k] & w->here[k]; m; m &= m - 1) {
-            PyObject *t = PyLong_FromSsize_t(k * 64 + __builtin_ctzll(m));
+        for (uint64_t bits = m[k]; bits; bits &= bits - 1) {
+            PyObject *t = PyLong_FromSsize_t(k * 64 + __builtin_ctzll(bits));
             if (!t) {
                 Py_DECREF(ids);
                 return -1;
@@ -537,8 +555,8 @@ static int plain_end(Lexer *x, Work *w, PyObject *parser, const LayoutSlot *slot
         return -1;
     }
     memcpy(w->aw + w->aw_n, extra, (size_t)x->W * sizeof(uint64_t));
-    PyObject *layout = slot->plain_after;
-    int32_t start = slot->plain_start;
+    PyObject *layout = slot->after[g];
+    int32_t start = slot->after_start[g];
     Py_INCREF(layout);
     PyObject *args[2] = {parser, ids};
     PyObject *scanned = PyObject_Vectorcall(x->scan_fn, args, 2, NULL);
@@ -581,25 +599,32 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
      * or a terminal it ignores where the layer leaves the parser and layout as they are */
     const uint64_t *tm = token_mask(x, state);
     if (!tm) return -1;
+    uint64_t mine[8], *m = x->W <= 8 ? mine : PyMem_Malloc((size_t)x->W * sizeof(uint64_t));
+    if (!m) {
+        PyErr_NoMemory();
+        return -1;
+    }
     int takes = 0, ignored = 0;
     for (Py_ssize_t k = 0; k < x->W; k++) {
-        uint64_t m = tm[k] & w->here[k];
-        takes |= m != 0;
-        ignored |= (m & x->ignore[k]) != 0;
+        m[k] = tm[k] & w->here[k];
+        takes |= m[k] != 0;
+        ignored |= (m[k] & x->ignore[k]) != 0;
     }
-    if (!takes) return 0;
-    if (ignored) {
+    int rc = 1; /* (1: the layer is asked) */
+    if (!takes) {
+        rc = 0;
+    } else if (ignored || (PyUnicode_IS_ASCII(b->lexeme) && ascii_between(text, begin, i))) {
         const LayoutSlot *slot = layout_of(x, b->layout);
-        if (!slot) return -1;
-        if (slot->unchanged) return push_ended(x, w, b->parser, b->layout, slot->start, w->here, i, code, nxt, ng);
-    } else if (PyUnicode_IS_ASCII(b->lexeme) && ascii_between(text, begin, i)) {
-        const LayoutSlot *slot = layout_of(x, b->layout);
-        if (!slot) return -1;
-        if (slot->plain_after) {
-            int rc = plain_end(x, w, b->parser, slot, tm, i, code, nxt, ng);
-            if (rc != 1) return rc;
-        }
+        int g = !slot || ignored ? -1 : plain_group(x, slot, m);
+        if (!slot)
+            rc = -1;
+        else if (ignored ? slot->unchanged : g >= 0 && slot->after[g] == Py_None)
+            rc = push_ended(x, w, b->parser, slot->layout, slot->start, w->here, i, code, nxt, ng);
+        else if (g >= 0)
+            rc = plain_end(x, w, b->parser, slot, g, m, i, code, nxt, ng);
     }
+    if (m != mine) PyMem_Free(m);
+    if (rc != 1) return rc;
     PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, i);
     PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
     PyObject *ended = NULL;
@@ -614,14 +639,19 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         Py_DECREF(ended);
         return 0;
     }
-    int rc = -1;
+    rc = -1;
     if (!PyTuple_Check(ended) || PyTuple_GET_SIZE(ended) != 4) {
         PyErr_SetString(PyExc_TypeError, "end_and_next must give None or (parser, layout, start, allowed)");
         goto done;
     }
-    PyObject *parser2 = PyTuple_GET_ITEM(ended, 0), *layout2 = PyTuple_GET_ITEM(ended, 1);
+    PyObject *parser2 = PyTuple_GET_ITEM(ended, 0);
     long start = PyLong_AsLong(PyTuple_GET_ITEM(ended, 2));
     if ((start == -1 && PyErr_Occurred()) || mirror(x, start) < 0) goto done;
+    /* (the layout as the slots hold it: the layer builds equal layouts anew, and a branch that
+     * carries the slot's own is found by address at its next end) */
+    const LayoutSlot *slot = layout_of(x, PyTuple_GET_ITEM(ended, 1));
+    if (!slot) goto done;
+    PyObject *layout2 = slot->layout;
     if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) goto done;
     if (long_words(PyTuple_GET_ITEM(ended, 3), w->aw + w->aw_n, x->W) < 0) goto done;
     /* (push_ended copies the words onto themselves) */
@@ -793,7 +823,7 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     }
     x->slot_words = PyMem_Calloc((size_t)(ALLOWED_SLOTS * W), sizeof(uint64_t));
     x->ignore = PyMem_Calloc((size_t)W, sizeof(uint64_t));
-    x->plain_words = PyMem_Calloc((size_t)(LAYOUT_SLOTS * 2 * W), sizeof(uint64_t));
+    x->plain_words = PyMem_Calloc((size_t)(LAYOUT_SLOTS * PLAIN_GROUPS * 2 * W), sizeof(uint64_t));
     if (!x->slot_words || !x->ignore || !x->plain_words) {
         Py_DECREF(ignore);
         PyErr_NoMemory();
@@ -803,7 +833,7 @@ static int lexer_init(Lexer *x, PyObject *args, PyObject *kwds) {
     Py_DECREF(ignore);
     if (failed) return -1;
     for (Py_ssize_t k = 0; k < ALLOWED_SLOTS; k++) x->slots[k].off = k * W;
-    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) x->layouts[k].off = k * 2 * W;
+    for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) x->layouts[k].off = k * PLAIN_GROUPS * 2 * W;
     return mirror(x, DEAD);
 }
 
@@ -826,7 +856,7 @@ static int lexer_traverse(Lexer *x, visitproc visit, void *arg) {
     }
     for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) {
         Py_VISIT(x->layouts[k].layout);
-        Py_VISIT(x->layouts[k].plain_after);
+        for (int g = 0; g < x->layouts[k].groups; g++) Py_VISIT(x->layouts[k].after[g]);
     }
     return 0;
 }
@@ -850,7 +880,8 @@ static int lexer_clear(Lexer *x) {
     }
     for (Py_ssize_t k = 0; k < LAYOUT_SLOTS; k++) {
         Py_CLEAR(x->layouts[k].layout);
-        Py_CLEAR(x->layouts[k].plain_after);
+        for (int g = 0; g < x->layouts[k].groups; g++) Py_CLEAR(x->layouts[k].after[g]);
+        x->layouts[k].groups = 0;
     }
     return 0;
 }

@@ -165,10 +165,10 @@ class BaseLayer(ABC, Generic[LayoutT]):
         after, layout_after = ended
         return after, layout_after, self.lex_start(layout_after), self.allowed(after, layout_after)
 
-    def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT] | None:
-        """None: every end is asked of :meth:`end_and_next` (a subclass that overrides
-        :meth:`end_symbol` says where its ends are the parser's step alone)."""
-        return None
+    def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT]:
+        """No group: every end is asked of :meth:`end_and_next` (a subclass that overrides
+        :meth:`end_symbol` says where its ends are still the parser's step alone)."""
+        return ()
 
     def ignore_unchanged(self, layout: LayoutT) -> bool:
         """Always: :meth:`end_symbol` leaves the parser and layout as they were for an ignored

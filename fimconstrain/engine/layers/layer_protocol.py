@@ -47,9 +47,10 @@ Guards = tuple[int, ...]
 #: unpacking, with these names.
 Branch = tuple[EarleySet, LayoutT, int, str, Guards]
 
-#: where a symbol's end is the parser's step alone (:meth:`Layer.plain_ends`):
-#: ``(terminals, layout after, lexer start after, terminals allowed beside the parser's)``
-PlainEnds = tuple[int, LayoutT, int, int]
+#: one group of symbols whose end is the parser's step alone (:meth:`Layer.plain_ends`):
+#: ``(terminals, layout after or None, lexer start after, terminals allowed beside the parser's)``
+PlainEnd = tuple[int, LayoutT | None, int, int]
+PlainEnds = tuple[PlainEnd[LayoutT], ...]
 
 #: a lexing-mode frame ``(kind, quote, extra)`` (Python's f-string modes; see ``fstring_modes.py``)
 ModeFrame = tuple[int, str, int]
@@ -188,12 +189,14 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         lexer (``_lexer.c``) asks where a symbol ends, in one call."""
         ...
 
-    def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT] | None:
+    def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT]:
         """Where a symbol's end in ``layout`` is the parser's step alone, so that the C lexer
-        takes it without asking :meth:`end_and_next`: ``(terminals, after, start, extra)``, an
-        ASCII symbol that may only be some of ``terminals`` ends as ``recognizer.scan`` of
-        them, followed by layout ``after``, where the next symbol starts in lexer state
-        ``start`` and ``extra`` is allowed beside the parser's terminals. None: no such ends."""
+        takes it without asking :meth:`end_and_next`: groups ``(terminals, after, start,
+        extra)``, each saying that an ASCII symbol (not an ignored one) that may only be some of
+        ``terminals`` ends as ``recognizer.scan`` of them, followed by layout ``after``, where
+        the next symbol starts in lexer state ``start`` and ``extra`` is allowed beside the
+        parser's terminals; ``after`` None: the parser and layout stay as they are. The first
+        group that holds the symbol's terminals answers."""
         ...
 
     def ignore_unchanged(self, layout: LayoutT) -> bool:

@@ -15,7 +15,7 @@ from ..versions import PythonVersion, format_version
 from .ast_checks import DONE, AstChecks, AstState
 from .base_layer import BaseLayer, bitmask
 from .fstring_modes import FStringModes, open_quotes
-from .layer_protocol import Branch, FinishVocabulary, Modes, PlainEnds
+from .layer_protocol import Branch, FinishVocabulary, Modes, PlainEnd, PlainEnds
 from .lexeme_checks import identifier_ok, string_ok
 
 if TYPE_CHECKING:
@@ -323,15 +323,28 @@ class PythonLayer(BaseLayer[PythonLayout]):
             checks = checked
         return after, (indents, depth, True, fstrings, checks)
 
-    def plain_ends(self, layout: PythonLayout) -> PlainEnds[PythonLayout] | None:
-        """Outside f-strings and the AST checks, a symbol that may be none of the special
-        terminals (:attr:`special_mask`) ends as :meth:`end_symbol` scans it: the line open
-        after it, the next symbol started in the DFA's start state."""
+    def plain_ends(self, layout: PythonLayout) -> PlainEnds[PythonLayout]:
+        """Outside f-strings and the AST checks, as :meth:`end_symbol` answers: a symbol that may
+        be none of the special terminals (:attr:`special_mask`) or one bracket is scanned, and
+        the line is open after it, a bracket's depth changed; inside brackets a line break
+        changes nothing. Every next symbol starts in the DFA's start state."""
         indents, depth, line_open, fstrings, checks = layout
         if fstrings or self.track_keywords or checks[0] != DONE:
-            return None
-        after = layout if line_open else (indents, depth, True, fstrings, checks)
-        return self.plain_mask, after, self.dfa.start, self.ignore_newline_mask if depth else self.ignore_mask
+            return ()
+        start = self.dfa.start
+        same_depth = layout if line_open else (indents, depth, True, fstrings, checks)
+        ends: list[PlainEnd[PythonLayout]] = [(self.plain_mask, same_depth, start, self._ignored_at(depth))]
+        for bracket, delta in self.bracket_delta.items():
+            if 0 <= depth + delta <= self.MAX_BRACKET_DEPTH:
+                after = (indents, depth + delta, True, fstrings, checks)
+                ends.append((bracket, after, start, self._ignored_at(depth + delta)))
+        if depth and self.newline_mask & (self.newline_mask - 1) == 0:  # (one terminal: see end_symbol)
+            ends.append((self.newline_mask, None, start, 0))
+        return tuple(ends)
+
+    def _ignored_at(self, depth: int) -> int:
+        """What :meth:`allowed` adds to the parser's terminals on an open line at ``depth``."""
+        return self.ignore_newline_mask if depth else self.ignore_mask
 
     def ignore_unchanged(self, layout: PythonLayout) -> bool:
         """Except inside an f-string lexed by the rules before 3.12, whose text is checked
