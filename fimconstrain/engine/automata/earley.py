@@ -149,6 +149,9 @@ class Recognizer:
         #: bound method each time
         self._c_scan = None if self._native_closure is None else self._native_closure.scan
         self._chain = self.chain
+        #: ``_earley.Items.terminal_mask``, called as a function (None where it is not built)
+        module = native.closure_extension()
+        self._items_terminal_mask: Any = None if module is None else module.Items.terminal_mask
         self.initial = self._close([(grammar.start_item, None)]) if initial is None else initial
 
     @property
@@ -178,7 +181,7 @@ class Recognizer:
                     if sym < n:
                         mask |= bits[sym]
             else:  # the C closure's Items: its terminals' bits in one call, not a list of its symbols
-                mask |= waiting.terminal_mask(self._n_terminals)  # type: ignore[attr-defined]
+                mask |= self._items_terminal_mask(waiting, self._n_terminals)
             state._expected = mask
         return mask
 
