@@ -196,7 +196,8 @@ class Run:
         choice = None
         favourite = None  # the argmax of ``keys`` while they are the step's own
         if self.mode == "constrained" and options.split_ending:
-            favourite = int(np.argmax(keys))
+            # (the top, when the step has read it, starts with the argmax: ties by id, as argmax)
+            favourite = int(top[0]) if top is not None and len(top) else int(np.argmax(keys))
             if (split := self.split_end(favourite)) is not None:
                 self.extra, self.result.stopped = split, StopReason.SPLIT
                 self.result.checker_seconds += time.perf_counter() - start
