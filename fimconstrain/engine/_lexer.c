@@ -13,7 +13,7 @@
  * (``ignore_unchanged``, kept by value with the layout's ``lex_start``), or a symbol whose end
  * the layer says is the parser's step alone there, followed by a layout it gave (``plain_ends``:
  * a name, a number, an operator, a bracket outside f-strings; a line break inside brackets, which
- * changes nothing), scanned here with one call of the recognizer and no text. The terminals a
+ * changes nothing; in JSON every symbol), scanned here with one call of the recognizer and no text. The terminals a
  * (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
  * text usually starts where the last one stopped.
  *
@@ -46,11 +46,12 @@ typedef struct {
     Py_hash_t hash;   /* its hash */
     int unchanged;    /* the layer's ignore_unchanged(layout) */
     int32_t start;    /* its lex_start(layout) */
-    /* the layer's plain_ends(layout), ``groups`` of them: each the layout after (a strong
-     * reference; Py_None: the parser and layout stay as they are, nothing scanned), where the
-     * next symbol starts, and (in ``plain_words`` from ``off``, 2 W words a group) the
-     * group's terminals and what is allowed beside the parser's after them */
+    /* the layer's plain_ends(layout), ``groups`` of them: each whether it scans (else the parser
+     * and layout stay as they are), the layout after (a strong reference), where the next symbol
+     * starts, and (in ``plain_words`` from ``off``, 2 W words a group) the group's terminals and
+     * what is allowed beside the parser's after them */
     int groups;
+    int scans[PLAIN_GROUPS];
     PyObject *after[PLAIN_GROUPS];
     int32_t after_start[PLAIN_GROUPS];
     Py_ssize_t off;
@@ -320,17 +321,19 @@ static const LayoutSlot *layout_of(Lexer *x, PyObject *layout) {
     }
     for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(plain); g++) {
         PyObject *group = PyTuple_GET_ITEM(plain, g);
-        if (!PyTuple_Check(group) || PyTuple_GET_SIZE(group) != 4) {
-            PyErr_SetString(PyExc_TypeError, "a plain_ends group must be (terminals, layout, start, extra)");
+        if (!PyTuple_Check(group) || PyTuple_GET_SIZE(group) != 5) {
+            PyErr_SetString(PyExc_TypeError, "a plain_ends group must be (terminals, scans, layout, start, extra)");
             goto fail;
         }
         uint64_t *words = x->plain_words + slot->off + 2 * x->W * g;
-        long after_start = PyLong_AsLong(PyTuple_GET_ITEM(group, 2));
-        if ((after_start == -1 && PyErr_Occurred()) || mirror(x, after_start) < 0 ||
+        int scans = PyObject_IsTrue(PyTuple_GET_ITEM(group, 1));
+        long after_start = scans < 0 ? -1 : PyLong_AsLong(PyTuple_GET_ITEM(group, 3));
+        if (scans < 0 || (after_start == -1 && PyErr_Occurred()) || mirror(x, after_start) < 0 ||
             long_words(PyTuple_GET_ITEM(group, 0), words, x->W) < 0 ||
-            long_words(PyTuple_GET_ITEM(group, 3), words + x->W, x->W) < 0)
+            long_words(PyTuple_GET_ITEM(group, 4), words + x->W, x->W) < 0)
             goto fail;
-        slot->after[g] = PyTuple_GET_ITEM(group, 1);
+        slot->scans[g] = scans;
+        slot->after[g] = PyTuple_GET_ITEM(group, 2);
         Py_INCREF(slot->after[g]);
         slot->after_start[g] = (int32_t)after_start;
         slot->groups = (int)g + 1;
@@ -618,7 +621,7 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         int g = !slot || ignored ? -1 : plain_group(x, slot, m);
         if (!slot)
             rc = -1;
-        else if (ignored ? slot->unchanged : g >= 0 && slot->after[g] == Py_None)
+        else if (ignored ? slot->unchanged : g >= 0 && !slot->scans[g])
             rc = push_ended(x, w, b->parser, slot->layout, slot->start, w->here, i, code, nxt, ng);
         else if (g >= 0)
             rc = plain_end(x, w, b->parser, slot, g, m, i, code, nxt, ng);

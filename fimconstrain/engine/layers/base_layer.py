@@ -204,6 +204,12 @@ class PlainLayer(BaseLayer[None]):
     def initial_branch(self, file_start: bool = True) -> Branch[None]:
         return (self.recognizer.initial, None, self.dfa.start, "", ())
 
+    def plain_ends(self, layout: None) -> PlainEnds[None]:
+        """Every symbol the parser does not ignore: :meth:`end_symbol` scans it, nothing else (a
+        subclass that overrides :meth:`end_symbol` says where this still holds)."""
+        every = (1 << self.grammar.n_terminals) - 1
+        return ((every & ~self.ignore_mask, True, None, self.dfa.start, self.ignore_mask),)
+
     def open_layouts(self, indents: list[str], depth: int) -> list[None]:
         return [None]
 

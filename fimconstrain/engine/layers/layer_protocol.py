@@ -48,8 +48,8 @@ Guards = tuple[int, ...]
 Branch = tuple[EarleySet, LayoutT, int, str, Guards]
 
 #: one group of symbols whose end is the parser's step alone (:meth:`Layer.plain_ends`):
-#: ``(terminals, layout after or None, lexer start after, terminals allowed beside the parser's)``
-PlainEnd = tuple[int, LayoutT | None, int, int]
+#: ``(terminals, scans, layout after, lexer start after, terminals allowed beside the parser's)``
+PlainEnd = tuple[int, bool, LayoutT, int, int]
 PlainEnds = tuple[PlainEnd[LayoutT], ...]
 
 #: a lexing-mode frame ``(kind, quote, extra)`` (Python's f-string modes; see ``fstring_modes.py``)
@@ -191,12 +191,12 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
 
     def plain_ends(self, layout: LayoutT) -> PlainEnds[LayoutT]:
         """Where a symbol's end in ``layout`` is the parser's step alone, so that the C lexer
-        takes it without asking :meth:`end_and_next`: groups ``(terminals, after, start,
+        takes it without asking :meth:`end_and_next`: groups ``(terminals, scans, after, start,
         extra)``, each saying that an ASCII symbol (not an ignored one) that may only be some of
         ``terminals`` ends as ``recognizer.scan`` of them, followed by layout ``after``, where
         the next symbol starts in lexer state ``start`` and ``extra`` is allowed beside the
-        parser's terminals; ``after`` None: the parser and layout stay as they are. The first
-        group that holds the symbol's terminals answers."""
+        parser's terminals; where ``scans`` is false, with the parser and layout as they are
+        (the rest unread). The first group that holds the symbol's terminals answers."""
         ...
 
     def ignore_unchanged(self, layout: LayoutT) -> bool:

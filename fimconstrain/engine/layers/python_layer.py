@@ -333,13 +333,15 @@ class PythonLayer(BaseLayer[PythonLayout]):
             return ()
         start = self.dfa.start
         same_depth = layout if line_open else (indents, depth, True, fstrings, checks)
-        ends: list[PlainEnd[PythonLayout]] = [(self.plain_mask, same_depth, start, self._ignored_at(depth))]
+        ends: list[PlainEnd[PythonLayout]] = [
+            (self.plain_mask, True, same_depth, start, self._ignored_at(depth))
+        ]
         for bracket, delta in self.bracket_delta.items():
             if 0 <= depth + delta <= self.MAX_BRACKET_DEPTH:
                 after = (indents, depth + delta, True, fstrings, checks)
-                ends.append((bracket, after, start, self._ignored_at(depth + delta)))
+                ends.append((bracket, True, after, start, self._ignored_at(depth + delta)))
         if depth and self.newline_mask & (self.newline_mask - 1) == 0:  # (one terminal: see end_symbol)
-            ends.append((self.newline_mask, None, start, 0))
+            ends.append((self.newline_mask, False, layout, start, 0))
         return tuple(ends)
 
     def _ignored_at(self, depth: int) -> int:
