@@ -87,6 +87,26 @@ def test_when_every_candidate_is_excluded_the_loop_goes_on_fail_open(tiny, codec
     assert chosen == [" width"] and guide.stats["fail-open"] == 1
 
 
+def test_a_favourite_that_resolves_is_chosen_without_reading_the_next_token(tiny, codec):
+    """Keys descend, so once the favourite resolves no later token can win: the guide reads no
+    second token of the ranking (whose every token may cost a line's or a block's check)."""
+    prefix = "def wrap(text):\n    return"
+    stop_ids = tiny.fim_format.stop_ids(tiny.tokenizer)
+    keys = np.full(len(tiny.tokenizer), -np.inf)
+    keys[token_of(codec, " text")], keys[token_of(codec, " width")] = 10.0, 9.0
+    state = ConstraintState(fim_checker(prefix, "\n"), codec)
+    guide = SemanticGuide(NameCheck(prefix, "\n", FileScopes.read(prefix, "\n")), stop_ids, set())
+    read: list[int] = []
+
+    def ranked():
+        for token in ranked_tokens(keys, 8):
+            read.append(token)
+            yield token
+
+    assert [token for token, _ in guide.choose(state, ranked(), keys)] == [token_of(codec, " text")]
+    assert read == [token_of(codec, " text")]
+
+
 def test_a_name_the_user_is_typing_is_not_judged_when_healed(tiny, codec):
     """``return wid|`` with token healing: the first token writes `` wid`` again and goes on;
     the user's partial name is theirs (only what comes after it is the middle's)."""

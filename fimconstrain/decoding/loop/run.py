@@ -218,10 +218,10 @@ class Run:
         walk = ranked_tokens(keys, options.top_k, options.vocabulary_fallback, narrow, top, favourite)
         ranked = self._counted(walk)
         line_ends: dict[int, str] = {}
-        if options.single_line and self.mode == "constrained":
+        single_line = options.single_line and self.mode == "constrained"
+        if single_line:
             ranked = self._within_line(ranked, line_ends)
-        elif options.end_of_block and self.mode == "constrained":
-            ranked = self._within_block(ranked, line_ends)
+        block = not single_line and options.end_of_block and self.mode == "constrained"
         candidates = (
             passing_candidates(self.state, ranked, vocabulary.stop_ids, vocabulary.banned_ids)
             if self.semantic is None
@@ -229,7 +229,7 @@ class Run:
         )
         for token, nxt in candidates:
             choice = token
-            self.line_end = line_ends.get(token)
+            self.line_end = self._block_end(token) if block else line_ends.get(token)
             if token not in vocabulary.stop_ids:
                 self.ids.append(token)
                 self.state = nxt
@@ -327,25 +327,23 @@ class Run:
         self.rewound = True
         return True
 
-    def _within_block(self, ranked: Iterator[int], block_ends: dict[int, str]) -> Iterator[int]:
-        """``ranked`` for a block middle, unchanged; a token that starts a line indented less than
-        the block's first line (:func:`.end_of_middle.block_ends_in`) where the file is complete
-        without that line ends the middle there (that end goes into ``block_ends``): without its
-        last line break when the suffix begins with one (else the file gains a blank line)."""
-        stops = self.vocabulary.stop_ids
+    def _block_end(self, token: int) -> str | None:
+        """Where a block middle ends when ``token``, the step's choice, starts a line indented
+        less than the block's first line (:func:`.end_of_middle.block_ends_in`) and the file is
+        complete without that line: without its last line break when the suffix begins with one
+        (else the file gains a blank line); None where the middle goes on. Asked of the choice
+        alone (it never changes which token is chosen)."""
+        added = "" if token in self.vocabulary.stop_ids else self.state_text(token)
+        if not added.strip():
+            return None
         before = self.middle_text(self.ids)
-        at_line_start = not last_line(last_line(self.prefix) + before).strip()
+        if last_line(last_line(self.prefix) + before).strip() and "\n" not in added and "\r" not in added:
+            return None  # (not at a line's start, and no line break)
+        ends = block_ends_in(self.prefix, self.middle_text([*self.ids, token]), len(before))
         suffix_breaks = NEWLINE.match(self.suffix) is not None
-        for token in ranked:
-            added = "" if token in stops else self.state_text(token)
-            if added.strip() and (at_line_start or "\n" in added or "\r" in added):
-                middle = self.middle_text([*self.ids, token])
-                ends = block_ends_in(self.prefix, middle, len(before))
-                for end in reversed(ends) if suffix_breaks else ends:
-                    if self._completes(end):
-                        block_ends[token] = end
-                        break
-            yield token
+        return next(
+            (end for end in (reversed(ends) if suffix_breaks else ends) if self._completes(end)), None
+        )
 
     def _may_span_lines(self, end: str, says_nothing: bool) -> bool:
         """Whether a line break that does not end the one-line middle validly (at ``end``) may

@@ -8,7 +8,8 @@ one that fails elsewhere (an instance's attribute, a name that may yet be bound 
 argument, a provider that is not sure) is *demoted* by ``penalty`` in the ranking (log-space:
 its probability is multiplied by e^-penalty, an exact reweighting under Gumbel sampling).
 :meth:`SemanticGuide.choose` walks the valid candidates best first and stops as soon as no later
-one can win, so a step whose favourite resolves costs one check. If every candidate it judges
+one can win, so a step whose favourite resolves costs one check (and the ranking reads no
+second token). If every candidate it judges
 is excluded, the syntactic favourite is taken (fail-open), so the semantic layer never blocks
 a completion; providers that are slow answer "unknown" and cost nothing (their budget is theirs).
 """
@@ -121,12 +122,17 @@ class SemanticGuide:
 
         def gated() -> Iterator[int]:
             nonlocal looked, ran_out
-            for token in ranked:
-                if float(keys[token]) <= bar or (fallback is not None and looked >= limit):
-                    ran_out = False
+            tokens, last = iter(ranked), math.inf  # (keys descend: none after ``last`` is higher)
+            while last > bar:  # (so the next token is not even read: its key cannot win)
+                token = next(tokens, None)
+                if token is None:
                     return
+                last = float(keys[token])
+                if last <= bar or (fallback is not None and looked >= limit):
+                    break
                 looked += 1 if fallback is not None else 0
                 yield token
+            ran_out = False
 
         valid = passing_candidates(state, gated(), self.stop_ids, self.banned_ids)
         for judged, (token, nxt) in enumerate(valid, 1):
