@@ -485,7 +485,9 @@ class ConstraintState:
             if rest.strip() and suffix.startswith(rest):
                 if self.word_suffix and (is_word_char(new[cut - 1]) if cut else self.ends_in_word):
                     continue  # the middle's last name would run into the suffix's first
-                end = self.checker.feed(new[:cut]) if cut else self.final_checker()
+                if not cut:  # (the middle ends here: the verdict a stop token reads too, cached)
+                    return "" if self.can_end() else None
+                end = self.checker.feed(new[:cut])
                 if end is not None and end.is_complete():
                     return new[:cut]
         return None
