@@ -375,7 +375,8 @@ typedef struct Work {
     Py_ssize_t aw_n, aw_cap;
     int32_t *cur; /* the guards of the branch being read */
     Py_ssize_t cur_cap;
-    uint64_t *here; /* the allowed words of the branch being read */
+    uint64_t *here; /* the allowed words of the branch being read, then (W more) those of a
+                     * symbol it ends that the parser takes (end_symbol) */
     Py_ssize_t here_cap;
 } Work;
 
@@ -553,7 +554,7 @@ static int plain_end(Lexer *x, Work *w, PyObject *parser, const LayoutSlot *slot
             PyTuple_SET_ITEM(ids, n++, t);
         }
     /* (the slot as it is now: the recognizer's Python may lex text too, and fill the slot anew) */
-    if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + x->W, sizeof(uint64_t)) < 0) {
+    if (grow((void **)&w->aw, &w->aw_cap, w->aw_n + 2 * x->W, sizeof(uint64_t)) < 0) {
         Py_DECREF(ids);
         return -1;
     }
@@ -574,18 +575,12 @@ static int plain_end(Lexer *x, Work *w, PyObject *parser, const LayoutSlot *slot
         PyErr_SetString(PyExc_TypeError, "scan_expecting must give None or (parser, expected)");
         goto done;
     }
-    uint64_t *after = w->aw + w->aw_n, expected[8];
-    uint64_t *exp = x->W <= 8 ? expected : PyMem_Malloc((size_t)x->W * sizeof(uint64_t));
-    if (!exp) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (long_words(PyTuple_GET_ITEM(scanned, 1), exp, x->W) == 0) {
-        for (Py_ssize_t k = 0; k < x->W; k++) after[k] |= exp[k];
+    uint64_t *after = w->aw + w->aw_n, *expected = after + x->W; /* (grown for both, above) */
+    if (long_words(PyTuple_GET_ITEM(scanned, 1), expected, x->W) == 0) {
+        for (Py_ssize_t k = 0; k < x->W; k++) after[k] |= expected[k];
         /* (push_ended copies the words onto themselves) */
         rc = push_ended(x, w, PyTuple_GET_ITEM(scanned, 0), layout, start, after, i, code, nxt, ng);
     }
-    if (exp != expected) PyMem_Free(exp);
 done:
     Py_DECREF(scanned);
     Py_DECREF(layout);
@@ -602,11 +597,7 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
      * or a terminal it ignores where the layer leaves the parser and layout as they are */
     const uint64_t *tm = token_mask(x, state);
     if (!tm) return -1;
-    uint64_t mine[8], *m = x->W <= 8 ? mine : PyMem_Malloc((size_t)x->W * sizeof(uint64_t));
-    if (!m) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    uint64_t *m = w->here + x->W;
     int takes = 0, ignored = 0;
     for (Py_ssize_t k = 0; k < x->W; k++) {
         m[k] = tm[k] & w->here[k];
@@ -626,7 +617,6 @@ static int end_symbol(Lexer *x, Work *w, const Pending *b, int32_t state, PyObje
         else if (g >= 0)
             rc = plain_end(x, w, b->parser, slot, g, m, i, code, nxt, ng);
     }
-    if (m != mine) PyMem_Free(m);
     if (rc != 1) return rc;
     PyObject *lexeme = lexeme_upto(b->lexeme, text, begin, i);
     PyObject *sobj = lexeme ? PyLong_FromLong(state) : NULL;
@@ -672,7 +662,7 @@ static int read_branch(Lexer *x, Work *w, const Pending *b, PyObject *text, PyOb
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int32_t ng = b->ng;
     if (grow((void **)&w->cur, &w->cur_cap, ng + 1, sizeof(int32_t)) < 0 ||
-        grow((void **)&w->here, &w->here_cap, x->W, sizeof(uint64_t)) < 0)
+        grow((void **)&w->here, &w->here_cap, 2 * x->W, sizeof(uint64_t)) < 0)
         return -1;
     memcpy(w->cur, w->gd + b->goff, (size_t)ng * sizeof(int32_t));
     w->gd_n = b->goff;
