@@ -8,10 +8,10 @@ one that fails elsewhere (an instance's attribute, a name that may yet be bound 
 argument, a provider that is not sure) is *demoted* by ``penalty`` in the ranking (log-space:
 its probability is multiplied by e^-penalty, an exact reweighting under Gumbel sampling).
 :meth:`SemanticGuide.choose` walks the valid candidates best first and stops as soon as no later
-one can win, so a step whose favourite resolves costs one check (and the ranking reads no
-second token). If every candidate it judges
-is excluded, the syntactic favourite is taken (fail-open), so the semantic layer never blocks
-a completion; providers that are slow answer "unknown" and cost nothing (their budget is theirs).
+one can win, so a step whose favourite resolves costs one check (and the ranking reads no second
+token). If every candidate it judges is excluded, the syntactic favourite is taken (fail-open),
+so the semantic layer never blocks a completion; providers that are slow answer "unknown" and
+cost nothing (their budget is theirs).
 """
 
 from __future__ import annotations
