@@ -13,9 +13,9 @@
  * (``ignore_unchanged``, kept by value with the layout's ``lex_start``), or a symbol whose end
  * the layer says is the parser's step alone there, followed by a layout it gave (``plain_ends``:
  * a name, a number, an operator, a bracket outside f-strings; a line break inside brackets, which
- * changes nothing; in JSON every symbol), scanned here with one call of the recognizer and no text. The terminals a
- * (parser, layout) allows are kept by identity in a small cache that holds both, since a piece of
- * text usually starts where the last one stopped.
+ * changes nothing; in JSON every symbol), scanned here with one call of the recognizer and no
+ * text. The terminals a (parser, layout) allows are kept by identity in a small cache that holds
+ * both, since a piece of text usually starts where the last one stopped.
  *
  * Plain C99 on the CPython API, like _walk.c and _earley.c; lexer.py's ``advance`` is the
  * reference and the fallback. Keep in step with it (its twin note) and with _walk.c. */

@@ -80,13 +80,6 @@ def top_ids(keys: np.ndarray, first: int) -> np.ndarray:
     return picked[np.argsort(-keys[picked], kind="stable")][:first]
 
 
-def leading_ids(keys: np.ndarray, favourite: int | None = None) -> list[int]:
-    """:func:`top_ids` for the first two keys (fewer with fewer keys), from argmax alone: the
-    largest key's id (``favourite``, when the step has it already), then :func:`next_id`."""
-    first = int(np.argmax(keys)) if favourite is None else favourite
-    return [first] if len(keys) < 2 else [first, next_id(keys, first)]
-
-
 def next_id(keys: np.ndarray, first: int) -> int:
     """The id of the largest key but ``first``'s (the largest; ``keys`` has two at least): the
     largest of the keys before it and after it (views, no copy), ties by id. Most steps take the
@@ -118,8 +111,8 @@ def ranked_tokens(
     """Token ids by descending key: the top ``first`` from a partial sort, then (with ``rest``)
     the others from a full one; tokens whose key is -inf (masked out) never come.
 
-    Without ``top`` the first two come from argmax (:func:`leading_ids`), the second only once
-    the walk asks for it, and the partial sort waits for a third. ``narrow``, asked only when
+    Without ``top`` the first two come from argmax (the second by :func:`next_id`, only once
+    the walk asks for it), and the partial sort waits for a third. ``narrow``, asked only when
     the walk goes past the top (most steps never do), returns the keys with more tokens masked
     out (a cheap superset of the passing ones: the token-mask store's), so that the scan of the
     rest never checks a token it already rules out. ``top``: :func:`top_ids` of ``keys`` for at
