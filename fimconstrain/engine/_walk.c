@@ -21,8 +21,10 @@
  * A token passes when some branch is alive after its last character. A lexeme end whose new
  * lexer state Python has no dense id for makes the tokens below it *undecided* (fed by Python)
  * unless another branch decides them. A subtree with neither is pruned, and so is one without a
- * token of ``only`` (a bitset, when given: the tokens asked about), whose tokens are then not
- * marked (a token outside ``only`` may be said to fail when it passes, never the other way).
+ * token asked about, when they are given, whose tokens are then not marked (a token not asked
+ * about may be said to fail when it passes, never the other way): as a bitset ``only`` (many
+ * tokens: a prefix count over the trie's tokens finds the subtrees) or as ids ``asked`` (a few:
+ * a top-k row; each token's nodes and their ancestors are stamped with the walk's number).
  * The tables are checked once, when ``prepare`` wraps them (a walk reads them unchecked).
  * Keep in step with lexer.py's advance (its twin note) and the twin's walk_py. */
 #define PY_SSIZE_T_CLEAN
@@ -32,7 +34,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
-#define WALK_ABI 3
+#define WALK_ABI 4
 
 typedef struct {
     int32_t ctx;    /* context id: (parser, layout) in Python */
@@ -326,19 +328,24 @@ static int get_buf(PyObject *obj, Buf *b, Py_ssize_t item, int writable, const c
     return 0;
 }
 
-enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, NBUF };
+enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, PARENT, TNSTART, TNODES, NBUF };
 
-/* A walk's tables (vocab_walk.py's thirteen), checked once and held: ``prepare(tables)`` */
+/* A walk's tables (vocab_walk.py's sixteen), checked once and held: ``prepare(tables)``; and
+ * the stamps of the nodes above the tokens a walk asks about by id (one walk at a time) */
 typedef struct {
     PyObject_HEAD
     Buf bufs[NBUF];
-    Py_ssize_t S, C, W, n_nodes, n_edges, n_toks;
+    Py_ssize_t S, C, W, n_nodes, n_edges, n_toks, n_ids;
     int32_t max_token; /* the largest token id (-1: none) */
+    uint32_t *stamp;   /* by node: the number of the last walk that asked about a token below */
+    uint32_t walks;    /* walks that asked by id so far */
+    int busy;          /* a walk reads the tables (and may call Python, which could walk again) */
 } Tables;
 
 static void tables_dealloc(Tables *t) {
     for (int k = 0; k < NBUF; k++)
         if (t->bufs[k].held) PyBuffer_Release(&t->bufs[k].v);
+    free(t->stamp);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -356,13 +363,22 @@ static int check_tables(Tables *t) {
     const int32_t *child_start = t->bufs[CHILD].v.buf, *edge_cls = t->bufs[CLS].v.buf,
                   *edge_to = t->bufs[TO].v.buf, *tok_start = t->bufs[TSTART].v.buf,
                   *tok_ids = t->bufs[TIDS].v.buf, *subtree_end = t->bufs[SUBEND].v.buf,
-                  *trans = t->bufs[TRANS].v.buf;
+                  *trans = t->bufs[TRANS].v.buf, *parent = t->bufs[PARENT].v.buf,
+                  *tn_start = t->bufs[TNSTART].v.buf, *tnodes = t->bufs[TNODES].v.buf;
     const char *wrong = NULL;
     if (t->n_nodes < 1 || t->S < 1 || t->C < 1 || t->W < 1 || t->bufs[CLS].v.len / 4 != t->n_edges ||
         t->bufs[TO].v.len / 4 != t->n_edges || t->bufs[TSTART].v.len / 4 != t->n_nodes + 1 ||
         t->bufs[SUBEND].v.len / 4 != t->n_nodes || t->bufs[TRANS].v.len / 4 != t->S * t->C ||
-        t->bufs[FINAL].v.len != t->S || t->bufs[LIVE].v.len / 8 != t->S * t->W)
+        t->bufs[FINAL].v.len != t->S || t->bufs[LIVE].v.len / 8 != t->S * t->W ||
+        t->bufs[PARENT].v.len / 4 != t->n_nodes || t->n_ids < 0)
         wrong = "the tables' sizes do not agree";
+    for (Py_ssize_t n = 1; !wrong && n < t->n_nodes; n++)
+        if (parent[n] < 0 || parent[n] >= n) wrong = "a parent is out of range";
+    for (Py_ssize_t k = 0; !wrong && k <= t->n_ids; k++)
+        if (tn_start[k] < (k ? tn_start[k - 1] : 0) || tn_start[k] > t->bufs[TNODES].v.len / 4)
+            wrong = "a token's nodes are out of range";
+    for (Py_ssize_t k = 0; !wrong && k < t->bufs[TNODES].v.len / 4; k++)
+        if (tnodes[k] < 1 || tnodes[k] >= t->n_nodes) wrong = "a token's node is out of range";
     for (Py_ssize_t k = 0; !wrong && k < t->n_toks; k++)
         if (tok_ids[k] < 0) wrong = "a token id is negative";
     for (Py_ssize_t k = 0; !wrong && k < t->n_edges; k++)
@@ -384,26 +400,36 @@ static int check_tables(Tables *t) {
 
 static PyObject *prepare(PyObject *self, PyObject *arg) {
     (void)self;
-    static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8};
-    static const char *names[NBUF] = {"child_start", "edge_cp", "edge_cls", "edge_to", "tok_start",
-                                      "tok_ids", "subtree_end", "trans", "final", "live"};
-    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 13) {
-        PyErr_SetString(PyExc_ValueError, "prepare: a tuple of 13 tables expected");
+    static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8, 4, 4, 4};
+    static const char *names[NBUF] = {"child_start", "edge_cp",  "edge_cls", "edge_to",      "tok_start",
+                                      "tok_ids",     "subtree_end", "trans", "final",        "live",
+                                      "parent",      "tok_node_start", "tok_nodes"};
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != NBUF + 3) {
+        PyErr_SetString(PyExc_ValueError, "prepare: a tuple of 16 tables expected");
         return NULL;
     }
     Tables *t = PyObject_New(Tables, &TablesType);
     if (!t) return NULL;
     memset(t->bufs, 0, sizeof(t->bufs));
+    t->stamp = NULL;
+    t->walks = 0;
+    t->busy = 0;
     for (int k = 0; k < NBUF; k++)
         if (get_buf(PyTuple_GET_ITEM(arg, k), &t->bufs[k], items[k], 0, names[k]) < 0) goto fail;
-    t->S = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, 10));
-    t->C = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, 11));
-    t->W = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, 12));
+    t->S = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, NBUF));
+    t->C = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, NBUF + 1));
+    t->W = PyLong_AsSsize_t(PyTuple_GET_ITEM(arg, NBUF + 2));
     if (PyErr_Occurred()) goto fail;
     t->n_nodes = t->bufs[CHILD].v.len / 4 - 1;
     t->n_edges = t->bufs[CP].v.len / 4;
     t->n_toks = t->bufs[TIDS].v.len / 4;
+    t->n_ids = t->bufs[TNSTART].v.len / 4 - 1;
     if (check_tables(t) < 0) goto fail;
+    t->stamp = calloc((size_t)t->n_nodes, sizeof(uint32_t));
+    if (!t->stamp) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     return (PyObject *)t;
 fail:
     Py_DECREF(t);
@@ -413,18 +439,31 @@ fail:
 static PyObject *walk(PyObject *self, PyObject *args) {
     (void)self;
     Tables *t;
-    PyObject *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj, *only_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|O", &TablesType, &t, &PyList_Type, &roots, &PyList_Type,
-                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj, &only_obj))
+    PyObject *roots, *root_lexemes, *root_allowed, *on_end, *pass_obj, *und_obj, *only_obj = Py_None,
+                                                                                   *asked_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|OO", &TablesType, &t, &PyList_Type, &roots, &PyList_Type,
+                          &root_lexemes, &PyList_Type, &root_allowed, &on_end, &pass_obj, &und_obj, &only_obj,
+                          &asked_obj))
         return NULL;
-    Buf bufs[3];
+    if (only_obj != Py_None && asked_obj != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "walk: the tokens asked about as a bitset or as ids, not both");
+        return NULL;
+    }
+    if (t->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "walk: these tables are being walked already");
+        return NULL;
+    }
+    Buf bufs[4];
     memset(bufs, 0, sizeof(bufs));
+    const uint32_t *stamp = NULL; /* with ``asked``: a node is walked where its stamp is ``walk_no`` */
+    uint32_t walk_no = 0;
     Walk w;
     memset(&w, 0, sizeof(w));
     Frame *frames = NULL;
     int32_t *below = NULL; /* tokens of ``only`` among tok_ids[0 .. k) (NULL: every token asked) */
     PyObject *result = NULL;
     Py_INCREF(t); /* (the tables outlive a walk whose on_end drops the last other reference) */
+    t->busy = 1;
     if (get_buf(pass_obj, &bufs[0], 1, 1, "pass_out") < 0) goto done;
     if (get_buf(und_obj, &bufs[1], 1, 1, "und_out") < 0) goto done;
     if (only_obj != Py_None && get_buf(only_obj, &bufs[2], 1, 0, "only") < 0) goto done;
@@ -468,6 +507,23 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             int32_t tok = w.tok_ids[k];
             below[k + 1] = below[k] + (tok < only_bits && (only[tok >> 3] >> (tok & 7) & 1));
         }
+    }
+    if (asked_obj != Py_None) {
+        if (get_buf(asked_obj, &bufs[3], 4, 0, "asked") < 0) goto done;
+        const int32_t *ids = bufs[3].v.buf, *tn_start = t->bufs[TNSTART].v.buf,
+                      *tnodes = t->bufs[TNODES].v.buf, *parent = t->bufs[PARENT].v.buf;
+        if (++t->walks == 0) { /* the numbers wrapped: no stamp may look current */
+            memset(t->stamp, 0, (size_t)t->n_nodes * sizeof(uint32_t));
+            t->walks = 1;
+        }
+        walk_no = t->walks;
+        for (Py_ssize_t k = 0; k < bufs[3].v.len / 4; k++) {
+            int32_t tok = ids[k];
+            if (tok < 0 || tok >= t->n_ids) continue; /* no text in the trie: nothing to walk */
+            for (int32_t j = tn_start[tok]; j < tn_start[tok + 1]; j++)
+                for (int32_t n = tnodes[j]; n > 0 && t->stamp[n] != walk_no; n = parent[n]) t->stamp[n] = walk_no;
+        }
+        stamp = t->stamp;
     }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
@@ -521,6 +577,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         int32_t e = f->edge++, depth = f->depth;
         int32_t cls = w.edge_cls[e], child = w.edge_to[e];
         if (below && below[w.tok_start[w.subtree_end[child]]] == below[w.tok_start[child]]) continue;
+        if (stamp && stamp[child] != walk_no) continue;
         if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
         w.path[depth] = w.edge_cp[e];
         int32_t lo = (int32_t)w.br_n, gmark = (int32_t)w.gd_n;
@@ -542,8 +599,9 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromLong(w.calls);
 done:
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (bufs[k].held) PyBuffer_Release(&bufs[k].v);
+    t->busy = 0;
     Py_DECREF(t);
     free(frames);
     free(below);
@@ -558,10 +616,10 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the thirteen tables of vocab_walk.py, checked once"},
+    {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the sixteen tables of vocab_walk.py, checked once"},
     {"walk", walk, METH_VARARGS,
-     "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None) -> lexeme ends "
-     "asked (tables: prepare's)"},
+     "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None, asked=None) -> "
+     "lexeme ends asked (tables: prepare's; only: a bitset of tokens, asked: int32 token ids)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk",

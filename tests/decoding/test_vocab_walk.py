@@ -67,19 +67,26 @@ def _bits(data: bytes, n: int) -> np.ndarray:
     return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")[:n].astype(bool)
 
 
-def _check(checker, pieces: list[str | None], module, only: np.ndarray | None = None) -> tuple[int, int]:
-    """The walk against feeding every token (of ``only``, a bool vector, when given), and the C
-    walk against the Python twin; (tokens decided, tokens undecided)."""
+def _check(
+    checker, pieces: list[str | None], module, only: np.ndarray | None = None, by_id: bool = False
+) -> tuple[int, int]:
+    """The walk against feeding every token (of ``only``, a bool vector, when given: asked as a
+    bitset, or ``by_id`` as token ids), and the C walk against the Python twin; (tokens
+    decided, tokens undecided)."""
     walk = vw.vocab_walk(checker.layer, pieces)
-    asked = None if only is None else np.packbits(only, bitorder="little").tobytes()
+    asked: dict = {}
+    if only is not None and by_id:
+        asked["asked"] = np.flatnonzero(only).astype(np.int32)
+    elif only is not None:
+        asked["only"] = np.packbits(only, bitorder="little").tobytes()
     while True:  # (a walk that meets lexer states the table lacks grows it for the next)
         known = len(walk.sids)
-        answer = walk.walk(checker, module or TwinModule, asked)
+        answer = walk.walk(checker, module or TwinModule, **asked)
         _verify(checker, pieces, *answer, only)
         if len(walk.sids) == known:
             break
     if module is not None:
-        assert answer == walk.walk(checker, TwinModule, asked)
+        assert answer == walk.walk(checker, TwinModule, **asked)
     return _verify(checker, pieces, *answer, only)
 
 
@@ -111,6 +118,10 @@ def test_the_walk_is_the_checker_at_held_out_cuts(codec, version):
         # asked about some tokens only (the store's admitted ones): the rest of the trie is left out
         only = np.random.default_rng(len(prefix)).random(len(pieces)) < 0.1
         _check(checker, pieces, NATIVE, only)
+        # ... or a top-k row's few, by id
+        few = np.zeros(len(pieces), dtype=bool)
+        few[np.random.default_rng(len(suffix)).choice(len(pieces), 64, replace=False)] = True
+        _check(checker, pieces, NATIVE, few, by_id=True)
 
 
 @needs_native
@@ -200,7 +211,7 @@ def test_an_end_said_not_to_read_its_text_answers_alike_for_every_ascii_text(cod
         prepare = staticmethod(prepare_py)
 
         @staticmethod
-        def walk(tables, roots, lexemes, allowed, on_end, passing, undecided, only=None):
+        def walk(tables, roots, lexemes, allowed, on_end, passing, undecided, only=None, asked=None):
             def each(ctx: int, q: int, text: str):
                 nonlocal free_ends
                 answer, free = on_end(ctx, q, text)
@@ -210,7 +221,7 @@ def test_an_end_said_not_to_read_its_text_answers_alike_for_every_ascii_text(cod
                 return answer, False
 
             seen.clear()
-            return walk_py(tables, roots, lexemes, allowed, each, passing, undecided, only)
+            return walk_py(tables, roots, lexemes, allowed, each, passing, undecided, only, asked)
 
     pieces = codec.pieces()
     for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:]) + 1):

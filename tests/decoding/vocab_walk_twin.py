@@ -19,11 +19,11 @@ def walk_py(
     passing: bytearray,
     undecided: bytearray,
     only: bytes | None = None,
+    asked: Any = None,
 ) -> int:
     """``_walk.walk`` in Python, rule for rule (the reference that the C is tested against)."""
-    child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live, _, C, W = (
-        tables
-    )
+    child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live = tables[:10]
+    parent, tok_node_start, tok_nodes, _, C, W = tables[10:]
     child_start, edge_to, tok_start, tok_ids, subtree_end = (
         a.tolist() for a in (child_start, edge_to, tok_start, tok_ids, subtree_end)
     )
@@ -44,6 +44,14 @@ def walk_py(
         for t in tok_ids:
             below.append(below[-1] + (t < len(only) * 8 and only[t >> 3] >> (t & 7) & 1))
         keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
+    if asked is not None:  # the nodes of the tokens asked about by id, and their ancestors
+        keep = [False] * len(subtree_end)
+        for t in asked:
+            if 0 <= t < len(tok_node_start) - 1:
+                for n in tok_nodes[tok_node_start[t] : tok_node_start[t + 1]]:
+                    while n > 0 and not keep[n]:
+                        keep[n] = True
+                        n = parent[n]
 
     def mark(out: bytearray, lo: int, hi: int) -> None:
         for t in tok_ids[lo:hi]:

@@ -164,16 +164,60 @@ class ConstraintState:
         """The tokens of ``ranked``, in order, that pass (:func:`passing_tokens`). Once the
         store screens the walk, the tokens it rules out or vouches for cost a bit test each,
         read here rather than through :meth:`passes` (a whole mask is mostly such tokens).
-        ``whole``: the walk goes to the end of ``ranked``, so the store screens it from the
-        first token (else from past :data:`SCREEN_AFTER` fed); from :data:`VECTORISED_FROM`
-        candidates after whole characters the verdicts are then taken at once
-        (:meth:`_passing_whole`) and read from a list."""
-        if whole and self.mask() is not None and not self.healing and self.ends_whole():
+        ``whole``: the walk goes to the end of ``ranked``. After whole characters, fewer than
+        :data:`VECTORISED_FROM` tokens (a top-k row) are then told by one native walk asked
+        about them by id (:meth:`_passing_walked`), where it is built; otherwise the store
+        screens them from the first token (else from past :data:`SCREEN_AFTER` fed), and from
+        :data:`VECTORISED_FROM` on the verdicts are taken at once (:meth:`_passing_whole`)."""
+        if whole and not self.healing and self.ends_whole():
             tokens = list(ranked)
-            if len(tokens) >= VECTORISED_FROM:
+            few = len(tokens) < VECTORISED_FROM
+            walked = self._passing_walked(tokens, stop_ids, banned_ids) if few else None
+            if walked is not None:
+                return iter(walked)
+            if not few and self.mask() is not None:
                 return iter(self._passing_whole(tokens, stop_ids, banned_ids))
             ranked = tokens
         return self._passing_lazily(ranked, stop_ids, banned_ids, whole)
+
+    def _passing_walked(
+        self, tokens: list[int], stop_ids: set[int], banned_ids: set[int]
+    ) -> list[int] | None:
+        """:meth:`passing` over a few ``tokens`` after whole characters: the C vocabulary walk
+        reads the trie's paths to their texts alone (:mod:`..masks.vocab_walk`, asked by id),
+        sharing each lexeme end among the tokens that reach it, and needs no store; the tokens
+        it leaves undecided go the way of :meth:`passes`. None where the walk is not built or
+        cannot read on (after a ``\r``)."""
+        from ..masks.vocab_walk import native_walk, vocab_walk
+
+        module = native_walk()
+        if module is None or self.checker.pending_cr:
+            return None
+        import numpy as np
+
+        texts, children = _walk_table(self.codec).texts, self._children
+        n = len(texts)
+        own = children.keys() | stop_ids | banned_ids  # (verdicts of the state's own)
+        asked = [t for t in tokens if 0 <= t < n and t not in own]
+        walk = vocab_walk(self.checker.layer, texts)
+        passing, undecided = walk.walk(self.checker, module, asked=np.array(asked, dtype=np.int32))
+        out = []
+        for token in tokens:
+            if token in stop_ids:
+                if self.can_end():
+                    out.append(token)
+            elif token in banned_ids:
+                continue
+            elif token in children:
+                if children[token] is not None:
+                    out.append(token)
+            elif 0 <= token < n and not undecided[token >> 3] >> (token & 7) & 1:
+                self.walked += 1
+                if passing[token >> 3] >> (token & 7) & 1:
+                    out.append(token)
+            elif self.passes(token):
+                out.append(token)
+        return out
 
     def _passing_lazily(
         self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int], whole: bool

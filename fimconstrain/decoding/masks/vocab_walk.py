@@ -116,6 +116,16 @@ class VocabWalk:
         self.tok_ids = np.array([t for ts in tokens for t in ts], dtype=np.int32)
         self.subtree_end = np.arange(n, dtype=np.int32) + np.array(size, dtype=np.int32)
         self.nodes = n
+        # each node's parent, and each token's nodes (a walk asked about a few tokens by id
+        # walks the paths above their nodes alone)
+        self.parent = np.zeros(n, dtype=np.int32)
+        self.parent[self.edge_to] = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.child_start))
+        node_of = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.tok_start))
+        by_token = np.argsort(self.tok_ids, kind="stable")
+        self.tok_nodes = node_of[by_token].astype(np.int32)
+        self.tok_node_start = np.searchsorted(
+            self.tok_ids[by_token], np.arange(self.n_tokens + 1), side="left"
+        ).astype(np.int32)
         #: the tokens no walk decides (bit t % 8 of byte t // 8)
         undecided = np.ones(self.n_bytes * 8, dtype=bool)
         undecided[[token for token, _ in decided]] = False
@@ -173,6 +183,9 @@ class VocabWalk:
             np.array(self._rows, dtype=np.int32).reshape(-1),
             np.array([dfa.final[s] for s in self.sids], dtype=np.uint8),
             live.reshape(-1),
+            self.parent,
+            self.tok_node_start,
+            self.tok_nodes,
             len(self.sids),
             self.classes,
             w,
@@ -185,17 +198,22 @@ class VocabWalk:
             prepared = self._prepared = (module, module.prepare(self._tables))
         return prepared[1]
 
-    def walk(self, checker: Checker[Any], module: Any, only: bytes | None = None) -> tuple[bytes, bytes]:
+    def walk(
+        self, checker: Checker[Any], module: Any, only: bytes | None = None, asked: np.ndarray | None = None
+    ) -> tuple[bytes, bytes]:
         """``(passing, undecided)`` for every token after ``checker`` (see the module's note),
         walked by the C extension ``module`` (:func:`.native.walk_extension`); with ``only`` (a
-        bitset, as the answer's) for its tokens: the walk leaves out the subtrees without one, so
-        that a token outside it may be said to fail when it passes (never the other way)."""
+        bitset, as the answer's) or ``asked`` (``int32`` token ids, for a few) for those tokens:
+        the walk leaves out the subtrees without one, so that a token not asked about may be
+        said to fail when it passes (never the other way)."""
         if checker.pending_cr:
             raise ValueError("the walk reads no text after a carriage return that a line feed may join")
         with self._lock:
-            return self._walk(checker, module, only)
+            return self._walk(checker, module, only, asked)
 
-    def _walk(self, checker: Checker[Any], module: Any, only: bytes | None) -> tuple[bytes, bytes]:
+    def _walk(
+        self, checker: Checker[Any], module: Any, only: bytes | None, asked: np.ndarray | None
+    ) -> tuple[bytes, bytes]:
         dense_of = self.dense_of
         branches = checker.branches
         missing = {s for _, _, state, _, guards in branches for s in (state, *guards) if s not in dense_of}
@@ -211,7 +229,7 @@ class VocabWalk:
         passing = bytearray(self.n_bytes)
         undecided = bytearray(self.undecided)
         tables = self._prepared_for(module)
-        module.walk(tables, roots, lexemes, root_allowed, ends.on_end, passing, undecided, only)
+        module.walk(tables, roots, lexemes, root_allowed, ends.on_end, passing, undecided, only, asked)
         if ends.unknown:
             self.grow(ends.unknown)
         return bytes(passing), bytes(undecided)
