@@ -864,6 +864,36 @@ def test_verdicts_without_states_match_the_states(tiny, version, tmp_path):
     assert vouched  # the store did vouch for tokens, so the walk with it took the shortcut
 
 
+def test_a_top_k_row_is_told_by_one_walk_as_by_the_states(tiny):
+    """A row of fewer than ``VECTORISED_FROM`` candidates (a serving step's top-k), with stop,
+    banned and already-known tokens among them, passes the same tokens as the states do; where
+    the C vocabulary walk is built it tells the row in one walk asked about its tokens by id."""
+    from fimconstrain.decoding.loop.constraint import VECTORISED_FROM, passing_candidates, passing_tokens
+    from fimconstrain.decoding.masks.vocab_walk import native_walk
+
+    codec = TextCodec(tiny.tokenizer)
+    stops = {tiny.tokenizer.eos_token_id}
+    banned = {*tiny.tokenizer.all_special_ids, *tiny.tokenizer.added_tokens_decoder} - stops
+    rng = np.random.default_rng(7)
+    walked = 0
+    for prefix, suffix in [
+        ("x = foo(1, ", ")\n"),
+        ('s = "ab', 'c"\n'),
+        ("def f(a, b):\n    return a", " + b\n"),
+    ]:
+        checker = fimconstrain.fim_checker(prefix, suffix)
+        for _ in range(8):
+            row = [*stops, *list(banned)[:2], *rng.choice(len(codec.tokenizer), 60, replace=False).tolist()]
+            rng.shuffle(row)
+            assert len(row) < VECTORISED_FROM
+            expected = [t for t, _ in passing_candidates(ConstraintState(checker, codec), row, stops, banned)]
+            state = ConstraintState(checker, codec)
+            state.child(row[-1])  # a known child: its verdict is the state's own
+            assert list(passing_tokens(state, row, stops, banned, whole=True)) == expected
+            walked += state.walked
+    assert walked > 0 or native_walk() is None
+
+
 @pytest.mark.parametrize(
     "prefix, suffix",
     [("def f(a, b):\n    return a +", "\n"), ("x = foo(1,", ")\n"), ("if x", ":\n    pass\n")],
