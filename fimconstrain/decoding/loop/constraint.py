@@ -187,7 +187,7 @@ class ConstraintState:
         reads the trie's paths to their texts alone (:mod:`..masks.vocab_walk`, asked by id),
         sharing each lexeme end among the tokens that reach it, and needs no store; the tokens
         it leaves undecided go the way of :meth:`passes`. None where the walk is not built or
-        cannot read on (after a ``\r``)."""
+        cannot read on (after a ``\\r``)."""
         from ..masks.vocab_walk import native_walk, vocab_walk
 
         module = native_walk()
@@ -195,29 +195,27 @@ class ConstraintState:
             return None
         import numpy as np
 
-        texts, children = _walk_table(self.codec).texts, self._children
-        n = len(texts)
-        own = children.keys() | stop_ids | banned_ids  # (verdicts of the state's own)
-        asked = [t for t in tokens if 0 <= t < n and t not in own]
-        walk = vocab_walk(self.checker.layer, texts)
-        passing, undecided = walk.walk(self.checker, module, asked=np.array(asked, dtype=np.int32))
-        out = []
-        for token in tokens:
-            if token in stop_ids:
-                if self.can_end():
-                    out.append(token)
-            elif token in banned_ids:
-                continue
-            elif token in children:
-                if children[token] is not None:
-                    out.append(token)
-            elif 0 <= token < n and not undecided[token >> 3] >> (token & 7) & 1:
-                self.walked += 1
-                if passing[token >> 3] >> (token & 7) & 1:
-                    out.append(token)
-            elif self.passes(token):
-                out.append(token)
-        return out
+        texts = _walk_table(self.codec).texts
+        own = self._children.keys() | stop_ids | banned_ids  # (verdicts of the state's own)
+        ids = np.array([t for t in tokens if 0 <= t < len(texts) and t not in own], dtype=np.int32)
+        passing, undecided = vocab_walk(self.checker.layer, texts).walk(self.checker, module, asked=ids)
+        at, bit = ids >> 3, ids & 7
+        told = (np.frombuffer(undecided, dtype=np.uint8)[at] >> bit & 1) == 0
+        passed = told & (np.frombuffer(passing, dtype=np.uint8)[at] >> bit & 1 == 1)
+        decided, passing_ids = set(ids[told].tolist()), set(ids[passed].tolist())
+        self.walked += len(decided)
+        return [
+            t
+            for t in tokens
+            if (t in passing_ids if t in decided else self._own_verdict(t, stop_ids, banned_ids))
+        ]
+
+    def _own_verdict(self, token: int, stop_ids: set[int], banned_ids: set[int]) -> bool:
+        """Whether ``token`` passes, told by this state alone (:meth:`passes`): a stop token
+        where the file may end, a banned one never."""
+        if token in stop_ids:
+            return self.can_end()
+        return token not in banned_ids and self.passes(token)
 
     def _passing_lazily(
         self, ranked: Iterable[int], stop_ids: set[int], banned_ids: set[int], whole: bool
