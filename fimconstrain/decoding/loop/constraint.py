@@ -196,8 +196,8 @@ class ConstraintState:
         import numpy as np
 
         texts = _walk_table(self.codec).texts
-        own = self._children.keys() | stop_ids | banned_ids  # (verdicts of the state's own)
-        ids = np.array([t for t in tokens if 0 <= t < len(texts) and t not in own], dtype=np.int32)
+        n, own = len(texts), self._children.keys() | stop_ids | banned_ids  # (the state's own verdicts)
+        ids = np.array([t for t in tokens if 0 <= t < n and t not in own], dtype=np.int32)
         passing, undecided = vocab_walk(self.checker.layer, texts).walk(self.checker, module, asked=ids)
         at, bit = ids >> 3, ids & 7
         told = (np.frombuffer(undecided, dtype=np.uint8)[at] >> bit & 1) == 0
