@@ -24,7 +24,9 @@
  * token asked about, when they are given, whose tokens are then not marked (a token not asked
  * about may be said to fail when it passes, never the other way): as a bitset ``only`` (many
  * tokens: a prefix count over the trie's tokens finds the subtrees) or as ids ``asked`` (a few:
- * a top-k row; each token's nodes and their ancestors are stamped with the walk's number).
+ * a top-k row; each token's nodes and their ancestors are stamped with the walk's number and
+ * linked into their parents' lists of the walk's children, so that the walk reads those alone,
+ * not every edge of a node with thousands: the root, a blank).
  * The tables are checked once, when ``prepare`` wraps them (a walk reads them unchecked).
  * Keep in step with lexer.py's advance (its twin note) and the twin's walk_py. */
 #define PY_SSIZE_T_CLEAN
@@ -338,6 +340,8 @@ typedef struct {
     Py_ssize_t S, C, W, n_nodes, n_edges, n_toks, n_ids;
     int32_t max_token; /* the largest token id (-1: none) */
     uint32_t *stamp;   /* by node: the number of the last walk that asked about a token below */
+    int32_t *edge_of;  /* by node: the edge into it */
+    int32_t *first_kid, *next_sib; /* by stamped node: its stamped children, a list (-1 ends it) */
     uint32_t walks;    /* walks that asked by id so far */
     int busy;          /* a walk reads the tables (and may call Python, which could walk again) */
 } Tables;
@@ -346,6 +350,9 @@ static void tables_dealloc(Tables *t) {
     for (int k = 0; k < NBUF; k++)
         if (t->bufs[k].held) PyBuffer_Release(&t->bufs[k].v);
     free(t->stamp);
+    free(t->edge_of);
+    free(t->first_kid);
+    free(t->next_sib);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -412,6 +419,7 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     if (!t) return NULL;
     memset(t->bufs, 0, sizeof(t->bufs));
     t->stamp = NULL;
+    t->edge_of = t->first_kid = t->next_sib = NULL;
     t->walks = 0;
     t->busy = 0;
     for (int k = 0; k < NBUF; k++)
@@ -426,10 +434,15 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     t->n_ids = t->bufs[TNSTART].v.len / 4 - 1;
     if (check_tables(t) < 0) goto fail;
     t->stamp = calloc((size_t)t->n_nodes, sizeof(uint32_t));
-    if (!t->stamp) {
+    t->edge_of = malloc((size_t)t->n_nodes * sizeof(int32_t));
+    t->first_kid = malloc((size_t)t->n_nodes * sizeof(int32_t));
+    t->next_sib = malloc((size_t)t->n_nodes * sizeof(int32_t));
+    if (!t->stamp || !t->edge_of || !t->first_kid || !t->next_sib) {
         PyErr_NoMemory();
         goto fail;
     }
+    const int32_t *edge_to = t->bufs[TO].v.buf;
+    for (Py_ssize_t e = 0; e < t->n_edges; e++) t->edge_of[edge_to[e]] = (int32_t)e;
     return (PyObject *)t;
 fail:
     Py_DECREF(t);
@@ -455,8 +468,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     Buf bufs[4];
     memset(bufs, 0, sizeof(bufs));
-    const uint32_t *stamp = NULL; /* with ``asked``: a node is walked where its stamp is ``walk_no`` */
-    uint32_t walk_no = 0;
+    const int32_t *first_kid = NULL, *next_sib = NULL; /* with ``asked``: the children walked */
     Walk w;
     memset(&w, 0, sizeof(w));
     Frame *frames = NULL;
@@ -516,14 +528,33 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             memset(t->stamp, 0, (size_t)t->n_nodes * sizeof(uint32_t));
             t->walks = 1;
         }
-        walk_no = t->walks;
+        uint32_t walk_no = t->walks, *stamp = t->stamp;
+        int32_t *kids = t->first_kid, *sib = t->next_sib;
+        stamp[0] = walk_no;
+        kids[0] = -1;
         for (Py_ssize_t k = 0; k < bufs[3].v.len / 4; k++) {
             int32_t tok = ids[k];
             if (tok < 0 || tok >= t->n_ids) continue; /* no text in the trie: nothing to walk */
-            for (int32_t j = tn_start[tok]; j < tn_start[tok + 1]; j++)
-                for (int32_t n = tnodes[j]; n > 0 && t->stamp[n] != walk_no; n = parent[n]) t->stamp[n] = walk_no;
+            for (int32_t j = tn_start[tok]; j < tn_start[tok + 1]; j++) {
+                int32_t n = tnodes[j];
+                if (stamp[n] == walk_no) continue; /* on a path already linked */
+                stamp[n] = walk_no;
+                kids[n] = -1;
+                for (;;) { /* n is new to this walk: into its parent's list, the parent too if new */
+                    int32_t p = parent[n], fresh = stamp[p] != walk_no;
+                    if (fresh) {
+                        stamp[p] = walk_no;
+                        kids[p] = -1;
+                    }
+                    sib[n] = kids[p];
+                    kids[p] = n;
+                    if (!fresh) break;
+                    n = p;
+                }
+            }
         }
-        stamp = t->stamp;
+        first_kid = kids;
+        next_sib = sib;
     }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
@@ -565,19 +596,27 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (push_branch(&w, b) < 0) goto done;
     }
     Py_ssize_t top = 0;
-    frames[0] = (Frame){0, w.child_start[0], 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
+    /* a frame's ``edge``: the next edge of its node, or with ``asked`` the next child in its list */
+    frames[0] = (Frame){0, first_kid ? first_kid[0] : w.child_start[0], 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
     while (top >= 0) {
         Frame *f = &frames[top]; /* (valid until frames grows, below) */
-        if (f->edge >= w.child_start[f->node + 1]) {
+        if (first_kid ? f->edge < 0 : f->edge >= w.child_start[f->node + 1]) {
             w.br_n = f->lo;
             w.gd_n = f->gmark;
             top--;
             continue;
         }
-        int32_t e = f->edge++, depth = f->depth;
-        int32_t cls = w.edge_cls[e], child = w.edge_to[e];
-        if (below && below[w.tok_start[w.subtree_end[child]]] == below[w.tok_start[child]]) continue;
-        if (stamp && stamp[child] != walk_no) continue;
+        int32_t e, child, depth = f->depth;
+        if (first_kid) {
+            child = f->edge;
+            f->edge = next_sib[child];
+            e = t->edge_of[child];
+        } else {
+            e = f->edge++;
+            child = w.edge_to[e];
+            if (below && below[w.tok_start[w.subtree_end[child]]] == below[w.tok_start[child]]) continue;
+        }
+        int32_t cls = w.edge_cls[e];
         if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
         w.path[depth] = w.edge_cp[e];
         int32_t lo = (int32_t)w.br_n, gmark = (int32_t)w.gd_n;
@@ -587,7 +626,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (w.br_n > lo) {
             mark(w.pass_out, &w, w.tok_start[child], w.tok_start[child + 1]);
             if (grow((void **)&frames, &frames_cap, top + 2, sizeof(Frame)) < 0) goto done;
-            frames[++top] = (Frame){child, w.child_start[child], lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
+            int32_t next = first_kid ? first_kid[child] : w.child_start[child];
+            frames[++top] = (Frame){child, next, lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
         } else {
             if (unknown) { /* no branch decides the tokens below: Python feeds them */
                 int32_t end = w.subtree_end[child];
