@@ -224,10 +224,7 @@ class ConstraintState:
         tokens = iter(ranked)
         if not whole or self.mask() is None:
             for token in tokens:
-                if token in stop_ids:
-                    if self.can_end():
-                        yield token
-                elif token not in banned_ids and self.passes(token):
+                if self._own_verdict(token, stop_ids, banned_ids):
                     yield token
                 if self.fed >= SCREEN_AFTER and self.mask() is not None:
                     break
