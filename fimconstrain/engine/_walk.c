@@ -27,6 +27,9 @@
  * a top-k row; each token's nodes and their ancestors are stamped with the walk's number and
  * linked into their parents' lists of the walk's children, so that the walk reads those alone,
  * not every edge of a node with thousands: the root, a blank).
+ * A lone unguarded branch whose lexer state every character below a node leaves where it is (the
+ * classes below each node and each state's self-loops are worked out by ``prepare``) passes every
+ * token below without reading the subtree (the tail of a name, a blank run, a comment).
  * The tables are checked once, when ``prepare`` wraps them (a walk reads them unchecked).
  * Keep in step with lexer.py's advance (its twin note) and the twin's walk_py. */
 #define PY_SSIZE_T_CLEAN
@@ -308,6 +311,13 @@ static int step(Walk *w, Branch b, int32_t i, int32_t cls, int *unknown) {
     return 0;
 }
 
+/* whether the class set ``have`` holds every class of ``need`` (``words`` words each) */
+static int covers(const uint64_t *have, const uint64_t *need, Py_ssize_t words) {
+    for (Py_ssize_t k = 0; k < words; k++)
+        if (need[k] & ~have[k]) return 0;
+    return 1;
+}
+
 static void mark(uint8_t *out, const Walk *w, Py_ssize_t lo, Py_ssize_t hi) {
     for (Py_ssize_t k = lo; k < hi; k++) {
         int32_t t = w->tok_ids[k];
@@ -343,6 +353,9 @@ typedef struct {
     int32_t *edge_of;  /* by node: the edge into it */
     int32_t *first_kid, *next_sib; /* by stamped node: its stamped children, a list (-1 ends it) */
     uint32_t walks;    /* walks that asked by id so far */
+    Py_ssize_t CW;     /* 64-bit words of a set of character classes */
+    uint64_t *below_cls; /* by node: the classes of every character below it in the trie */
+    uint64_t *loop_cls;  /* by lexer state: the classes that leave it where it is */
     int busy;          /* a walk reads the tables (and may call Python, which could walk again) */
 } Tables;
 
@@ -353,6 +366,8 @@ static void tables_dealloc(Tables *t) {
     free(t->edge_of);
     free(t->first_kid);
     free(t->next_sib);
+    free(t->below_cls);
+    free(t->loop_cls);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -420,6 +435,7 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     memset(t->bufs, 0, sizeof(t->bufs));
     t->stamp = NULL;
     t->edge_of = t->first_kid = t->next_sib = NULL;
+    t->below_cls = t->loop_cls = NULL;
     t->walks = 0;
     t->busy = 0;
     for (int k = 0; k < NBUF; k++)
@@ -437,12 +453,25 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     t->edge_of = malloc((size_t)t->n_nodes * sizeof(int32_t));
     t->first_kid = malloc((size_t)t->n_nodes * sizeof(int32_t));
     t->next_sib = malloc((size_t)t->n_nodes * sizeof(int32_t));
-    if (!t->stamp || !t->edge_of || !t->first_kid || !t->next_sib) {
+    t->CW = (t->C + 63) / 64;
+    t->below_cls = calloc((size_t)(t->n_nodes * t->CW), sizeof(uint64_t));
+    t->loop_cls = calloc((size_t)(t->S * t->CW), sizeof(uint64_t));
+    if (!t->stamp || !t->edge_of || !t->first_kid || !t->next_sib || !t->below_cls || !t->loop_cls) {
         PyErr_NoMemory();
         goto fail;
     }
-    const int32_t *edge_to = t->bufs[TO].v.buf;
+    const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf,
+                  *child_start = t->bufs[CHILD].v.buf, *trans = t->bufs[TRANS].v.buf;
     for (Py_ssize_t e = 0; e < t->n_edges; e++) t->edge_of[edge_to[e]] = (int32_t)e;
+    for (Py_ssize_t n = t->n_nodes - 1; n >= 0; n--) /* (children come after their parent) */
+        for (int32_t e = child_start[n]; e < child_start[n + 1]; e++) {
+            uint64_t *mine = t->below_cls + n * t->CW, *kid = t->below_cls + (Py_ssize_t)edge_to[e] * t->CW;
+            for (Py_ssize_t k = 0; k < t->CW; k++) mine[k] |= kid[k];
+            mine[edge_cls[e] / 64] |= 1ULL << (edge_cls[e] % 64);
+        }
+    for (Py_ssize_t q = 1; q < t->S; q++) /* (not DEAD: no branch lives there) */
+        for (Py_ssize_t c = 0; c < t->C; c++)
+            if (trans[q * t->C + c] == q) t->loop_cls[q * t->CW + c / 64] |= 1ULL << (c % 64);
     return (PyObject *)t;
 fail:
     Py_DECREF(t);
@@ -623,7 +652,16 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         int unknown = f->unknown;
         for (int32_t k = f->lo; k < f->hi; k++)
             if (step(&w, w.br[k], depth, cls, &unknown) < 0) goto done;
-        if (w.br_n > lo) {
+        if (w.br_n == lo + 1 && w.br[lo].ng == 0 && !first_kid &&
+            covers(t->loop_cls + (Py_ssize_t)w.br[lo].q * t->CW, t->below_cls + (Py_ssize_t)child * t->CW, t->CW)) {
+            /* one branch, unguarded, whose lexeme every character below leaves where it is: it
+             * neither ends nor dies below (its state and context stay), so every token below
+             * passes, marked without reading the subtree (the tail of a name, a blank run, a
+             * comment); not where a walk asks by id, whose subtrees hold tokens not asked about */
+            mark(w.pass_out, &w, w.tok_start[child], w.tok_start[w.subtree_end[child]]);
+            w.br_n = lo;
+            w.gd_n = gmark;
+        } else if (w.br_n > lo) {
             mark(w.pass_out, &w, w.tok_start[child], w.tok_start[child + 1]);
             if (grow((void **)&frames, &frames_cap, top + 2, sizeof(Frame)) < 0) goto done;
             int32_t next = first_kid ? first_kid[child] : w.child_start[child];

@@ -53,6 +53,13 @@ def walk_py(
                         keep[n] = True
                         n = parent[n]
 
+    # the classes of every character below each node, and those that leave each state where it is
+    below_cls = [0] * len(subtree_end)
+    for n in range(len(subtree_end) - 1, -1, -1):
+        for e in range(child_start[n], child_start[n + 1]):
+            below_cls[n] |= below_cls[edge_to[e]] | 1 << classes[e]
+    loop_cls = [sum(1 << c for c in range(C) if trans[q * C + c] == q) for q in range(len(final))]
+
     def mark(out: bytearray, lo: int, hi: int) -> None:
         for t in tok_ids[lo:hi]:
             out[t >> 3] |= 1 << (t & 7)
@@ -110,7 +117,14 @@ def walk_py(
                             out.append((ctx2, fresh, -1, ch, (*kept, nxt) if nxt != 0 else tuple(kept)))
                 if nxt != 0 and lives[nxt] & ctx_allowed[ctx]:
                     out.append((ctx, nxt, origin, lexeme + ch, tuple(kept)))
-            if out:
+            if (
+                len(out) == 1
+                and not out[0][4]
+                and asked is None
+                and not below_cls[child] & ~loop_cls[out[0][1]]
+            ):
+                mark(passing, tok_start[child], tok_start[subtree_end[child]])  # stays where it is below
+            elif out:
                 mark(passing, tok_start[child], tok_start[child + 1])
                 stack.append((child, out, unknown))
             elif unknown:
