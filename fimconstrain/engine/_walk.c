@@ -27,7 +27,7 @@
  * a top-k row; each token's nodes and their ancestors are stamped with the walk's number and
  * linked into their parents' lists of the walk's children, so that the walk reads those alone,
  * not every edge of a node with thousands: the root, a blank).
- * A lone unguarded branch whose lexer state every character below a node leaves where it is (the
+ * An unguarded branch whose lexer state every character below a node leaves where it is (the
  * classes below each node and each state's self-loops are worked out by ``prepare``) passes every
  * token below without reading the subtree (the tail of a name, a blank run, a comment).
  * The tables are checked once, when ``prepare`` wraps them (a walk reads them unchecked).
@@ -652,12 +652,15 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         int unknown = f->unknown;
         for (int32_t k = f->lo; k < f->hi; k++)
             if (step(&w, w.br[k], depth, cls, &unknown) < 0) goto done;
-        if (w.br_n == lo + 1 && w.br[lo].ng == 0 && !first_kid &&
-            covers(t->loop_cls + (Py_ssize_t)w.br[lo].q * t->CW, t->below_cls + (Py_ssize_t)child * t->CW, t->CW)) {
-            /* one branch, unguarded, whose lexeme every character below leaves where it is: it
-             * neither ends nor dies below (its state and context stay), so every token below
-             * passes, marked without reading the subtree (the tail of a name, a blank run, a
-             * comment); not where a walk asks by id, whose subtrees hold tokens not asked about */
+        int through = 0; /* a branch, unguarded, whose lexeme every character below leaves where it is */
+        for (int32_t k = lo; !first_kid && !through && k < (int32_t)w.br_n; k++)
+            through = w.br[k].ng == 0 && covers(t->loop_cls + (Py_ssize_t)w.br[k].q * t->CW,
+                                                t->below_cls + (Py_ssize_t)child * t->CW, t->CW);
+        if (through) {
+            /* that branch neither ends nor dies below (its state and context stay), so every
+             * token below passes, marked without reading the subtree (the tail of a name, a
+             * blank run, a comment); not where a walk asks by id, whose subtrees hold tokens
+             * not asked about */
             mark(w.pass_out, &w, w.tok_start[child], w.tok_start[w.subtree_end[child]]);
             w.br_n = lo;
             w.gd_n = gmark;

@@ -117,12 +117,7 @@ def walk_py(
                             out.append((ctx2, fresh, -1, ch, (*kept, nxt) if nxt != 0 else tuple(kept)))
                 if nxt != 0 and lives[nxt] & ctx_allowed[ctx]:
                     out.append((ctx, nxt, origin, lexeme + ch, tuple(kept)))
-            if (
-                len(out) == 1
-                and not out[0][4]
-                and asked is None
-                and not below_cls[child] & ~loop_cls[out[0][1]]
-            ):
+            if asked is None and any(not g and not below_cls[child] & ~loop_cls[q] for _, q, _, _, g in out):
                 mark(passing, tok_start[child], tok_start[subtree_end[child]])  # stays where it is below
             elif out:
                 mark(passing, tok_start[child], tok_start[child + 1])
