@@ -300,13 +300,15 @@ class ConstraintState:
         plain = np.zeros((size + 7) // 8, dtype=np.uint8)
         for token in self._own_verdicts(size, stop_ids, banned_ids):
             plain[token >> 3] |= 1 << (token & 7)
-        screened = _packed(allowed, size) & ~plain
-        passed = screened & _packed(table.piece_bits, size) & _packed(sure, size)
+        admitted = _packed(allowed, size)
+        vouched = _packed(sure, size) & _packed(table.piece_bits, size)
+        screened = admitted & ~plain
+        passed = screened & vouched
         self.vouched += _count(passed)
         decided = passed.copy()
         module = native_walk() if walk and not self.checker.pending_cr else None
         if module is not None:  # the walk reads the trie below every token it is asked about
-            asked = _packed(allowed, size) & ~(_packed(sure, size) & _packed(table.piece_bits, size))
+            asked = admitted & ~vouched
             walk_of = vocab_walk(self.checker.layer, table.texts)
             passing, undecided = walk_of.walk(self.checker, module, only=asked.tobytes())
             walked = screened & ~decided & _packed(table.text_bits, size) & ~_packed(undecided, size)
