@@ -39,7 +39,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
-#define WALK_ABI 4
+#define WALK_ABI 5
 
 typedef struct {
     int32_t ctx;    /* context id: (parser, layout) in Python */
@@ -696,11 +696,61 @@ done:
     return result;
 }
 
+/* A top-k row's verdicts read off the bitsets of a walk asked about it by id: each token of
+ * ``tokens`` in order, a token of ``own`` (a dict: the verdicts the state told itself, a stop
+ * token, a banned one, a child it has) by its own, any other by its bit in ``pass_bits``. None
+ * where a token is outside the bitsets or set in ``und_bits`` (the caller then asks the state
+ * of each); else (the passing tokens, how many the walk told). One call, not a Python step per
+ * token: a row's verdicts cost about as much as its walk in Python. */
+static PyObject *verdicts(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *tokens, *own, *pass_obj, *und_obj;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyList_Type, &tokens, &PyDict_Type, &own, &pass_obj, &und_obj))
+        return NULL;
+    Buf bufs[2];
+    memset(bufs, 0, sizeof(bufs));
+    PyObject *out = NULL, *result = NULL;
+    if (get_buf(pass_obj, &bufs[0], 1, 0, "pass_bits") < 0 || get_buf(und_obj, &bufs[1], 1, 0, "und_bits") < 0)
+        goto done;
+    const uint8_t *pass = bufs[0].v.buf, *und = bufs[1].v.buf;
+    Py_ssize_t bits = (bufs[0].v.len < bufs[1].v.len ? bufs[0].v.len : bufs[1].v.len) * 8, walked = 0;
+    if (!(out = PyList_New(0))) goto done;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(tokens); k++) {
+        PyObject *token = PyList_GET_ITEM(tokens, k);
+        PyObject *verdict = PyDict_GetItemWithError(own, token);
+        int ok;
+        if (verdict) {
+            if ((ok = PyObject_IsTrue(verdict)) < 0) goto done;
+        } else {
+            if (PyErr_Occurred()) goto done;
+            long tok = PyLong_AsLong(token);
+            if (tok == -1 && PyErr_Occurred()) goto done;
+            if (tok < 0 || tok >= bits || (und[tok >> 3] >> (tok & 7) & 1)) {
+                Py_INCREF(Py_None);
+                result = Py_None;
+                goto done;
+            }
+            walked++;
+            ok = pass[tok >> 3] >> (tok & 7) & 1;
+        }
+        if (ok && PyList_Append(out, token) < 0) goto done;
+    }
+    result = Py_BuildValue("On", out, walked);
+done:
+    for (int k = 0; k < 2; k++)
+        if (bufs[k].held) PyBuffer_Release(&bufs[k].v);
+    Py_XDECREF(out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the sixteen tables of vocab_walk.py, checked once"},
     {"walk", walk, METH_VARARGS,
      "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None, asked=None) -> "
      "lexeme ends asked (tables: prepare's; only: a bitset of tokens, asked: int32 token ids)"},
+    {"verdicts", verdicts, METH_VARARGS,
+     "verdicts(tokens, own, pass_bits, und_bits) -> (passing tokens, tokens the walk told) | None: a row's "
+     "verdicts read off a walk's bitsets (own: {token: the state's own verdict})"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk",

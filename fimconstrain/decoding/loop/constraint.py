@@ -185,9 +185,11 @@ class ConstraintState:
     ) -> list[int] | None:
         """:meth:`passing` over a few ``tokens`` after whole characters: the C vocabulary walk
         reads the trie's paths to their texts alone (:mod:`..masks.vocab_walk`, asked by id),
-        sharing each lexeme end among the tokens that reach it, and needs no store; the tokens
-        it leaves undecided go the way of :meth:`passes`. None where the walk is not built or
-        cannot read on (after a ``\\r``)."""
+        sharing each lexeme end among the tokens that reach it, and needs no store; its
+        ``verdicts`` read the row off the walk's bitsets in one call, the state's own verdicts
+        (stop, banned and known tokens) told first. Where the walk leaves a token undecided,
+        the row goes a token at a time (:meth:`_verdicts_each`). None where the walk is not
+        built or cannot read on (after a ``\\r``)."""
         from ..masks.vocab_walk import native_walk, vocab_walk
 
         module = native_walk()
@@ -196,18 +198,42 @@ class ConstraintState:
         import numpy as np
 
         texts = _walk_table(self.codec).texts
-        n, own = len(texts), self._children.keys() | stop_ids | banned_ids  # (the state's own verdicts)
-        ids = np.array([t for t in tokens if 0 <= t < n and t not in own], dtype=np.int32)
-        passing, undecided = vocab_walk(self.checker.layer, texts).walk(self.checker, module, asked=ids)
-        out = []  # (a bit test per token: numpy's steps cost more on a row of 64)
+        own = {
+            token: self._own_verdict(token, stop_ids, banned_ids)
+            for token in (self._children.keys() | stop_ids | banned_ids).intersection(tokens)
+        }
+        # (the walk skips ids without a text; an own token walked costs a path, not a verdict)
+        asked = np.array(tokens, dtype=np.int32)
+        passing, undecided = vocab_walk(self.checker.layer, texts).walk(self.checker, module, asked=asked)
+        told = module.verdicts(tokens, own, passing, undecided)
+        if told is None:
+            return self._verdicts_each(tokens, own, passing, undecided, stop_ids, banned_ids)
+        out, walked = told
+        self.walked += walked
+        return out
+
+    def _verdicts_each(
+        self,
+        tokens: list[int],
+        own: dict[int, bool],
+        passing: bytes,
+        undecided: bytes,
+        stop_ids: set[int],
+        banned_ids: set[int],
+    ) -> list[int]:
+        """:meth:`_passing_walked`'s row a token at a time: a token the walk left undecided (or
+        outside its bitsets) by the state's verdict, the rest as the walk's ``verdicts`` read them."""
+        out, bits = [], 8 * len(passing)
         for token in tokens:
-            if token in own or not 0 <= token < n or undecided[token >> 3] >> (token & 7) & 1:
-                if self._own_verdict(token, stop_ids, banned_ids):
-                    out.append(token)
+            if token in own:
+                verdict = own[token]
+            elif not 0 <= token < bits or undecided[token >> 3] >> (token & 7) & 1:
+                verdict = self._own_verdict(token, stop_ids, banned_ids)
             else:
                 self.walked += 1
-                if passing[token >> 3] >> (token & 7) & 1:
-                    out.append(token)
+                verdict = bool(passing[token >> 3] >> (token & 7) & 1)
+            if verdict:
+                out.append(token)
         return out
 
     def _own_verdict(self, token: int, stop_ids: set[int], banned_ids: set[int]) -> bool:
