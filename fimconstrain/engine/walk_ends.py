@@ -4,8 +4,11 @@ engine, compiled, rather than beside the walk's tables in ``decoding/masks/vocab
 (docs/optimizations.md, "The native vocabulary walk").
 
 A *context* is a parser state and layout, numbered in the order met; contexts whose parser
-states have the same kernel (:meth:`~.automata.earley.EarleySet.signature`) and layouts share a
-number, so the walk's memo, keyed by context, serves both.
+states accept the same continuations and whose layouts are equal share a number, so the walk's
+memo, keyed by context, serves both. A parser state whose kernel is one item is compared by
+that item's deterministic reduction path, followed to its top (:func:`reduction_key`), so that
+a run of unary operators (``------``, ``~~~~``: a deeper expression each) is one context, not
+one per sign.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from .automata.earley import EarleySet
+from .automata.earley import EarleySet, Item
+from .automata.grammar import Grammar
 from .layers.layer_protocol import Layer
+
+#: the most steps a reduction path is followed (a grammar's unit cycles would loop)
+REDUCTION_STEPS = 64
 
 #: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
 #: or (context, dense start state, allowed terminals as little-endian words)
@@ -45,7 +52,7 @@ class WalkEnds:
     def context(self, parser: EarleySet, layout: Any, allowed: int = -1) -> int:
         """The id of context (``parser``, ``layout``), numbered on first sight; ``allowed``: its
         terminals, where the caller has them (-1: asked of the layer)."""
-        key = (parser.signature(), layout)
+        key = (reduction_key(self.layer.grammar, parser), layout)
         known = self.context_ids.get(key)
         if known is not None:
             return known
@@ -73,3 +80,43 @@ class WalkEnds:
             return -2, free
         c = self.context(after, layout_after, allowed)
         return (c, d, self.allowed[c]), free
+
+
+def reduction_key(grammar: Grammar, parser: EarleySet) -> Hashable:
+    """A key equal for parser states that accept the same continuations: for a kernel of one
+    item, whether the state accepts, the symbol the item waits for and the top of the item's
+    deterministic reduction path (Leo's, paper 004 section IV); for any other kernel, its
+    :meth:`~.automata.earley.EarleySet.signature`. While an item is complete after its symbol
+    and its origin holds exactly one item waiting for the item's left-hand side (kernel or
+    predicted), completing the symbol here completes the item and then advances that one alone,
+    so the one advanced stands for it (the closure reads nothing else on the way). After
+    ``a = -`` and ``a = --`` the kernels differ (``factor: '-' . factor`` begun after ``=`` or
+    after the first ``-``) and their tops are the same item. A prefix operator's set is such a
+    kernel of one item; following every item of a larger kernel cost more than the lexeme ends
+    it saved. Origins compare by identity, as in the signature."""
+    waiting = parser.waiting
+    if len(waiting) == 1:
+        for symbol, items in waiting.items():
+            if len(items) == 1:
+                return parser.accepting, symbol, _reduction_top(grammar, items[0])
+    return parser.signature()
+
+
+def _reduction_top(grammar: Grammar, item: Item) -> tuple[int, int]:
+    """The top of ``item``'s deterministic reduction path (:func:`reduction_key`), as its
+    dotted item and its origin's identity."""
+    next_symbol, item_lhs = grammar.next_symbol, grammar.item_lhs
+    d, origin = item
+    steps = 0
+    while origin is not None and next_symbol[d] < 0 and steps < REDUCTION_STEPS:
+        lhs = item_lhs[d]
+        kernel = origin.waiting.get(lhs) or ()
+        predicted = origin.prediction.advanced(lhs)
+        if len(kernel) + len(predicted) != 1:
+            break
+        if kernel:
+            d, origin = kernel[0]
+        else:  # (a predicted item begins in the origin itself)
+            d = predicted[0]
+        steps += 1
+    return d, id(origin)
