@@ -26,7 +26,8 @@
  * tokens: a prefix count over the trie's tokens finds the subtrees) or as ids ``asked`` (a few:
  * a top-k row; each token's nodes and their ancestors are stamped with the walk's number and
  * linked into their parents' lists of the walk's children, so that the walk reads those alone,
- * not every edge of a node with thousands: the root, a blank).
+ * not every edge of a node with thousands: the root, a blank). A sparse ``only`` is walked as
+ * its ids (SPARSE_SHARE).
  * An unguarded branch whose lexer state every character below a node leaves where it is (the
  * classes below each node and each state's self-loops are worked out by ``prepare``) passes every
  * token below without reading the subtree (the tail of a name, a blank run, a comment).
@@ -53,6 +54,11 @@ typedef struct {
 typedef struct {
     int32_t node, edge, lo, hi, gmark, unknown, depth;
 } Frame;
+
+/* an ``only`` with at most one token in SPARSE_SHARE of the trie's places is walked as ids (each
+ * token's path stamped) rather than by a prefix count over every place: at Qwen's 153,000 places
+ * the ids were faster up to about 2,400 tokens and slower from about 7,000 */
+#define SPARSE_SHARE 40
 
 /* a memo key's origin for the answer that serves every ASCII text of its context and state */
 #define ANY_ASCII (-3)
@@ -478,6 +484,43 @@ fail:
     return NULL;
 }
 
+/* Stamps the nodes of the tokens ``ids`` (``n`` of them) and their ancestors with a new walk's
+ * number and links each into its parent's list of the walk's children (``first_kid``,
+ * ``next_sib``), so that the walk reads those paths alone. */
+static void stamp_asked(Tables *t, const int32_t *ids, Py_ssize_t n_ids) {
+    const int32_t *tn_start = t->bufs[TNSTART].v.buf, *tnodes = t->bufs[TNODES].v.buf,
+                  *parent = t->bufs[PARENT].v.buf;
+    if (++t->walks == 0) { /* the numbers wrapped: no stamp may look current */
+        memset(t->stamp, 0, (size_t)t->n_nodes * sizeof(uint32_t));
+        t->walks = 1;
+    }
+    uint32_t walk_no = t->walks, *stamp = t->stamp;
+    int32_t *kids = t->first_kid, *sib = t->next_sib;
+    stamp[0] = walk_no;
+    kids[0] = -1;
+    for (Py_ssize_t k = 0; k < n_ids; k++) {
+        int32_t tok = ids[k];
+        if (tok < 0 || tok >= t->n_ids) continue; /* no text in the trie: nothing to walk */
+        for (int32_t j = tn_start[tok]; j < tn_start[tok + 1]; j++) {
+            int32_t n = tnodes[j];
+            if (stamp[n] == walk_no) continue; /* on a path already linked */
+            stamp[n] = walk_no;
+            kids[n] = -1;
+            for (;;) { /* n is new to this walk: into its parent's list, the parent too if new */
+                int32_t p = parent[n], fresh = stamp[p] != walk_no;
+                if (fresh) {
+                    stamp[p] = walk_no;
+                    kids[p] = -1;
+                }
+                sib[n] = kids[p];
+                kids[p] = n;
+                if (!fresh) break;
+                n = p;
+            }
+        }
+    }
+}
+
 static PyObject *walk(PyObject *self, PyObject *args) {
     (void)self;
     Tables *t;
@@ -497,11 +540,13 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     Buf bufs[4];
     memset(bufs, 0, sizeof(bufs));
-    const int32_t *first_kid = NULL, *next_sib = NULL; /* with ``asked``: the children walked */
+    const int32_t *first_kid = NULL, *next_sib = NULL; /* with ids: the children walked */
     Walk w;
     memset(&w, 0, sizeof(w));
     Frame *frames = NULL;
     int32_t *below = NULL; /* tokens of ``only`` among tok_ids[0 .. k) (NULL: every token asked) */
+    int32_t *sparse = NULL; /* the ids of a sparse ``only`` (walked as if asked by id) */
+    Py_ssize_t n_sparse = 0;
     PyObject *result = NULL;
     Py_INCREF(t); /* (the tables outlive a walk whose on_end drops the last other reference) */
     t->busy = 1;
@@ -537,53 +582,39 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     if (bufs[2].held) {
         const uint8_t *only = bufs[2].v.buf;
-        Py_ssize_t only_bits = bufs[2].v.len * 8;
-        below = malloc((size_t)(w.n_toks + 1) * sizeof(int32_t));
-        if (!below) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        below[0] = 0;
-        for (Py_ssize_t k = 0; k < w.n_toks; k++) {
-            int32_t tok = w.tok_ids[k];
-            below[k + 1] = below[k] + (tok < only_bits && (only[tok >> 3] >> (tok & 7) & 1));
+        Py_ssize_t only_bits = bufs[2].v.len * 8, count = 0;
+        for (Py_ssize_t k = 0; k < bufs[2].v.len; k++) count += __builtin_popcount(only[k]);
+        if (count * SPARSE_SHARE <= w.n_toks) {
+            sparse = malloc((size_t)(count + 1) * sizeof(int32_t));
+            if (!sparse) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < bufs[2].v.len; k++)
+                for (unsigned bits = only[k]; bits; bits &= bits - 1)
+                    sparse[n_sparse++] = (int32_t)(k * 8 + __builtin_ctz(bits));
+        } else {
+            below = malloc((size_t)(w.n_toks + 1) * sizeof(int32_t));
+            if (!below) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            below[0] = 0;
+            for (Py_ssize_t k = 0; k < w.n_toks; k++) {
+                int32_t tok = w.tok_ids[k];
+                below[k + 1] = below[k] + (tok < only_bits && (only[tok >> 3] >> (tok & 7) & 1));
+            }
         }
     }
     if (asked_obj != Py_None) {
         if (get_buf(asked_obj, &bufs[3], 4, 0, "asked") < 0) goto done;
-        const int32_t *ids = bufs[3].v.buf, *tn_start = t->bufs[TNSTART].v.buf,
-                      *tnodes = t->bufs[TNODES].v.buf, *parent = t->bufs[PARENT].v.buf;
-        if (++t->walks == 0) { /* the numbers wrapped: no stamp may look current */
-            memset(t->stamp, 0, (size_t)t->n_nodes * sizeof(uint32_t));
-            t->walks = 1;
-        }
-        uint32_t walk_no = t->walks, *stamp = t->stamp;
-        int32_t *kids = t->first_kid, *sib = t->next_sib;
-        stamp[0] = walk_no;
-        kids[0] = -1;
-        for (Py_ssize_t k = 0; k < bufs[3].v.len / 4; k++) {
-            int32_t tok = ids[k];
-            if (tok < 0 || tok >= t->n_ids) continue; /* no text in the trie: nothing to walk */
-            for (int32_t j = tn_start[tok]; j < tn_start[tok + 1]; j++) {
-                int32_t n = tnodes[j];
-                if (stamp[n] == walk_no) continue; /* on a path already linked */
-                stamp[n] = walk_no;
-                kids[n] = -1;
-                for (;;) { /* n is new to this walk: into its parent's list, the parent too if new */
-                    int32_t p = parent[n], fresh = stamp[p] != walk_no;
-                    if (fresh) {
-                        stamp[p] = walk_no;
-                        kids[p] = -1;
-                    }
-                    sib[n] = kids[p];
-                    kids[p] = n;
-                    if (!fresh) break;
-                    n = p;
-                }
-            }
-        }
-        first_kid = kids;
-        next_sib = sib;
+        stamp_asked(t, bufs[3].v.buf, bufs[3].v.len / 4);
+    } else if (sparse) {
+        stamp_asked(t, sparse, n_sparse);
+    }
+    if (asked_obj != Py_None || sparse) {
+        first_kid = t->first_kid;
+        next_sib = t->next_sib;
     }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
@@ -686,6 +717,7 @@ done:
     Py_DECREF(t);
     free(frames);
     free(below);
+    free(sparse);
     free(w.ctx_allowed);
     free(w.br);
     free(w.gd);

@@ -9,6 +9,10 @@ from typing import Any
 
 from fimconstrain.engine.walk_ends import EndReply
 
+#: ``_walk.c``'s SPARSE_SHARE: an ``only`` with at most one token in this many of the trie's
+#: places is walked as its ids
+SPARSE_SHARE = 40
+
 
 def walk_py(
     tables: tuple[Any, ...],
@@ -39,6 +43,8 @@ def walk_py(
     memo: dict[tuple[int, int, int, str] | tuple[int, int], tuple[int, int]] = {}
     calls = 0
     keep: list[bool] | None = None
+    if only is not None and sum(byte.bit_count() for byte in only) * SPARSE_SHARE <= len(tok_ids):
+        asked, only = [t for t in range(len(only) * 8) if only[t >> 3] >> (t & 7) & 1], None  # as ids
     if only is not None:  # the nodes with a token of ``only`` below them
         below = [0]
         for t in tok_ids:
