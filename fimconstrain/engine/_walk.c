@@ -582,9 +582,14 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     if (bufs[2].held) {
         const uint8_t *only = bufs[2].v.buf;
-        Py_ssize_t only_bits = bufs[2].v.len * 8, count = 0;
-        for (Py_ssize_t k = 0; k < bufs[2].v.len; k++) count += __builtin_popcount(only[k]);
-        if (count * SPARSE_SHARE <= w.n_toks) {
+        Py_ssize_t only_bits = bufs[2].v.len * 8, count = 0, most = w.n_toks / SPARSE_SHARE, at = 0;
+        for (; at + 8 <= bufs[2].v.len && count <= most; at += 8) { /* (counted until there are too many) */
+            uint64_t word;
+            memcpy(&word, only + at, 8);
+            count += __builtin_popcountll(word);
+        }
+        for (; at < bufs[2].v.len && count <= most; at++) count += __builtin_popcount(only[at]);
+        if (count <= most) {
             sparse = malloc((size_t)(count + 1) * sizeof(int32_t));
             if (!sparse) {
                 PyErr_NoMemory();
