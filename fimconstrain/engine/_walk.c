@@ -23,14 +23,15 @@
  * unless another branch decides them. A subtree with neither is pruned, and so is one without a
  * token asked about, when they are given, whose tokens are then not marked (a token not asked
  * about may be said to fail when it passes, never the other way): as a bitset ``only`` (many
- * tokens: a prefix count over the trie's tokens finds the subtrees) or as ids ``asked`` (a few:
- * a top-k row; each token's nodes and their ancestors are stamped with the walk's number and
- * linked into their parents' lists of the walk's children, so that the walk reads those alone,
- * not every edge of a node with thousands: the root, a blank). A sparse ``only`` is walked as
- * its ids (SPARSE_SHARE).
+ * tokens) or as ids ``asked`` (a few: a top-k row). Either becomes a bitset over the trie's
+ * *places* (token k of ``tok_ids``, in preorder, so that a subtree's tokens are a run of places):
+ * a node's next child to read is the one holding the next asked place, found by a word scan and
+ * a galloping search over its children's first places, not by reading every edge of a node with
+ * thousands (the root, a blank).
  * An unguarded branch whose lexer state every character below a node leaves where it is (the
  * classes below each node and each state's self-loops are worked out by ``prepare``) passes every
- * token below without reading the subtree (the tail of a name, a blank run, a comment).
+ * token below (every asked one, when they are given) without reading the subtree (the tail of a
+ * name, a blank run, a comment).
  * The tables are checked once, when ``prepare`` wraps them (a walk reads them unchecked).
  * Keep in step with lexer.py's advance (its twin note) and the twin's walk_py. */
 #define PY_SSIZE_T_CLEAN
@@ -40,7 +41,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
-#define WALK_ABI 5
+#define WALK_ABI 6
 
 typedef struct {
     int32_t ctx;    /* context id: (parser, layout) in Python */
@@ -55,9 +56,8 @@ typedef struct {
     int32_t node, edge, lo, hi, gmark, unknown, depth;
 } Frame;
 
-/* an ``only`` with at most one token in SPARSE_SHARE of the trie's places is walked as ids (each
- * token's path stamped) rather than by a prefix count over every place: at Qwen's 153,000 places
- * the ids were faster up to about 2,400 tokens and slower from about 7,000 */
+/* an ``only`` with at most one token in SPARSE_SHARE of the trie's places is read as its ids (their
+ * places set one by one) rather than place by place (every place's token looked up in ``only``) */
 #define SPARSE_SHARE 40
 
 /* a memo key's origin for the answer that serves every ASCII text of its context and state */
@@ -331,6 +331,27 @@ static void mark(uint8_t *out, const Walk *w, Py_ssize_t lo, Py_ssize_t hi) {
     }
 }
 
+/* the first place at or after ``from`` and before ``to`` set in ``places``, or -1 */
+static Py_ssize_t next_place(const uint64_t *places, Py_ssize_t from, Py_ssize_t to) {
+    if (from >= to) return -1;
+    Py_ssize_t k = from >> 6;
+    uint64_t word = places[k] & (~0ULL << (from & 63));
+    while (!word) {
+        if (++k << 6 >= to) return -1;
+        word = places[k];
+    }
+    Py_ssize_t at = (k << 6) + __builtin_ctzll(word);
+    return at < to ? at : -1;
+}
+
+/* the tokens at the places of ``places`` from ``lo`` to ``hi`` into ``out`` */
+static void mark_places(uint8_t *out, const Walk *w, const uint64_t *places, Py_ssize_t lo, Py_ssize_t hi) {
+    for (Py_ssize_t k = next_place(places, lo, hi); k >= 0; k = next_place(places, k + 1, hi)) {
+        int32_t t = w->tok_ids[k];
+        out[t >> 3] |= (uint8_t)(1u << (t & 7));
+    }
+}
+
 typedef struct {
     Py_buffer v;
     int held;
@@ -346,20 +367,16 @@ static int get_buf(PyObject *obj, Buf *b, Py_ssize_t item, int writable, const c
     return 0;
 }
 
-enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, PARENT, TNSTART, TNODES, NBUF };
+enum { CHILD, CP, CLS, TO, TSTART, TIDS, SUBEND, TRANS, FINAL, LIVE, PSTART, PLACES, NBUF };
 
-/* A walk's tables (vocab_walk.py's sixteen), checked once and held: ``prepare(tables)``; and
- * the stamps of the nodes above the tokens a walk asks about by id (one walk at a time) */
+/* A walk's tables (vocab_walk.py's fifteen), checked once and held: ``prepare(tables)`` */
 typedef struct {
     PyObject_HEAD
     Buf bufs[NBUF];
     Py_ssize_t S, C, W, n_nodes, n_edges, n_toks, n_ids;
-    int32_t max_token; /* the largest token id (-1: none) */
-    uint32_t *stamp;   /* by node: the number of the last walk that asked about a token below */
-    int32_t *edge_of;  /* by node: the edge into it */
-    int32_t *first_kid, *next_sib; /* by stamped node: its stamped children, a list (-1 ends it) */
-    uint32_t walks;    /* walks that asked by id so far */
-    Py_ssize_t CW;     /* 64-bit words of a set of character classes */
+    int32_t max_token;  /* the largest token id (-1: none) */
+    int32_t *edge_first; /* by edge: the first place of the subtree it leads to */
+    Py_ssize_t CW;      /* 64-bit words of a set of character classes */
     uint64_t *below_cls; /* by node: the classes of every character below it in the trie */
     uint64_t *loop_cls;  /* by lexer state: the classes that leave it where it is */
     int busy;          /* a walk reads the tables (and may call Python, which could walk again) */
@@ -368,10 +385,7 @@ typedef struct {
 static void tables_dealloc(Tables *t) {
     for (int k = 0; k < NBUF; k++)
         if (t->bufs[k].held) PyBuffer_Release(&t->bufs[k].v);
-    free(t->stamp);
-    free(t->edge_of);
-    free(t->first_kid);
-    free(t->next_sib);
+    free(t->edge_first);
     free(t->below_cls);
     free(t->loop_cls);
     Py_TYPE(t)->tp_free((PyObject *)t);
@@ -391,22 +405,20 @@ static int check_tables(Tables *t) {
     const int32_t *child_start = t->bufs[CHILD].v.buf, *edge_cls = t->bufs[CLS].v.buf,
                   *edge_to = t->bufs[TO].v.buf, *tok_start = t->bufs[TSTART].v.buf,
                   *tok_ids = t->bufs[TIDS].v.buf, *subtree_end = t->bufs[SUBEND].v.buf,
-                  *trans = t->bufs[TRANS].v.buf, *parent = t->bufs[PARENT].v.buf,
-                  *tn_start = t->bufs[TNSTART].v.buf, *tnodes = t->bufs[TNODES].v.buf;
+                  *trans = t->bufs[TRANS].v.buf, *p_start = t->bufs[PSTART].v.buf,
+                  *places = t->bufs[PLACES].v.buf;
     const char *wrong = NULL;
     if (t->n_nodes < 1 || t->S < 1 || t->C < 1 || t->W < 1 || t->bufs[CLS].v.len / 4 != t->n_edges ||
         t->bufs[TO].v.len / 4 != t->n_edges || t->bufs[TSTART].v.len / 4 != t->n_nodes + 1 ||
         t->bufs[SUBEND].v.len / 4 != t->n_nodes || t->bufs[TRANS].v.len / 4 != t->S * t->C ||
         t->bufs[FINAL].v.len != t->S || t->bufs[LIVE].v.len / 8 != t->S * t->W ||
-        t->bufs[PARENT].v.len / 4 != t->n_nodes || t->n_ids < 0)
+        t->n_ids < 0)
         wrong = "the tables' sizes do not agree";
-    for (Py_ssize_t n = 1; !wrong && n < t->n_nodes; n++)
-        if (parent[n] < 0 || parent[n] >= n) wrong = "a parent is out of range";
     for (Py_ssize_t k = 0; !wrong && k <= t->n_ids; k++)
-        if (tn_start[k] < (k ? tn_start[k - 1] : 0) || tn_start[k] > t->bufs[TNODES].v.len / 4)
-            wrong = "a token's nodes are out of range";
-    for (Py_ssize_t k = 0; !wrong && k < t->bufs[TNODES].v.len / 4; k++)
-        if (tnodes[k] < 1 || tnodes[k] >= t->n_nodes) wrong = "a token's node is out of range";
+        if (p_start[k] < (k ? p_start[k - 1] : 0) || p_start[k] > t->bufs[PLACES].v.len / 4)
+            wrong = "a token's places are out of range";
+    for (Py_ssize_t k = 0; !wrong && k < t->bufs[PLACES].v.len / 4; k++)
+        if (places[k] < 0 || places[k] >= t->n_toks) wrong = "a token's place is out of range";
     for (Py_ssize_t k = 0; !wrong && k < t->n_toks; k++)
         if (tok_ids[k] < 0) wrong = "a token id is negative";
     for (Py_ssize_t k = 0; !wrong && k < t->n_edges; k++)
@@ -428,21 +440,19 @@ static int check_tables(Tables *t) {
 
 static PyObject *prepare(PyObject *self, PyObject *arg) {
     (void)self;
-    static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8, 4, 4, 4};
-    static const char *names[NBUF] = {"child_start", "edge_cp",  "edge_cls", "edge_to",      "tok_start",
-                                      "tok_ids",     "subtree_end", "trans", "final",        "live",
-                                      "parent",      "tok_node_start", "tok_nodes"};
+    static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8, 4, 4};
+    static const char *names[NBUF] = {"child_start", "edge_cp",     "edge_cls", "edge_to", "tok_start",
+                                      "tok_ids",     "subtree_end", "trans",    "final",   "live",
+                                      "tok_place_start", "tok_places"};
     if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != NBUF + 3) {
-        PyErr_SetString(PyExc_ValueError, "prepare: a tuple of 16 tables expected");
+        PyErr_SetString(PyExc_ValueError, "prepare: a tuple of 15 tables expected");
         return NULL;
     }
     Tables *t = PyObject_New(Tables, &TablesType);
     if (!t) return NULL;
     memset(t->bufs, 0, sizeof(t->bufs));
-    t->stamp = NULL;
-    t->edge_of = t->first_kid = t->next_sib = NULL;
+    t->edge_first = NULL;
     t->below_cls = t->loop_cls = NULL;
-    t->walks = 0;
     t->busy = 0;
     for (int k = 0; k < NBUF; k++)
         if (get_buf(PyTuple_GET_ITEM(arg, k), &t->bufs[k], items[k], 0, names[k]) < 0) goto fail;
@@ -453,22 +463,20 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     t->n_nodes = t->bufs[CHILD].v.len / 4 - 1;
     t->n_edges = t->bufs[CP].v.len / 4;
     t->n_toks = t->bufs[TIDS].v.len / 4;
-    t->n_ids = t->bufs[TNSTART].v.len / 4 - 1;
+    t->n_ids = t->bufs[PSTART].v.len / 4 - 1;
     if (check_tables(t) < 0) goto fail;
-    t->stamp = calloc((size_t)t->n_nodes, sizeof(uint32_t));
-    t->edge_of = malloc((size_t)t->n_nodes * sizeof(int32_t));
-    t->first_kid = malloc((size_t)t->n_nodes * sizeof(int32_t));
-    t->next_sib = malloc((size_t)t->n_nodes * sizeof(int32_t));
+    t->edge_first = malloc((size_t)(t->n_edges + 1) * sizeof(int32_t));
     t->CW = (t->C + 63) / 64;
     t->below_cls = calloc((size_t)(t->n_nodes * t->CW), sizeof(uint64_t));
     t->loop_cls = calloc((size_t)(t->S * t->CW), sizeof(uint64_t));
-    if (!t->stamp || !t->edge_of || !t->first_kid || !t->next_sib || !t->below_cls || !t->loop_cls) {
+    if (!t->edge_first || !t->below_cls || !t->loop_cls) {
         PyErr_NoMemory();
         goto fail;
     }
     const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf,
-                  *child_start = t->bufs[CHILD].v.buf, *trans = t->bufs[TRANS].v.buf;
-    for (Py_ssize_t e = 0; e < t->n_edges; e++) t->edge_of[edge_to[e]] = (int32_t)e;
+                  *child_start = t->bufs[CHILD].v.buf, *trans = t->bufs[TRANS].v.buf,
+                  *tok_start = t->bufs[TSTART].v.buf;
+    for (Py_ssize_t e = 0; e < t->n_edges; e++) t->edge_first[e] = tok_start[edge_to[e]];
     for (Py_ssize_t n = t->n_nodes - 1; n >= 0; n--) /* (children come after their parent) */
         for (int32_t e = child_start[n]; e < child_start[n + 1]; e++) {
             uint64_t *mine = t->below_cls + n * t->CW, *kid = t->below_cls + (Py_ssize_t)edge_to[e] * t->CW;
@@ -484,40 +492,44 @@ fail:
     return NULL;
 }
 
-/* Stamps the nodes of the tokens ``ids`` (``n`` of them) and their ancestors with a new walk's
- * number and links each into its parent's list of the walk's children (``first_kid``,
- * ``next_sib``), so that the walk reads those paths alone. */
-static void stamp_asked(Tables *t, const int32_t *ids, Py_ssize_t n_ids) {
-    const int32_t *tn_start = t->bufs[TNSTART].v.buf, *tnodes = t->bufs[TNODES].v.buf,
-                  *parent = t->bufs[PARENT].v.buf;
-    if (++t->walks == 0) { /* the numbers wrapped: no stamp may look current */
-        memset(t->stamp, 0, (size_t)t->n_nodes * sizeof(uint32_t));
-        t->walks = 1;
+/* the places of token ``tok`` set in ``places`` (a token without a text has none) */
+static void set_places(const Tables *t, uint64_t *places, int32_t tok) {
+    const int32_t *p_start = t->bufs[PSTART].v.buf, *p = t->bufs[PLACES].v.buf;
+    if (tok < 0 || tok >= t->n_ids) return;
+    for (int32_t j = p_start[tok]; j < p_start[tok + 1]; j++) places[p[j] >> 6] |= 1ULL << (p[j] & 63);
+}
+
+/* the asked tokens' places, from ``only`` (a bitset by token id) or ``ids``: as ids where they
+ * are few (SPARSE_SHARE), else place by place */
+static void asked_places(const Tables *t, uint64_t *places, const uint8_t *only, Py_ssize_t only_bytes,
+                         const int32_t *ids, Py_ssize_t n_ids) {
+    if (ids) {
+        for (Py_ssize_t k = 0; k < n_ids; k++) set_places(t, places, ids[k]);
+        return;
     }
-    uint32_t walk_no = t->walks, *stamp = t->stamp;
-    int32_t *kids = t->first_kid, *sib = t->next_sib;
-    stamp[0] = walk_no;
-    kids[0] = -1;
-    for (Py_ssize_t k = 0; k < n_ids; k++) {
-        int32_t tok = ids[k];
-        if (tok < 0 || tok >= t->n_ids) continue; /* no text in the trie: nothing to walk */
-        for (int32_t j = tn_start[tok]; j < tn_start[tok + 1]; j++) {
-            int32_t n = tnodes[j];
-            if (stamp[n] == walk_no) continue; /* on a path already linked */
-            stamp[n] = walk_no;
-            kids[n] = -1;
-            for (;;) { /* n is new to this walk: into its parent's list, the parent too if new */
-                int32_t p = parent[n], fresh = stamp[p] != walk_no;
-                if (fresh) {
-                    stamp[p] = walk_no;
-                    kids[p] = -1;
-                }
-                sib[n] = kids[p];
-                kids[p] = n;
-                if (!fresh) break;
-                n = p;
-            }
+    Py_ssize_t count = 0, most = t->n_toks / SPARSE_SHARE, at = 0;
+    for (; at + 8 <= only_bytes && count <= most; at += 8) { /* (counted until there are too many) */
+        uint64_t word;
+        memcpy(&word, only + at, 8);
+        count += __builtin_popcountll(word);
+    }
+    for (; at < only_bytes && count <= most; at++) count += __builtin_popcount(only[at]);
+    if (count <= most) {
+        for (Py_ssize_t k = 0; k < only_bytes; k++)
+            for (unsigned bits = only[k]; bits; bits &= bits - 1)
+                set_places(t, places, (int32_t)(k * 8 + __builtin_ctz(bits)));
+        return;
+    }
+    const int32_t *tok_ids = t->bufs[TIDS].v.buf;
+    Py_ssize_t only_bits = only_bytes * 8;
+    for (Py_ssize_t k = 0; k < t->n_toks; k += 64) {
+        uint64_t word = 0;
+        Py_ssize_t n = t->n_toks - k < 64 ? t->n_toks - k : 64;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int32_t tok = tok_ids[k + j];
+            word |= (uint64_t)(tok < only_bits && (only[tok >> 3] >> (tok & 7) & 1)) << j;
         }
+        places[k >> 6] = word;
     }
 }
 
@@ -540,13 +552,10 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     }
     Buf bufs[4];
     memset(bufs, 0, sizeof(bufs));
-    const int32_t *first_kid = NULL, *next_sib = NULL; /* with ids: the children walked */
     Walk w;
     memset(&w, 0, sizeof(w));
     Frame *frames = NULL;
-    int32_t *below = NULL; /* tokens of ``only`` among tok_ids[0 .. k) (NULL: every token asked) */
-    int32_t *sparse = NULL; /* the ids of a sparse ``only`` (walked as if asked by id) */
-    Py_ssize_t n_sparse = 0;
+    uint64_t *places = NULL; /* the places of the tokens asked about (NULL: every token asked) */
     PyObject *result = NULL;
     Py_INCREF(t); /* (the tables outlive a walk whose on_end drops the last other reference) */
     t->busy = 1;
@@ -580,46 +589,14 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "walk: a token id is outside the output bitsets");
         goto done;
     }
-    if (bufs[2].held) {
-        const uint8_t *only = bufs[2].v.buf;
-        Py_ssize_t only_bits = bufs[2].v.len * 8, count = 0, most = w.n_toks / SPARSE_SHARE, at = 0;
-        for (; at + 8 <= bufs[2].v.len && count <= most; at += 8) { /* (counted until there are too many) */
-            uint64_t word;
-            memcpy(&word, only + at, 8);
-            count += __builtin_popcountll(word);
+    if (asked_obj != Py_None && get_buf(asked_obj, &bufs[3], 4, 0, "asked") < 0) goto done;
+    if (bufs[2].held || bufs[3].held) {
+        if (!(places = calloc((size_t)(w.n_toks / 64 + 1), sizeof(uint64_t)))) {
+            PyErr_NoMemory();
+            goto done;
         }
-        for (; at < bufs[2].v.len && count <= most; at++) count += __builtin_popcount(only[at]);
-        if (count <= most) {
-            sparse = malloc((size_t)(count + 1) * sizeof(int32_t));
-            if (!sparse) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            for (Py_ssize_t k = 0; k < bufs[2].v.len; k++)
-                for (unsigned bits = only[k]; bits; bits &= bits - 1)
-                    sparse[n_sparse++] = (int32_t)(k * 8 + __builtin_ctz(bits));
-        } else {
-            below = malloc((size_t)(w.n_toks + 1) * sizeof(int32_t));
-            if (!below) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            below[0] = 0;
-            for (Py_ssize_t k = 0; k < w.n_toks; k++) {
-                int32_t tok = w.tok_ids[k];
-                below[k + 1] = below[k] + (tok < only_bits && (only[tok >> 3] >> (tok & 7) & 1));
-            }
-        }
-    }
-    if (asked_obj != Py_None) {
-        if (get_buf(asked_obj, &bufs[3], 4, 0, "asked") < 0) goto done;
-        stamp_asked(t, bufs[3].v.buf, bufs[3].v.len / 4);
-    } else if (sparse) {
-        stamp_asked(t, sparse, n_sparse);
-    }
-    if (asked_obj != Py_None || sparse) {
-        first_kid = t->first_kid;
-        next_sib = t->next_sib;
+        asked_places(t, places, bufs[2].v.buf, bufs[2].held ? bufs[2].v.len : 0, bufs[3].v.buf,
+                     bufs[3].held ? bufs[3].v.len / 4 : 0);
     }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
@@ -661,26 +638,38 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (push_branch(&w, b) < 0) goto done;
     }
     Py_ssize_t top = 0;
-    /* a frame's ``edge``: the next edge of its node, or with ``asked`` the next child in its list */
-    frames[0] = (Frame){0, first_kid ? first_kid[0] : w.child_start[0], 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
+    /* a frame's ``edge``: the next edge of its node to read */
+    frames[0] = (Frame){0, w.child_start[0], 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
+    const int32_t *edge_first = t->edge_first;
     while (top >= 0) {
         Frame *f = &frames[top]; /* (valid until frames grows, below) */
-        if (first_kid ? f->edge < 0 : f->edge >= w.child_start[f->node + 1]) {
+        int32_t e = f->edge, last = w.child_start[f->node + 1];
+        Py_ssize_t at = -1;
+        if (places && e < last) /* the child holding the next asked place */
+            at = next_place(places, edge_first[e], w.tok_start[w.subtree_end[f->node]]);
+        if (e >= last || (places && at < 0)) {
             w.br_n = f->lo;
             w.gd_n = f->gmark;
             top--;
             continue;
         }
-        int32_t e, child, depth = f->depth;
-        if (first_kid) {
-            child = f->edge;
-            f->edge = next_sib[child];
-            e = t->edge_of[child];
-        } else {
-            e = f->edge++;
-            child = w.edge_to[e];
-            if (below && below[w.tok_start[w.subtree_end[child]]] == below[w.tok_start[child]]) continue;
+        if (places) { /* the last edge from e on whose subtree begins at or before ``at`` */
+            int32_t step = 1, hi;
+            while (e + step < last && edge_first[e + step] <= at) {
+                e += step;
+                step *= 2;
+            }
+            hi = e + step < last ? e + step : last;
+            while (hi - e > 1) {
+                int32_t mid = e + (hi - e) / 2;
+                if (edge_first[mid] <= at)
+                    e = mid;
+                else
+                    hi = mid;
+            }
         }
+        f->edge = e + 1;
+        int32_t child = w.edge_to[e], depth = f->depth;
         int32_t cls = w.edge_cls[e];
         if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
         w.path[depth] = w.edge_cp[e];
@@ -689,22 +678,24 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         for (int32_t k = f->lo; k < f->hi; k++)
             if (step(&w, w.br[k], depth, cls, &unknown) < 0) goto done;
         int through = 0; /* a branch, unguarded, whose lexeme every character below leaves where it is */
-        for (int32_t k = lo; !first_kid && !through && k < (int32_t)w.br_n; k++)
+        for (int32_t k = lo; !through && k < (int32_t)w.br_n; k++)
             through = w.br[k].ng == 0 && covers(t->loop_cls + (Py_ssize_t)w.br[k].q * t->CW,
                                                 t->below_cls + (Py_ssize_t)child * t->CW, t->CW);
         if (through) {
             /* that branch neither ends nor dies below (its state and context stay), so every
              * token below passes, marked without reading the subtree (the tail of a name, a
-             * blank run, a comment); not where a walk asks by id, whose subtrees hold tokens
-             * not asked about */
-            mark(w.pass_out, &w, w.tok_start[child], w.tok_start[w.subtree_end[child]]);
+             * blank run, a comment): every asked one, when they are given */
+            Py_ssize_t lo_place = w.tok_start[child], hi_place = w.tok_start[w.subtree_end[child]];
+            if (places)
+                mark_places(w.pass_out, &w, places, lo_place, hi_place);
+            else
+                mark(w.pass_out, &w, lo_place, hi_place);
             w.br_n = lo;
             w.gd_n = gmark;
         } else if (w.br_n > lo) {
             mark(w.pass_out, &w, w.tok_start[child], w.tok_start[child + 1]);
             if (grow((void **)&frames, &frames_cap, top + 2, sizeof(Frame)) < 0) goto done;
-            int32_t next = first_kid ? first_kid[child] : w.child_start[child];
-            frames[++top] = (Frame){child, next, lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
+            frames[++top] = (Frame){child, w.child_start[child], lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
         } else {
             if (unknown) { /* no branch decides the tokens below: Python feeds them */
                 int32_t end = w.subtree_end[child];
@@ -721,8 +712,7 @@ done:
     t->busy = 0;
     Py_DECREF(t);
     free(frames);
-    free(below);
-    free(sparse);
+    free(places);
     free(w.ctx_allowed);
     free(w.br);
     free(w.gd);

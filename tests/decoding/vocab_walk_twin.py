@@ -9,10 +9,6 @@ from typing import Any
 
 from fimconstrain.engine.walk_ends import EndReply
 
-#: ``_walk.c``'s SPARSE_SHARE: an ``only`` with at most one token in this many of the trie's
-#: places is walked as its ids
-SPARSE_SHARE = 40
-
 
 def walk_py(
     tables: tuple[Any, ...],
@@ -27,7 +23,7 @@ def walk_py(
 ) -> int:
     """``_walk.walk`` in Python, rule for rule (the reference that the C is tested against)."""
     child_start, edge_cp, edge_cls, edge_to, tok_start, tok_ids, subtree_end, trans, final, live = tables[:10]
-    parent, tok_node_start, tok_nodes, _, C, W = tables[10:]
+    tok_place_start, tok_places, _, C, W = tables[10:]
     child_start, edge_to, tok_start, tok_ids, subtree_end = (
         a.tolist() for a in (child_start, edge_to, tok_start, tok_ids, subtree_end)
     )
@@ -42,22 +38,21 @@ def walk_py(
     # by (context, state, origin, lexeme), or (context, state) for every ASCII text
     memo: dict[tuple[int, int, int, str] | tuple[int, int], tuple[int, int]] = {}
     calls = 0
+    # the places (token k of tok_ids) of the tokens asked about, and the nodes with one below
+    asked_at: list[bool] | None = None
     keep: list[bool] | None = None
-    if only is not None and sum(byte.bit_count() for byte in only) * SPARSE_SHARE <= len(tok_ids):
-        asked, only = [t for t in range(len(only) * 8) if only[t >> 3] >> (t & 7) & 1], None  # as ids
-    if only is not None:  # the nodes with a token of ``only`` below them
-        below = [0]
-        for t in tok_ids:
-            below.append(below[-1] + (t < len(only) * 8 and only[t >> 3] >> (t & 7) & 1))
-        keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
-    if asked is not None:  # the nodes of the tokens asked about by id, and their ancestors
-        keep = [False] * len(subtree_end)
+    if only is not None:
+        asked = [t for t in range(len(only) * 8) if only[t >> 3] >> (t & 7) & 1]
+    if asked is not None:
+        asked_at = [False] * len(tok_ids)
         for t in asked:
-            if 0 <= t < len(tok_node_start) - 1:
-                for n in tok_nodes[tok_node_start[t] : tok_node_start[t + 1]]:
-                    while n > 0 and not keep[n]:
-                        keep[n] = True
-                        n = parent[n]
+            if 0 <= t < len(tok_place_start) - 1:
+                for k in tok_places[tok_place_start[t] : tok_place_start[t + 1]]:
+                    asked_at[k] = True
+        below = [0]  # asked places among the first k
+        for at in asked_at:
+            below.append(below[-1] + at)
+        keep = [below[tok_start[subtree_end[n]]] > below[tok_start[n]] for n in range(len(subtree_end))]
 
     # the classes of every character below each node, and those that leave each state where it is
     below_cls = [0] * len(subtree_end)
@@ -66,9 +61,10 @@ def walk_py(
             below_cls[n] |= below_cls[edge_to[e]] | 1 << classes[e]
     loop_cls = [sum(1 << c for c in range(C) if trans[q * C + c] == q) for q in range(len(final))]
 
-    def mark(out: bytearray, lo: int, hi: int) -> None:
-        for t in tok_ids[lo:hi]:
-            out[t >> 3] |= 1 << (t & 7)
+    def mark(out: bytearray, lo: int, hi: int, asked_only: bool = False) -> None:
+        for k in range(lo, hi):
+            if not asked_only or asked_at is None or asked_at[k]:
+                out[tok_ids[k] >> 3] |= 1 << (tok_ids[k] & 7)
 
     # a branch: (ctx, q, origin, lexeme on the path so far, guards)
     Br = tuple[int, int, int, str, tuple[int, ...]]
@@ -123,8 +119,9 @@ def walk_py(
                             out.append((ctx2, fresh, -1, ch, (*kept, nxt) if nxt != 0 else tuple(kept)))
                 if nxt != 0 and lives[nxt] & ctx_allowed[ctx]:
                     out.append((ctx, nxt, origin, lexeme + ch, tuple(kept)))
-            if asked is None and any(not g and not below_cls[child] & ~loop_cls[q] for _, q, _, _, g in out):
-                mark(passing, tok_start[child], tok_start[subtree_end[child]])  # stays where it is below
+            if any(not g and not below_cls[child] & ~loop_cls[q] for _, q, _, _, g in out):
+                # stays where it is below: every token passes (every asked one is marked)
+                mark(passing, tok_start[child], tok_start[subtree_end[child]], asked_only=True)
             elif out:
                 mark(passing, tok_start[child], tok_start[child + 1])
                 stack.append((child, out, unknown))

@@ -116,14 +116,11 @@ class VocabWalk:
         self.tok_ids = np.array([t for ts in tokens for t in ts], dtype=np.int32)
         self.subtree_end = np.arange(n, dtype=np.int32) + np.array(size, dtype=np.int32)
         self.nodes = n
-        # each node's parent, and each token's nodes (a walk asked about a few tokens by id
-        # walks the paths above their nodes alone)
-        self.parent = np.zeros(n, dtype=np.int32)
-        self.parent[self.edge_to] = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.child_start))
-        node_of = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.tok_start))
+        # each token's places in ``tok_ids`` (a walk asked about some tokens reads the subtrees
+        # that hold one of their places alone)
         by_token = np.argsort(self.tok_ids, kind="stable")
-        self.tok_nodes = node_of[by_token].astype(np.int32)
-        self.tok_node_start = np.searchsorted(
+        self.tok_places = by_token.astype(np.int32)
+        self.tok_place_start = np.searchsorted(
             self.tok_ids[by_token], np.arange(self.n_tokens + 1), side="left"
         ).astype(np.int32)
         #: the tokens no walk decides (bit t % 8 of byte t // 8)
@@ -183,9 +180,8 @@ class VocabWalk:
             np.array(self._rows, dtype=np.int32).reshape(-1),
             np.array([dfa.final[s] for s in self.sids], dtype=np.uint8),
             live.reshape(-1),
-            self.parent,
-            self.tok_node_start,
-            self.tok_nodes,
+            self.tok_place_start,
+            self.tok_places,
             len(self.sids),
             self.classes,
             w,
