@@ -514,10 +514,15 @@ static void asked_places(const Tables *t, uint64_t *places, const uint8_t *only,
         count += __builtin_popcountll(word);
     }
     for (; at < only_bytes && count <= most; at++) count += __builtin_popcount(only[at]);
-    if (count <= most) {
-        for (Py_ssize_t k = 0; k < only_bytes; k++)
-            for (unsigned bits = only[k]; bits; bits &= bits - 1)
-                set_places(t, places, (int32_t)(k * 8 + __builtin_ctz(bits)));
+    if (count <= most) { /* (by 64-bit words: most are empty) */
+        for (at = 0; at < only_bytes; at += 8) {
+            uint64_t word = 0;
+            memcpy(&word, only + at, only_bytes - at < 8 ? (size_t)(only_bytes - at) : 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            word = __builtin_bswap64(word); /* (byte k of the word holds tokens 8k ..) */
+#endif
+            for (; word; word &= word - 1) set_places(t, places, (int32_t)(at * 8 + __builtin_ctzll(word)));
+        }
         return;
     }
     const int32_t *tok_ids = t->bufs[TIDS].v.buf;
