@@ -776,7 +776,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the sixteen tables of vocab_walk.py, checked once"},
+    {"prepare", prepare, METH_O, "prepare(tables) -> Tables: the fifteen tables of vocab_walk.py, checked once"},
     {"walk", walk, METH_VARARGS,
      "walk(tables, roots, root_lexemes, root_allowed, on_end, pass_out, und_out, only=None, asked=None) -> "
      "lexeme ends asked (tables: prepare's; only: a bitset of tokens, asked: int32 token ids)"},
