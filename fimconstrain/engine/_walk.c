@@ -499,14 +499,9 @@ static void set_places(const Tables *t, uint64_t *places, int32_t tok) {
     for (int32_t j = p_start[tok]; j < p_start[tok + 1]; j++) places[p[j] >> 6] |= 1ULL << (p[j] & 63);
 }
 
-/* the asked tokens' places, from ``only`` (a bitset by token id) or ``ids``: as ids where they
- * are few (SPARSE_SHARE), else place by place */
-static void asked_places(const Tables *t, uint64_t *places, const uint8_t *only, Py_ssize_t only_bytes,
-                         const int32_t *ids, Py_ssize_t n_ids) {
-    if (ids) {
-        for (Py_ssize_t k = 0; k < n_ids; k++) set_places(t, places, ids[k]);
-        return;
-    }
+/* the places of the tokens of ``only`` (a bitset by token id) set in ``places``: token by token
+ * where they are few (SPARSE_SHARE), else place by place */
+static void only_places(const Tables *t, uint64_t *places, const uint8_t *only, Py_ssize_t only_bytes) {
     Py_ssize_t count = 0, most = t->n_toks / SPARSE_SHARE, at = 0;
     for (; at + 8 <= only_bytes && count <= most; at += 8) { /* (counted until there are too many) */
         uint64_t word;
@@ -600,8 +595,12 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             PyErr_NoMemory();
             goto done;
         }
-        asked_places(t, places, bufs[2].v.buf, bufs[2].held ? bufs[2].v.len : 0, bufs[3].v.buf,
-                     bufs[3].held ? bufs[3].v.len / 4 : 0);
+        if (bufs[3].held) {
+            const int32_t *ids = bufs[3].v.buf;
+            for (Py_ssize_t k = 0; k < bufs[3].v.len / 4; k++) set_places(t, places, ids[k]);
+        } else {
+            only_places(t, places, bufs[2].v.buf, bufs[2].v.len);
+        }
     }
     w.root_lexemes = root_lexemes;
     w.on_end = on_end;
