@@ -52,13 +52,34 @@ typedef struct {
     int32_t goff;
 } Branch;
 
+/* a frame's node: its next edge to read (``edge``), its last edge and its subtree's last place */
 typedef struct {
-    int32_t node, edge, lo, hi, gmark, unknown, depth;
+    int32_t edge, last, place_end, lo, hi, gmark, unknown, depth;
 } Frame;
 
+/* An edge as the walk reads it: its character and class, and what the walk reads of the node
+ * it leads to, in one record of 32 bytes (a walk reads a node it has not read before at every
+ * step: one cache line, not the five arrays the tables hold it in; a node's edges are adjacent,
+ * so its children are read in one stream). */
+typedef struct {
+    uint32_t cp;
+    int32_t cls;
+    int32_t edge, edge_end; /* the child's edges */
+    int32_t place;          /* the child's first place: its own tokens, then its subtree's */
+    int32_t own_end;        /* the place after its own tokens */
+    int32_t place_end;      /* the place after its subtree's */
+    uint32_t through;       /* bit j: every character below the child is in loop class set j */
+} Edge;
+
+/* the distinct sets of classes that leave a lexer state where it is, told apart by a node's
+ * ``through`` bits (Python's lexer has 18); a state whose set is not among them is tested
+ * against the classes below the node */
+#define THROUGH_SETS 32
+
 /* an ``only`` with at most one token in SPARSE_SHARE of the trie's places is read as its ids (their
- * places set one by one) rather than place by place (every place's token looked up in ``only``) */
-#define SPARSE_SHARE 40
+ * places set one by one, most in one read: ``one_place``) rather than place by place (every
+ * place's token looked up in ``only``, about four times the cost of an id's) */
+#define SPARSE_SHARE 3
 
 /* a memo key's origin for the answer that serves every ASCII text of its context and state */
 #define ANY_ASCII (-3)
@@ -73,12 +94,12 @@ typedef struct {
 } Memo;
 
 typedef struct {
-    const int32_t *child_start, *edge_cls, *edge_to, *tok_start, *tok_ids, *subtree_end;
-    const uint32_t *edge_cp;
+    const Edge *edges;
+    const int32_t *tok_ids;
     const int32_t *trans;
     const uint8_t *final;
     const uint64_t *live;
-    Py_ssize_t n_nodes, n_edges, n_toks, S, C, W;
+    Py_ssize_t n_toks, S, C, W;
     uint8_t *pass_out, *und_out;
     Py_ssize_t out_bits;
     uint64_t *ctx_allowed;
@@ -375,19 +396,27 @@ typedef struct {
     Buf bufs[NBUF];
     Py_ssize_t S, C, W, n_nodes, n_edges, n_toks, n_ids;
     int32_t max_token;  /* the largest token id (-1: none) */
-    int32_t *edge_first; /* by edge: the first place of the subtree it leads to */
+    Edge *edges;
+    int32_t *edge_place;    /* by edge: its child's first place (apart, for the searches over a node's edges) */
+    int32_t root_place_end; /* the place after the root's subtree */
+    int32_t *one_place;     /* by token: its place where it has one, else -1 (read tok_places) */
     Py_ssize_t CW;      /* 64-bit words of a set of character classes */
-    uint64_t *below_cls; /* by node: the classes of every character below it in the trie */
-    uint64_t *loop_cls;  /* by lexer state: the classes that leave it where it is */
+    int8_t *loop_set;   /* by lexer state: its bit in a node's ``through``, or -1 (test loop_cls) */
+    uint64_t *loop_cls; /* by lexer state: the classes that leave it where it is */
+    uint64_t *below_cls; /* by edge: the classes of every character below its child (kept only
+                          * where some state's set has no ``through`` bit) */
     int busy;          /* a walk reads the tables (and may call Python, which could walk again) */
 } Tables;
 
 static void tables_dealloc(Tables *t) {
     for (int k = 0; k < NBUF; k++)
         if (t->bufs[k].held) PyBuffer_Release(&t->bufs[k].v);
-    free(t->edge_first);
-    free(t->below_cls);
+    free(t->edges);
+    free(t->edge_place);
+    free(t->one_place);
+    free(t->loop_set);
     free(t->loop_cls);
+    free(t->below_cls);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -438,6 +467,78 @@ static int check_tables(Tables *t) {
     return wrong ? -1 : 0;
 }
 
+/* the classes below each node (children come after their parent), into ``below`` (n_nodes * CW words) */
+static void classes_below(const Tables *t, uint64_t *below) {
+    const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf,
+                  *child_start = t->bufs[CHILD].v.buf;
+    for (Py_ssize_t n = t->n_nodes - 1; n >= 0; n--)
+        for (int32_t e = child_start[n]; e < child_start[n + 1]; e++) {
+            uint64_t *mine = below + n * t->CW, *kid = below + (Py_ssize_t)edge_to[e] * t->CW;
+            for (Py_ssize_t k = 0; k < t->CW; k++) mine[k] |= kid[k];
+            mine[edge_cls[e] / 64] |= 1ULL << (edge_cls[e] % 64);
+        }
+}
+
+/* the walk's own layout of the checked tables: the edges as records, each state's loop classes
+ * and their set's bit in a child's ``through`` */
+static int lay_out(Tables *t) {
+    const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf, *child_start = t->bufs[CHILD].v.buf,
+                  *trans = t->bufs[TRANS].v.buf, *tok_start = t->bufs[TSTART].v.buf,
+                  *subtree_end = t->bufs[SUBEND].v.buf;
+    const uint32_t *edge_cp = t->bufs[CP].v.buf;
+    Py_ssize_t CW = t->CW = (t->C + 63) / 64;
+    uint64_t *below = calloc((size_t)(t->n_nodes * CW), sizeof(uint64_t));
+    t->edges = malloc((size_t)(t->n_edges ? t->n_edges : 1) * sizeof(Edge));
+    t->edge_place = malloc((size_t)(t->n_edges ? t->n_edges : 1) * sizeof(int32_t));
+    t->one_place = malloc((size_t)(t->n_ids ? t->n_ids : 1) * sizeof(int32_t));
+    t->loop_set = malloc((size_t)t->S);
+    t->loop_cls = calloc((size_t)(t->S * CW), sizeof(uint64_t));
+    if (!below || !t->edges || !t->edge_place || !t->one_place || !t->loop_set || !t->loop_cls) {
+        free(below);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t q = 1; q < t->S; q++) /* (not DEAD: no branch lives there) */
+        for (Py_ssize_t c = 0; c < t->C; c++)
+            if (trans[q * t->C + c] == q) t->loop_cls[q * CW + c / 64] |= 1ULL << (c % 64);
+    /* the distinct loop sets, numbered as met */
+    Py_ssize_t sets[THROUGH_SETS], n_sets = 0;
+    int untold = 0;
+    for (Py_ssize_t q = 0; q < t->S; q++) {
+        const uint64_t *mine = t->loop_cls + q * CW;
+        int j = 0;
+        while (j < n_sets && memcmp(t->loop_cls + sets[j] * CW, mine, (size_t)CW * 8)) j++;
+        if (j == n_sets && n_sets < THROUGH_SETS) sets[n_sets++] = q;
+        t->loop_set[q] = j < n_sets ? (int8_t)j : -1;
+        untold |= j == n_sets;
+    }
+    classes_below(t, below);
+    for (Py_ssize_t e = 0; e < t->n_edges; e++) {
+        int32_t n = edge_to[e];
+        uint32_t through = 0;
+        for (int j = 0; j < n_sets; j++)
+            if (covers(t->loop_cls + sets[j] * CW, below + (Py_ssize_t)n * CW, CW)) through |= 1u << j;
+        t->edges[e] = (Edge){edge_cp[e], edge_cls[e], child_start[n], child_start[n + 1], tok_start[n],
+                             tok_start[n + 1], tok_start[subtree_end[n]], through};
+        t->edge_place[e] = tok_start[n];
+    }
+    t->root_place_end = tok_start[subtree_end[0]];
+    const int32_t *p_start = t->bufs[PSTART].v.buf, *p = t->bufs[PLACES].v.buf;
+    for (Py_ssize_t k = 0; k < t->n_ids; k++) t->one_place[k] = p_start[k + 1] - p_start[k] == 1 ? p[p_start[k]] : -1;
+    if (untold) { /* (by edge, as the walk reads them) */
+        t->below_cls = calloc((size_t)((t->n_edges ? t->n_edges : 1) * CW), sizeof(uint64_t));
+        if (!t->below_cls) {
+            free(below);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t e = 0; e < t->n_edges; e++)
+            memcpy(t->below_cls + e * CW, below + (Py_ssize_t)edge_to[e] * CW, (size_t)CW * 8);
+    }
+    free(below);
+    return 0;
+}
+
 static PyObject *prepare(PyObject *self, PyObject *arg) {
     (void)self;
     static const Py_ssize_t items[NBUF] = {4, 4, 4, 4, 4, 4, 4, 4, 1, 8, 4, 4};
@@ -451,8 +552,11 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     Tables *t = PyObject_New(Tables, &TablesType);
     if (!t) return NULL;
     memset(t->bufs, 0, sizeof(t->bufs));
-    t->edge_first = NULL;
-    t->below_cls = t->loop_cls = NULL;
+    t->edges = NULL;
+    t->edge_place = NULL;
+    t->one_place = NULL;
+    t->loop_set = NULL;
+    t->loop_cls = t->below_cls = NULL;
     t->busy = 0;
     for (int k = 0; k < NBUF; k++)
         if (get_buf(PyTuple_GET_ITEM(arg, k), &t->bufs[k], items[k], 0, names[k]) < 0) goto fail;
@@ -465,27 +569,7 @@ static PyObject *prepare(PyObject *self, PyObject *arg) {
     t->n_toks = t->bufs[TIDS].v.len / 4;
     t->n_ids = t->bufs[PSTART].v.len / 4 - 1;
     if (check_tables(t) < 0) goto fail;
-    t->edge_first = malloc((size_t)(t->n_edges + 1) * sizeof(int32_t));
-    t->CW = (t->C + 63) / 64;
-    t->below_cls = calloc((size_t)(t->n_nodes * t->CW), sizeof(uint64_t));
-    t->loop_cls = calloc((size_t)(t->S * t->CW), sizeof(uint64_t));
-    if (!t->edge_first || !t->below_cls || !t->loop_cls) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf,
-                  *child_start = t->bufs[CHILD].v.buf, *trans = t->bufs[TRANS].v.buf,
-                  *tok_start = t->bufs[TSTART].v.buf;
-    for (Py_ssize_t e = 0; e < t->n_edges; e++) t->edge_first[e] = tok_start[edge_to[e]];
-    for (Py_ssize_t n = t->n_nodes - 1; n >= 0; n--) /* (children come after their parent) */
-        for (int32_t e = child_start[n]; e < child_start[n + 1]; e++) {
-            uint64_t *mine = t->below_cls + n * t->CW, *kid = t->below_cls + (Py_ssize_t)edge_to[e] * t->CW;
-            for (Py_ssize_t k = 0; k < t->CW; k++) mine[k] |= kid[k];
-            mine[edge_cls[e] / 64] |= 1ULL << (edge_cls[e] % 64);
-        }
-    for (Py_ssize_t q = 1; q < t->S; q++) /* (not DEAD: no branch lives there) */
-        for (Py_ssize_t c = 0; c < t->C; c++)
-            if (trans[q * t->C + c] == q) t->loop_cls[q * t->CW + c / 64] |= 1ULL << (c % 64);
+    if (lay_out(t) < 0) goto fail;
     return (PyObject *)t;
 fail:
     Py_DECREF(t);
@@ -494,8 +578,13 @@ fail:
 
 /* the places of token ``tok`` set in ``places`` (a token without a text has none) */
 static void set_places(const Tables *t, uint64_t *places, int32_t tok) {
-    const int32_t *p_start = t->bufs[PSTART].v.buf, *p = t->bufs[PLACES].v.buf;
     if (tok < 0 || tok >= t->n_ids) return;
+    int32_t one = t->one_place[tok];
+    if (one >= 0) {
+        places[one >> 6] |= 1ULL << (one & 63);
+        return;
+    }
+    const int32_t *p_start = t->bufs[PSTART].v.buf, *p = t->bufs[PLACES].v.buf;
     for (int32_t j = p_start[tok]; j < p_start[tok + 1]; j++) places[p[j] >> 6] |= 1ULL << (p[j] & 63);
 }
 
@@ -565,18 +654,11 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     w.S = t->S;
     w.C = t->C;
     w.W = t->W;
-    w.child_start = t->bufs[CHILD].v.buf;
-    w.edge_cp = t->bufs[CP].v.buf;
-    w.edge_cls = t->bufs[CLS].v.buf;
-    w.edge_to = t->bufs[TO].v.buf;
-    w.tok_start = t->bufs[TSTART].v.buf;
+    w.edges = t->edges;
     w.tok_ids = t->bufs[TIDS].v.buf;
-    w.subtree_end = t->bufs[SUBEND].v.buf;
     w.trans = t->bufs[TRANS].v.buf;
     w.final = t->bufs[FINAL].v.buf;
     w.live = t->bufs[LIVE].v.buf;
-    w.n_nodes = t->n_nodes;
-    w.n_edges = t->n_edges;
     w.n_toks = t->n_toks;
     w.pass_out = bufs[0].v.buf;
     w.und_out = bufs[1].v.buf;
@@ -642,15 +724,15 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (push_branch(&w, b) < 0) goto done;
     }
     Py_ssize_t top = 0;
-    /* a frame's ``edge``: the next edge of its node to read */
-    frames[0] = (Frame){0, w.child_start[0], 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
-    const int32_t *edge_first = t->edge_first;
+    const Edge *edges = w.edges;
+    const int32_t *child_start = t->bufs[CHILD].v.buf, *edge_place = t->edge_place;
+    frames[0] = (Frame){child_start[0], child_start[1], t->root_place_end, 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
     while (top >= 0) {
         Frame *f = &frames[top]; /* (valid until frames grows, below) */
-        int32_t e = f->edge, last = w.child_start[f->node + 1];
+        int32_t e = f->edge, last = f->last;
         Py_ssize_t at = -1;
         if (places && e < last) /* the child holding the next asked place */
-            at = next_place(places, edge_first[e], w.tok_start[w.subtree_end[f->node]]);
+            at = next_place(places, edge_place[e], f->place_end);
         if (e >= last || (places && at < 0)) {
             w.br_n = f->lo;
             w.gd_n = f->gmark;
@@ -659,52 +741,55 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         }
         if (places) { /* the last edge from e on whose subtree begins at or before ``at`` */
             int32_t step = 1, hi;
-            while (e + step < last && edge_first[e + step] <= at) {
+            while (e + step < last && edge_place[e + step] <= at) {
                 e += step;
                 step *= 2;
             }
             hi = e + step < last ? e + step : last;
             while (hi - e > 1) {
                 int32_t mid = e + (hi - e) / 2;
-                if (edge_first[mid] <= at)
+                if (edge_place[mid] <= at)
                     e = mid;
                 else
                     hi = mid;
             }
         }
         f->edge = e + 1;
-        int32_t child = w.edge_to[e], depth = f->depth;
-        int32_t cls = w.edge_cls[e];
+        const Edge *child = &edges[e];
+        int32_t depth = f->depth;
         if (grow((void **)&w.path, &path_cap, depth + 1, sizeof(uint32_t)) < 0) goto done;
-        w.path[depth] = w.edge_cp[e];
+        w.path[depth] = child->cp;
         int32_t lo = (int32_t)w.br_n, gmark = (int32_t)w.gd_n;
         int unknown = f->unknown;
         for (int32_t k = f->lo; k < f->hi; k++)
-            if (step(&w, w.br[k], depth, cls, &unknown) < 0) goto done;
+            if (step(&w, w.br[k], depth, child->cls, &unknown) < 0) goto done;
         int through = 0; /* a branch, unguarded, whose lexeme every character below leaves where it is */
-        for (int32_t k = lo; !through && k < (int32_t)w.br_n; k++)
-            through = w.br[k].ng == 0 && covers(t->loop_cls + (Py_ssize_t)w.br[k].q * t->CW,
-                                                t->below_cls + (Py_ssize_t)child * t->CW, t->CW);
+        for (int32_t k = lo; !through && k < (int32_t)w.br_n; k++) {
+            if (w.br[k].ng) continue;
+            int set = t->loop_set[w.br[k].q];
+            through = set >= 0 ? (int)(child->through >> set & 1)
+                               : covers(t->loop_cls + (Py_ssize_t)w.br[k].q * t->CW,
+                                        t->below_cls + (Py_ssize_t)e * t->CW, t->CW);
+        }
         if (through) {
             /* that branch neither ends nor dies below (its state and context stay), so every
              * token below passes, marked without reading the subtree (the tail of a name, a
              * blank run, a comment): every asked one, when they are given */
-            Py_ssize_t lo_place = w.tok_start[child], hi_place = w.tok_start[w.subtree_end[child]];
             if (places)
-                mark_places(w.pass_out, &w, places, lo_place, hi_place);
+                mark_places(w.pass_out, &w, places, child->place, child->place_end);
             else
-                mark(w.pass_out, &w, lo_place, hi_place);
+                mark(w.pass_out, &w, child->place, child->place_end);
             w.br_n = lo;
             w.gd_n = gmark;
         } else if (w.br_n > lo) {
-            mark(w.pass_out, &w, w.tok_start[child], w.tok_start[child + 1]);
+            mark(w.pass_out, &w, child->place, child->own_end);
             if (grow((void **)&frames, &frames_cap, top + 2, sizeof(Frame)) < 0) goto done;
-            frames[++top] = (Frame){child, w.child_start[child], lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
+            __builtin_prefetch(&edges[child->edge]); /* (its first edge: read next) */
+            frames[++top] =
+                (Frame){child->edge, child->edge_end, child->place_end, lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
         } else {
-            if (unknown) { /* no branch decides the tokens below: Python feeds them */
-                int32_t end = w.subtree_end[child];
-                mark(w.und_out, &w, w.tok_start[child], w.tok_start[end]);
-            }
+            if (unknown) /* no branch decides the tokens below: Python feeds them */
+                mark(w.und_out, &w, child->place, child->place_end);
             w.br_n = lo;
             w.gd_n = gmark;
         }

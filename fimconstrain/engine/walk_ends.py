@@ -3,6 +3,12 @@ terms: the walk calls :meth:`WalkEnds.on_end` a few hundred times a mask, so thi
 engine, compiled, rather than beside the walk's tables in ``decoding/masks/vocab_walk.py``
 (docs/optimizations.md, "The native vocabulary walk").
 
+Most symbols that end are names, numbers, operators and brackets, whose end is the parser's step
+alone: where the layer's ``plain_ends`` groups hold a symbol's terminals (and for a symbol the
+parser ignores where ``ignore_unchanged`` holds), the end is answered here as ``_lexer.c``
+answers it, without ``end_reads_text`` and ``end_and_next`` (docs/optimizations.md, "A plain
+end in a walk").
+
 A *context* is a parser state and layout, numbered in the order met; contexts whose parser
 states accept the same continuations and whose layouts are equal share a number, so the walk's
 memo, keyed by context, serves both. A parser state whose kernel is one item is compared by
@@ -18,7 +24,7 @@ from typing import Any
 
 from .automata.earley import EarleySet, Item
 from .automata.grammar import Grammar
-from .layers.layer_protocol import Layer
+from .layers.layer_protocol import Layer, PlainEnds
 
 #: the most steps a reduction path is followed (a grammar's unit cycles would loop)
 REDUCTION_STEPS = 64
@@ -42,9 +48,12 @@ class WalkEnds:
         self.dense_of = dense_of
         self.sids = sids
         self.nbytes = 8 * words
-        #: (parser, layout) by context id, and each context's allowed terminals as bytes
+        #: (parser, layout) by context id, and each context's allowed terminals as bytes and as
+        #: an int; its layout's plain ends (None: not asked yet)
         self.contexts: list[tuple[EarleySet, Any]] = []
         self.allowed: list[bytes] = []
+        self.allowed_mask: list[int] = []
+        self.plain: list[PlainEnds[Any] | None] = []
         self.context_ids: dict[Hashable, int] = {}
         #: lexer states a symbol started from that the dense automaton does not have yet
         self.unknown: set[int] = set()
@@ -61,25 +70,53 @@ class WalkEnds:
         if allowed < 0:
             allowed = self.layer.allowed(parser, layout)
         self.allowed.append(allowed.to_bytes(self.nbytes, "little"))
+        self.allowed_mask.append(allowed)
+        self.plain.append(None)
         return c
 
     def on_end(self, ctx: int, q: int, text: str) -> EndReply:
         """The end of the symbol ``text`` in lexer state ``q`` (dense) of context ``ctx``, and
-        whether the layer says the answer is the same for every ASCII text there."""
+        whether the answer is the same for every ASCII text there (the layer's word, or a
+        plain end's, which reads no text)."""
         layer = self.layer
         parser, layout = self.contexts[ctx]
         sid = self.sids[q]
+        terminals = layer.token_mask(sid) & self.allowed_mask[ctx]
+        if not terminals:
+            return None, True
+        if terminals & layer.ignore_mask:
+            if layer.ignore_unchanged(layout):
+                return self._started(ctx, layer.lex_start(layout)), True
+        elif text.isascii():
+            plain = self.plain[ctx]
+            if plain is None:
+                plain = self.plain[ctx] = layer.plain_ends(layout)
+            for group, scans, layout_after, start, extra in plain:
+                if terminals & ~group:
+                    continue
+                if not scans:  # (the parser as it is)
+                    same = self.context(parser, layout_after, self.allowed_mask[ctx])
+                    return self._started(same, start), True
+                scanned = layer.recognizer.scan_expecting(parser, layer.terminal_ids(terminals))
+                if scanned is None:
+                    return None, True
+                after, expected = scanned
+                return self._started(self.context(after, layout_after, expected | extra), start), True
         free = not layer.end_reads_text(parser, layout, sid)
         ended = layer.end_and_next(parser, layout, sid, text)
         if ended is None:
             return None, free
         after, layout_after, start, allowed = ended
+        return self._started(self.context(after, layout_after, allowed), start), free
+
+    def _started(self, ctx: int, start: int) -> EndAnswer:
+        """The answer where a symbol ended into context ``ctx`` and the next starts in lexer
+        state ``start``: -2 (undecided) where the walk has no dense id for that state."""
         d = self.dense_of.get(start)
         if d is None:
             self.unknown.add(start)
-            return -2, free
-        c = self.context(after, layout_after, allowed)
-        return (c, d, self.allowed[c]), free
+            return -2
+        return ctx, d, self.allowed[ctx]
 
 
 def reduction_key(grammar: Grammar, parser: EarleySet) -> Hashable:

@@ -24,6 +24,7 @@ import fimconstrain
 from fimconstrain.decoding.masks import vocab_walk as vw
 from fimconstrain.decoding.tokens.fim_formats import TextCodec
 from fimconstrain.engine import native
+from fimconstrain.engine.walk_ends import reduction_key
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = REPO / "fimconstrain" / "default_model" / "tokenizer.json"
@@ -230,6 +231,54 @@ def test_an_end_said_not_to_read_its_text_answers_alike_for_every_ascii_text(cod
         _check(checker, pieces, None)  # (the dense table grown to every state the cut meets)
         assert walk.walk(checker, AskingEach) == walk.walk(checker, TwinModule)
     assert free_ends > 0
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.12", "3.14"])
+def test_every_end_answers_as_the_layer_s_end_and_next(codec, version):
+    """``WalkEnds.on_end`` answers a plain end (the layer's ``plain_ends``) and an ignored one
+    without ``end_and_next``: on every symbol end of whole walks at held-out cuts, its answer is
+    that of ``end_and_next`` (rejected alike; else a context whose parser has the same key,
+    the same layout, start state and allowed terminals), and every kind of end is met."""
+    kinds = {"plain": 0, "ignored": 0, "rejected": 0}
+
+    class Comparing:
+        """The twin, every answer compared with the layer's own."""
+
+        prepare = staticmethod(prepare_py)
+
+        @staticmethod
+        def walk(tables, roots, lexemes, allowed, on_end, passing, undecided, only=None, asked=None):
+            ends = on_end.__self__
+            layer = ends.layer
+
+            def compared(ctx: int, q: int, text: str):
+                reply = on_end(ctx, q, text)
+                parser, layout = ends.contexts[ctx]
+                state = ends.sids[q]
+                expected = layer.end_and_next(parser, layout, state, text)
+                terminals = layer.token_mask(state) & layer.allowed(parser, layout)
+                if reply[0] is None:
+                    kinds["rejected"] += 1
+                    assert expected is None, text
+                elif isinstance(reply[0], tuple):
+                    kinds["ignored" if terminals & layer.ignore_mask else "plain"] += 1
+                    c, start, allowed_bytes = reply[0]
+                    after, layout_after = ends.contexts[c]
+                    assert expected is not None, text
+                    assert reduction_key(layer.grammar, after) == reduction_key(layer.grammar, expected[0])
+                    assert (layout_after, ends.sids[start]) == (expected[1], expected[2])
+                    assert allowed_bytes == expected[3].to_bytes(len(allowed_bytes), "little")
+                return reply
+
+            return walk_py(tables, roots, lexemes, allowed, compared, passing, undecided, only, asked)
+
+    pieces = codec.pieces()
+    for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:]) + 2):
+        checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
+        walk = vw.vocab_walk(checker.layer, pieces)
+        _check(checker, pieces, None)  # (the dense table grown to every state the cut meets)
+        assert walk.walk(checker, Comparing) == walk.walk(checker, TwinModule)
+    assert all(kinds.values()), kinds
 
 
 def test_the_python_twin_is_the_checker(codec):
