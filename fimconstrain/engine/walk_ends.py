@@ -54,6 +54,9 @@ class WalkEnds:
         self.allowed: list[bytes] = []
         self.allowed_mask: list[int] = []
         self.plain: list[PlainEnds[Any] | None] = []
+        #: the layer's plain ends by layout (most ends meet a new context, few a new layout, and
+        #: the layer builds a layout's groups anew at every call)
+        self.plain_of: dict[Any, PlainEnds[Any]] = {}
         self.context_ids: dict[Hashable, int] = {}
         #: lexer states a symbol started from that the dense automaton does not have yet
         self.unknown: set[int] = set()
@@ -90,7 +93,10 @@ class WalkEnds:
         elif text.isascii():
             plain = self.plain[ctx]
             if plain is None:
-                plain = self.plain[ctx] = layer.plain_ends(layout)
+                plain = self.plain_of.get(layout)
+                if plain is None:
+                    plain = self.plain_of[layout] = layer.plain_ends(layout)
+                self.plain[ctx] = plain
             for group, scans, layout_after, start, extra in plain:
                 if terminals & ~group:
                     continue
