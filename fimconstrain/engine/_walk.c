@@ -277,7 +277,13 @@ static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int
     PyObject *text = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w->tbuf, hn + len);
     if (!text) return -1;
     w->calls++;
-    PyObject *res = PyObject_CallFunction(w->on_end, "iiO", (int)b->ctx, (int)b->q, text);
+    PyObject *ctx = PyLong_FromLong(b->ctx), *q = ctx ? PyLong_FromLong(b->q) : NULL, *res = NULL;
+    if (q) {
+        PyObject *args[3] = {ctx, q, text};
+        res = PyObject_Vectorcall(w->on_end, args, 3, NULL);
+    }
+    Py_XDECREF(ctx);
+    Py_XDECREF(q);
     Py_DECREF(text);
     if (!res) return -1;
     int free_of_text;

@@ -576,15 +576,21 @@ def _as_bytes(words: np.ndarray) -> bytes:
 
 def _packed(bits: bytes | np.ndarray, size: int) -> np.ndarray:
     """A bitset (bytes, or packed ``uint8``) as ``uint8`` bytes for ``size`` ids exactly: cut or
-    padded with zero bytes, and the bits past ``size`` in its last byte cleared."""
+    padded with zero bytes, and the bits past ``size`` in its last byte cleared. A view of
+    ``bits`` where they hold no id past ``size`` (read-only for bytes: no copy of 19 KB)."""
     import numpy as np
 
-    out = np.zeros((size + 7) // 8, dtype=np.uint8)
+    nbytes = (size + 7) // 8
     have = np.frombuffer(bits, dtype=np.uint8) if isinstance(bits, bytes) else bits
+    spare = size % 8  # (unused bits of the last byte)
+    clean = nbytes and (len(have) == nbytes or (len(have) > nbytes and not have[nbytes:].any()))
+    if clean and not (spare and have[nbytes - 1] >> spare):
+        return have[:nbytes]
+    out = np.zeros(nbytes, dtype=np.uint8)
     n = min(len(out), len(have))
     out[:n] = have[:n]
-    if size % 8:
-        out[-1] &= (1 << size % 8) - 1
+    if spare:
+        out[-1] &= (1 << spare) - 1
     return out
 
 
