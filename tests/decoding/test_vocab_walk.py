@@ -224,12 +224,7 @@ def test_an_end_said_not_to_read_its_text_answers_alike_for_every_ascii_text(cod
             seen.clear()
             return walk_py(tables, roots, lexemes, allowed, each, passing, undecided, only, asked)
 
-    pieces = codec.pieces()
-    for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:]) + 1):
-        checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
-        walk = vw.vocab_walk(checker.layer, pieces)
-        _check(checker, pieces, None)  # (the dense table grown to every state the cut meets)
-        assert walk.walk(checker, AskingEach) == walk.walk(checker, TwinModule)
+    _walk_held_out_cuts(codec, version, 1, AskingEach)
     assert free_ends > 0
 
 
@@ -272,13 +267,19 @@ def test_every_end_answers_as_the_layer_s_end_and_next(codec, version):
 
             return walk_py(tables, roots, lexemes, allowed, compared, passing, undecided, only, asked)
 
+    _walk_held_out_cuts(codec, version, 2, Comparing)
+    assert all(kinds.values()), kinds
+
+
+def _walk_held_out_cuts(codec, version: str, seed: int, module) -> None:
+    """Whole walks by ``module`` (the twin with its ``on_end`` watched) at held-out cuts, each
+    the same as the twin's own."""
     pieces = codec.pieces()
-    for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:]) + 2):
+    for prefix, suffix in stdlib_cursors(FILES, 3, seed=int(version[2:]) + seed):
         checker = fimconstrain.fim_checker(prefix, suffix, python_version=version)
         walk = vw.vocab_walk(checker.layer, pieces)
         _check(checker, pieces, None)  # (the dense table grown to every state the cut meets)
-        assert walk.walk(checker, Comparing) == walk.walk(checker, TwinModule)
-    assert all(kinds.values()), kinds
+        assert walk.walk(checker, module) == walk.walk(checker, TwinModule)
 
 
 def test_the_python_twin_is_the_checker(codec):
