@@ -71,9 +71,9 @@ typedef struct {
     uint32_t through;       /* bit j: every character below the child is in loop class set j */
 } Edge;
 
-/* the distinct sets of classes that leave a lexer state where it is, told apart by a node's
- * ``through`` bits (Python's lexer has 18); a state whose set is not among them is tested
- * against the classes below the node */
+/* the most distinct sets of classes that leave a lexer state where it is, each a bit of a
+ * child's ``through`` (Python's lexer has 18); a state whose set is not among them is tested
+ * against the classes below the child (``below_cls``) */
 #define THROUGH_SETS 32
 
 /* an ``only`` with at most one token in SPARSE_SHARE of the trie's places is read as its ids (their

@@ -6,8 +6,8 @@ engine, compiled, rather than beside the walk's tables in ``decoding/masks/vocab
 Most symbols that end are names, numbers, operators and brackets, whose end is the parser's step
 alone: where the layer's ``plain_ends`` groups hold a symbol's terminals (and for a symbol the
 parser ignores where ``ignore_unchanged`` holds), the end is answered here as ``_lexer.c``
-answers it, without ``end_reads_text`` and ``end_and_next`` (docs/optimizations.md, "A plain
-end in a walk").
+answers it, without ``end_reads_text`` and ``end_and_next`` (docs/optimizations.md, "A child
+read in one record; a token's one place; plain ends answered in the walk").
 
 A *context* is a parser state and layout, numbered in the order met; contexts whose parser
 states accept the same continuations and whose layouts are equal share a number, so the walk's
