@@ -94,7 +94,6 @@ typedef struct {
 } Memo;
 
 typedef struct {
-    const Edge *edges;
     const int32_t *tok_ids;
     const int32_t *trans;
     const uint8_t *final;
@@ -488,9 +487,9 @@ static void classes_below(const Tables *t, uint64_t *below) {
 /* the walk's own layout of the checked tables: the edges as records, each state's loop classes
  * and their set's bit in a child's ``through`` */
 static int lay_out(Tables *t) {
-    const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf, *child_start = t->bufs[CHILD].v.buf,
-                  *trans = t->bufs[TRANS].v.buf, *tok_start = t->bufs[TSTART].v.buf,
-                  *subtree_end = t->bufs[SUBEND].v.buf;
+    const int32_t *edge_to = t->bufs[TO].v.buf, *edge_cls = t->bufs[CLS].v.buf,
+                  *child_start = t->bufs[CHILD].v.buf, *trans = t->bufs[TRANS].v.buf,
+                  *tok_start = t->bufs[TSTART].v.buf, *subtree_end = t->bufs[SUBEND].v.buf;
     const uint32_t *edge_cp = t->bufs[CP].v.buf;
     Py_ssize_t CW = t->CW = (t->C + 63) / 64;
     uint64_t *below = calloc((size_t)(t->n_nodes * CW), sizeof(uint64_t));
@@ -530,7 +529,8 @@ static int lay_out(Tables *t) {
     }
     t->root_place_end = tok_start[subtree_end[0]];
     const int32_t *p_start = t->bufs[PSTART].v.buf, *p = t->bufs[PLACES].v.buf;
-    for (Py_ssize_t k = 0; k < t->n_ids; k++) t->one_place[k] = p_start[k + 1] - p_start[k] == 1 ? p[p_start[k]] : -1;
+    for (Py_ssize_t k = 0; k < t->n_ids; k++)
+        t->one_place[k] = p_start[k + 1] - p_start[k] == 1 ? p[p_start[k]] : -1;
     if (untold) { /* (by edge, as the walk reads them) */
         t->below_cls = calloc((size_t)((t->n_edges ? t->n_edges : 1) * CW), sizeof(uint64_t));
         if (!t->below_cls) {
@@ -660,7 +660,6 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     w.S = t->S;
     w.C = t->C;
     w.W = t->W;
-    w.edges = t->edges;
     w.tok_ids = t->bufs[TIDS].v.buf;
     w.trans = t->bufs[TRANS].v.buf;
     w.final = t->bufs[FINAL].v.buf;
@@ -730,9 +729,10 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (push_branch(&w, b) < 0) goto done;
     }
     Py_ssize_t top = 0;
-    const Edge *edges = w.edges;
+    const Edge *edges = t->edges;
     const int32_t *child_start = t->bufs[CHILD].v.buf, *edge_place = t->edge_place;
-    frames[0] = (Frame){child_start[0], child_start[1], t->root_place_end, 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
+    frames[0] =
+        (Frame){child_start[0], child_start[1], t->root_place_end, 0, (int32_t)w.br_n, (int32_t)w.gd_n, 0, 0};
     while (top >= 0) {
         Frame *f = &frames[top]; /* (valid until frames grows, below) */
         int32_t e = f->edge, last = f->last;
@@ -791,8 +791,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             mark(w.pass_out, &w, child->place, child->own_end);
             if (grow((void **)&frames, &frames_cap, top + 2, sizeof(Frame)) < 0) goto done;
             __builtin_prefetch(&edges[child->edge]); /* (its first edge: read next) */
-            frames[++top] =
-                (Frame){child->edge, child->edge_end, child->place_end, lo, (int32_t)w.br_n, gmark, unknown, depth + 1};
+            frames[++top] = (Frame){child->edge, child->edge_end, child->place_end, lo,
+                                    (int32_t)w.br_n, gmark, unknown, depth + 1};
         } else {
             if (unknown) /* no branch decides the tokens below: Python feeds them */
                 mark(w.und_out, &w, child->place, child->place_end);
