@@ -16,8 +16,10 @@ Each batch is timed under the requests' sampler settings (``--samplers``): ``mas
 every one of the top ``k`` candidates (the whole top-k mask: what plain sampling and top_p
 need), ``greedy`` and ``min_p`` stop where the sampler could pick nothing further down
 (fimconstrain/serving/support.py; the same sampled distribution).  Ratios are against the
-in-process whole mask measured in the same run at the same batch.  A pool cannot beat the
-number of cores: on a 2-core machine the curve stops at 2 workers.
+in-process whole mask measured in the same run at the same batch.  Beside each step's time,
+the rows' checks alone (``checks ms/step``): the rest is the step's tensor work on the CPU
+(``topk`` over the dense logits and the mask), which a GPU does where vLLM serves.  A pool
+cannot beat the number of cores: on a 2-core machine the curve stops at 2 workers.
 
     python benchmarks/batch_constraint.py --cuts 128 --steps 16 --workers 1 2
 """
@@ -102,6 +104,23 @@ def dense(recorded: list, step: int, vocab: int) -> torch.Tensor:
     return out
 
 
+class TimedChecks:
+    """A batch checker whose ``check`` calls are timed: the rows' checks alone, without the
+    step's tensor work (``topk`` and the mask over the dense logits, which a GPU does where vLLM
+    serves)."""
+
+    def __init__(self, checker):
+        self.checker = checker
+        self.seconds = 0.0
+
+    def check(self, rows: list[RowQuery]) -> list[list[int]]:
+        start = time.perf_counter()
+        try:
+            return self.checker.check(rows)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
 def replay(
     checker,
     recorded: list,
@@ -110,24 +129,28 @@ def replay(
     vocab: int,
     cut_list: list,
     sampler: SamplerSupport | None = None,
-) -> list[float]:
-    """Seconds per step 1..steps for the batch ``recorded`` (step 0 untimed: checkers built)."""
+) -> tuple[list[float], list[float]]:
+    """Seconds per step 1..steps for the batch ``recorded`` (step 0 untimed: checkers built),
+    and of each the rows' checks (:class:`TimedChecks`)."""
     for key in range(len(recorded)):
         checker.add(key, FimArgs(*cut_list[key], VERSION, top_k), (), sampler)
-    times = []
+    times, checks = [], []
+    timed = TimedChecks(checker)
     for step in range(steps + 1):
         logits = dense(recorded, step, vocab)
+        timed.seconds = 0.0
         start = time.perf_counter()
         rows = [
             RowQuery(key, step - 1 if step else 0, (tokens[step - 1],) if step else (), (), ())
             for key, (tokens, _, _) in enumerate(recorded)
         ]
-        constrain(checker, logits, rows, [top_k] * len(rows), [sampler] * len(rows))
+        constrain(timed, logits, rows, [top_k] * len(rows), [sampler] * len(rows))
         if step:
             times.append(time.perf_counter() - start)
+            checks.append(timed.seconds)
     for key in range(len(recorded)):
         checker.remove(key)
-    return times
+    return times, checks
 
 
 def main() -> int:
@@ -170,22 +193,46 @@ def main() -> int:
     try:
         for batch in (b for b in args.batches if b <= len(recorded)):
             batch_args = (recorded[:batch], args.steps, args.top_k, vocab, cut_list)
-            base = statistics.median(replay(inline, *batch_args))
+            measured = {("mask", 0): replay(inline, *batch_args)}
+            base = statistics.median(measured["mask", 0][0])
             for name in args.samplers:
                 for n, checker in [(0, inline), *pools.items()]:
-                    if name == "mask" and n == 0:
-                        t = base
-                    else:
-                        t = statistics.median(replay(checker, *batch_args, SAMPLERS[name]))
-                    results.append({"batch": batch, "sampler": name, "workers": n, "ms_per_step": 1000 * t})
+                    if (name, n) not in measured:
+                        measured[name, n] = replay(checker, *batch_args, SAMPLERS[name])
+                    t, checks = map(statistics.median, measured[name, n])
+                    results.append(
+                        {
+                            "batch": batch,
+                            "sampler": name,
+                            "workers": n,
+                            "ms_per_step": 1000 * t,
+                            "check_ms_per_step": 1000 * checks,
+                        }
+                    )
                     where = f"{n} workers" if n else "in-process"
                     rows.append(
-                        [batch, name, where, f"{1000 * t:.2f}", f"{1000 * t / batch:.3f}", f"{base / t:.2f}"]
+                        [
+                            batch,
+                            name,
+                            where,
+                            f"{1000 * t:.2f}",
+                            f"{1000 * checks:.2f}",
+                            f"{1000 * t / batch:.3f}",
+                            f"{base / t:.2f}",
+                        ]
                     )
     finally:
         for pool in pools.values():
             pool.close()
-    headers = ["batch", "sampler", "checker", "ms/step (median)", "ms/row", "speed-up vs in-process mask"]
+    headers = [
+        "batch",
+        "sampler",
+        "checker",
+        "ms/step (median)",
+        "checks ms/step",
+        "ms/row",
+        "speed-up vs in-process mask",
+    ]
     print(table(rows, headers))
     out = write_results("batch_constraint", args, {"cpus": os.cpu_count(), "results": results})
     print(f"-> {out}")

@@ -185,6 +185,25 @@ def test_original_middles_of_real_files_are_accepted(name, source):
         assert checker.is_complete(), (name, a, b)
 
 
+@pytest.mark.parametrize("name,source", REAL_FILES[:4], ids=[n for n, _ in REAL_FILES[:4]])
+def test_every_stop_along_a_middle_answers_as_python(name, source):
+    """``is_complete`` after each character of the true middle, one checker after the other, cut
+    at a line start and mid-line: the suffix's plan remembers its verdicts at the starts of its
+    lines, and the later stops that meet one there answer from it."""
+    rng = random.Random(name)
+    lines = source.splitlines(keepends=True)
+    for _ in range(3):
+        i = rng.randrange(len(lines) - 1)
+        a = sum(map(len, lines[:i])) + rng.choice([0, len(lines[i]) // 2])  # a line start, a mid-line
+        b = a + len(lines[i]) + len(lines[i + 1])
+        prefix, middle, suffix = source[:a], source[a:b], source[b:]
+        checker = fc().fim_checker(prefix, suffix)
+        for k, ch in enumerate(middle, 1):
+            checker = checker.feed(ch)
+            assert checker is not None, (name, a, middle[:k])
+            assert checker.is_complete() == parses(prefix + middle[:k] + suffix), (name, a, middle[:k])
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_property_real_cuts_and_mutated_middles(data):
