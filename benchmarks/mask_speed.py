@@ -10,8 +10,10 @@ prefixes, and soundness / tightness against the exact checker with the full voca
 (:meth:`.ConstraintState.whole_mask`), and that mask listed as token ids (what serving's
 full-mask fallback hands on today), at ``N`` held-out FIM cuts of the sampled files (a random
 column of a random line of code, the rest of the file as the suffix), each checked bit for bit
-against feeding every token of the vocabulary to the checker without the store;
-``--python-walk`` leaves the C vocabulary walk out
+against feeding every token of the vocabulary to the checker without the store. It also
+times the mask along decoding, as a decode meets it: at each cut the rest of the line is the
+middle, and the state after each of its first ``--exact-steps`` tokens is asked once, cold (one
+step of each cut checked bit for bit too); ``--python-walk`` leaves the C vocabulary walk out
 (``fimconstrain/decoding/masks/vocab_walk.py``), as where it is not built.
 
 The tokenizer is a byte-level BPE trained on the standard library (cached under
@@ -154,11 +156,12 @@ def held_out_cuts(texts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
     return cuts
 
 
-def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show: bool) -> dict:
+def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, steps: int, show: bool) -> dict:
     """The exact whole mask at ``n`` held-out cuts over the transformers tokenizer ``hf``: its
-    time (a fresh state each, as after a committed token), and its tokens against feeding every
-    token (must be the same)."""
-    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_candidates
+    time (a fresh state each, as after a committed token, the cut's memos warm), and along
+    decoding (:func:`decoding_masks`); its tokens against feeding every token (must be the same)
+    at each cut and at one decoding step of each."""
+    from fimconstrain.decoding.loop.constraint import ConstraintState
     from fimconstrain.decoding.tokens.fim_formats import TextCodec
 
     codec = TextCodec(hf)
@@ -166,16 +169,15 @@ def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show:
     stops = {hf.eos_token_id}
     banned = {*hf.all_special_ids, *hf.added_tokens_decoder} - stops
     codec.pieces(), codec.tails()  # built once per vocabulary, not per mask
-    times: dict[str, list[float]] = {"wall": [], "cpu": [], "listed_wall": []}
+    series = ("wall", "cpu", "listed_wall", "decoding_wall", "decoding_cpu")
+    times: dict[str, list[float]] = {name: [] for name in series}
     differing, passing = [0, 0], 0
+    rng = random.Random(seed)
     for prefix, suffix in progress(held_out_cuts(texts, n, seed), desc="exact masks", disable=not show):
         checker = fimconstrain.fim_checker(prefix, suffix)
 
         def mask(checker=checker) -> np.ndarray:
-            bits = ConstraintState(checker, codec, store=store).whole_mask(size, stops, banned)
-            if bits is None:
-                raise RuntimeError("no whole mask at a cut after whole characters")
-            return bits
+            return whole_mask(ConstraintState(checker, codec, store=store), size, stops, banned)
 
         mask()  # the first mask at a cut pays for the suffix's memo and the DFA's new states
         wall, cpu, bits = timed(mask)
@@ -183,12 +185,19 @@ def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show:
         times["cpu"].append(cpu)
         listing, _, got = timed(lambda bits=bits: np.flatnonzero(bits).tolist())
         times["listed_wall"].append(wall + listing)
-        reference = [
-            t for t, _ in passing_candidates(ConstraintState(checker, codec), range(size), stops, banned)
-        ]
-        for token in set(got) ^ set(reference):
-            differing[codec.piece(token) is None] += 1
-        passing += len(reference)
+        checked = [(checker, got)]
+        decoded = decoding_masks(hf, store, codec, prefix, suffix, steps, stops, banned)
+        for wall, cpu, _, _ in decoded:
+            times["decoding_wall"].append(wall)
+            times["decoding_cpu"].append(cpu)
+        if decoded:
+            _, _, state, step_bits = decoded[rng.randrange(len(decoded))]
+            checked.append((state, np.flatnonzero(step_bits).tolist()))
+        for k, (state, tokens) in enumerate(checked):
+            reference = reference_mask(state, codec, size, stops, banned)
+            for token in set(tokens) ^ set(reference):
+                differing[codec.piece(token) is None] += 1
+            passing += len(reference) if k == 0 else 0
     return {
         "positions": n,
         "mean_passing": passing / max(1, n),
@@ -196,8 +205,44 @@ def exact_masks(hf, store: MaskStore, texts: list[str], n: int, seed: int, show:
         # tokens that end inside a UTF-8 character: the store rules some out that the checker
         # takes (a character they may become continues a name), before and after stage 0
         "differing_partial_tokens": differing[1],
-        **{k: percentiles(v) for k, v in times.items()},
+        **{k: percentiles(v) for k, v in times.items() if v},
     }
+
+
+def whole_mask(state, size: int, stops: set[int], banned: set[int]) -> np.ndarray:
+    """``state``'s exact whole mask (RuntimeError where it has none: inside a character)."""
+    bits = state.whole_mask(size, stops, banned)
+    if bits is None:
+        raise RuntimeError("no whole mask after whole characters")
+    return bits
+
+
+def decoding_masks(hf, store: MaskStore, codec, prefix: str, suffix: str, steps: int, stops, banned) -> list:
+    """The whole mask along decoding: the rest of the cut's line is the middle, its first
+    ``steps`` tokens are fed one at a time, and each new state's mask is timed the first time it
+    is asked for, as a decode meets it (no memo of the cut warm). Returns (wall us, CPU us,
+    checker, mask) per step; stops where a token ends inside a character."""
+    from fimconstrain.decoding.loop.constraint import ConstraintState
+
+    middle = suffix[: suffix.find("\n") + 1] or suffix
+    state = ConstraintState(fimconstrain.fim_checker(prefix, suffix[len(middle) :]), codec, store=store)
+    out = []
+    for token in hf(middle, add_special_tokens=False)["input_ids"][:steps]:
+        if not state.ends_whole():
+            break
+        wall, cpu, bits = timed(whole_mask, state, len(hf), stops, banned)
+        out.append((wall, cpu, state.checker, bits))
+        state = state.child(token)
+        if state is None:
+            raise RuntimeError(f"the checker rejected the file's own middle at {prefix[-40:]!r}")
+    return out
+
+
+def reference_mask(checker, codec, size: int, stops: set[int], banned: set[int]) -> list[int]:
+    """The tokens that pass after ``checker``, each fed to it (no store, no walk)."""
+    from fimconstrain.decoding.loop.constraint import ConstraintState, passing_candidates
+
+    return [t for t, _ in passing_candidates(ConstraintState(checker, codec), range(size), stops, banned)]
 
 
 def model_tokenizer(name: str):
@@ -229,6 +274,13 @@ def main() -> None:
         help="time the exact whole mask at N held-out cuts instead",
     )
     p.add_argument(
+        "--exact-steps",
+        type=int,
+        default=8,
+        metavar="K",
+        help="with --exact: also along decoding, the first K tokens of the rest of each cut's line",
+    )
+    p.add_argument(
         "--model",
         help="with --exact: a model's tokenizer instead (a known model's name such as "
         "qwen2.5-coder-0.5b, fetched; a .gguf file; a checkpoint folder)",
@@ -255,18 +307,20 @@ def main() -> None:
     texts = [t for t in (read_utf8(f) for f in files) if t]
     if args.exact:
         store = MaskStore.load_or_build(tokenizer, progress=show)
-        exact = exact_masks(as_transformers(tokenizer), store, texts, args.exact, args.seed, show)
+        exact = exact_masks(
+            as_transformers(tokenizer), store, texts, args.exact, args.seed, args.exact_steps, show
+        )
         exact["walk"] = walk_kind
         print(
             table(
                 [
                     [k, v["n"], v["mean_us"] / 1e3, v["p50_us"] / 1e3, v["p99_us"] / 1e3]
                     for k, v in exact.items()
-                    if k in ("wall", "cpu", "listed_wall")
+                    if k in ("wall", "cpu", "listed_wall", "decoding_wall", "decoding_cpu")
                 ],
                 [
                     f"exact whole mask, {vocab.size:,} tokens, {walk_kind} walk",
-                    "cuts",
+                    "masks",
                     "mean ms",
                     "p50 ms",
                     "p99 ms",

@@ -96,9 +96,7 @@ class DecodeVocabulary:
                 table = self._load_tables(path) if path.exists() else None
                 if table is None:
                     table = HealingTable.build(self.codec)
-                    tails = self.codec.tails()
-                    self.codec.use_tails(tails)
-                    self._save_tables(path, table, tails)
+                    self._save_tables(path, table, self.codec.tails())
                 self._healing_table = table
             return self._healing_table
 

@@ -329,19 +329,17 @@ class TextCodec:
     def tail(self, token: int) -> int:
         """The token whose :meth:`piece` is ``token``'s without its first character (``" in"``
         -> ``"in"``), or -1 if no token is (the table is built on the first call)."""
-        tails = self._tails
-        if tails is None:
-            tails = self._tails = self.tails()
+        tails = self.tails()
         return tails[token] if 0 <= token < len(tails) else -1
 
     def tails(self) -> list[int]:
-        """:meth:`tail` of every id the tokenizer has (built here; a vocabulary's cache on disk
-        hands it over with :meth:`use_tails`)."""
-        if self._tails is not None:
-            return self._tails
-        pieces = self.pieces()
-        by_text = {text: t for t, text in enumerate(pieces) if text}
-        return [by_text.get(text[1:], -1) if text and len(text) > 1 else -1 for text in pieces]
+        """:meth:`tail` of every id the tokenizer has (built here once; a vocabulary's cache on
+        disk hands it over with :meth:`use_tails`)."""
+        if self._tails is None:
+            pieces = self.pieces()
+            by_text = {text: t for t, text in enumerate(pieces) if text}
+            self._tails = [by_text.get(text[1:], -1) if text and len(text) > 1 else -1 for text in pieces]
+        return self._tails
 
     def use_tails(self, tails: list[int]) -> None:
         """Take :meth:`tails` as read back from a cache (one per id the tokenizer has)."""
