@@ -14,7 +14,8 @@
  *   - where the lexeme may end (final[q] and not final[nxt]) Python ends the symbol (layer
  *     end_symbol + lex_start + allowed, memoised here per walk by context, state and text, or
  *     by context and state alone for an ASCII text where Python says the answer is the same
- *     for every ASCII text: a name, a number, an operator in most places):
+ *     for every ASCII text (a name, a number, an operator in most places), or for every one
+ *     without a backslash (a string, whose escapes alone are read)):
  *     the branch that ends it starts a new lexeme with the character, guarded by nxt, if that
  *     lexeme can still become an allowed terminal (live & allowed);
  *   - the branch that goes on lives while live[nxt] & allowed.
@@ -41,7 +42,7 @@
 #include <string.h>
 
 /* bumped whenever the arguments or the tables change meaning (vocab_walk.py checks it) */
-#define WALK_ABI 6
+#define WALK_ABI 7
 
 typedef struct {
     int32_t ctx;    /* context id: (parser, layout) in Python */
@@ -81,8 +82,13 @@ typedef struct {
  * place's token looked up in ``only``, about four times the cost of an id's) */
 #define SPARSE_SHARE 3
 
-/* a memo key's origin for the answer that serves every ASCII text of its context and state */
+/* a memo key's origin for the answer that serves every ASCII text of its context and state,
+ * and for the one that serves every ASCII text without a backslash */
 #define ANY_ASCII (-3)
+#define ANY_PLAIN (-4)
+
+/* what on_end says it read of an ASCII text (layer_protocol.py's READS_*) */
+enum { READS_NOTHING, READS_ESCAPES, READS_TEXT };
 
 typedef struct {
     uint64_t hash;
@@ -211,16 +217,21 @@ static int memo_put(Walk *w, Memo *slot, Memo m, const uint32_t *cps) {
     return 0;
 }
 
-/* on_end's answer, ((context, state, allowed) | None | int, same for every ASCII text), read
- * into *ctx2 (-1 rejected, -2 undecided), *start and *free */
-static int read_answer(Walk *w, PyObject *res, int32_t *ctx2, int32_t *start, int *free) {
+/* on_end's answer, ((context, state, allowed) | None | int, what it read of an ASCII text),
+ * read into *ctx2 (-1 rejected, -2 undecided), *start and *reads */
+static int read_answer(Walk *w, PyObject *res, int32_t *ctx2, int32_t *start, int *reads) {
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
-        PyErr_SetString(PyExc_TypeError, "on_end must give (answer, same for every ASCII text)");
+        PyErr_SetString(PyExc_TypeError, "on_end must give (answer, what it read of the text)");
         return -1;
     }
     PyObject *answer = PyTuple_GET_ITEM(res, 0);
-    *free = PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
-    if (*free < 0) return -1;
+    long read = PyLong_AsLong(PyTuple_GET_ITEM(res, 1));
+    if (read == -1 && PyErr_Occurred()) return -1;
+    if (read < READS_NOTHING || read > READS_TEXT) {
+        PyErr_SetString(PyExc_ValueError, "on_end said it read something unknown of the text");
+        return -1;
+    }
+    *reads = (int)read;
     *start = 0;
     if (answer == Py_None) {
         *ctx2 = -1;
@@ -247,18 +258,34 @@ static int read_answer(Walk *w, PyObject *res, int32_t *ctx2, int32_t *start, in
 }
 
 /* Python's verdict on the symbol that ends: (ctx2, start) in *out, memoised by its text, or by
- * context and state alone for an ASCII text where Python says no ASCII text changes it */
+ * context and state alone for an ASCII text where Python says no ASCII text changes it (or none
+ * without a backslash, which the text lacks) */
 static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int32_t *start) {
     int32_t len = upto - b->begin;
     const uint32_t *cps = w->path + b->begin;
     PyObject *head = b->origin >= 0 ? PyList_GET_ITEM(w->root_lexemes, b->origin) : NULL;
-    int ascii = !head || PyUnicode_IS_ASCII(head);
-    for (int32_t k = 0; ascii && k < len; k++) ascii = cps[k] < 128;
+    int ascii = !head || PyUnicode_IS_ASCII(head), escapes = 0;
+    for (int32_t k = 0; ascii && k < len; k++) {
+        ascii = cps[k] < 128;
+        escapes |= cps[k] == '\\';
+    }
+    if (ascii && head && !escapes) {
+        Py_ssize_t at = PyUnicode_FindChar(head, '\\', 0, PyUnicode_GET_LENGTH(head), 1);
+        if (at == -2) return -1;
+        escapes = at >= 0;
+    }
     uint64_t any_h = key_hash(b->ctx, b->q, ANY_ASCII, NULL, 0);
+    uint64_t plain_h = key_hash(b->ctx, b->q, ANY_PLAIN, NULL, 0);
     Memo *any = ascii ? memo_slot(w, any_h, b->ctx, b->q, ANY_ASCII, NULL, 0) : NULL;
     if (any && any->used) {
         *ctx2 = any->ctx2;
         *start = any->start;
+        return 0;
+    }
+    Memo *plain = ascii && !escapes ? memo_slot(w, plain_h, b->ctx, b->q, ANY_PLAIN, NULL, 0) : NULL;
+    if (plain && plain->used) {
+        *ctx2 = plain->ctx2;
+        *start = plain->start;
         return 0;
     }
     uint64_t h = key_hash(b->ctx, b->q, b->origin, cps, len);
@@ -285,14 +312,18 @@ static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int
     Py_XDECREF(q);
     Py_DECREF(text);
     if (!res) return -1;
-    int free_of_text;
-    int failed = read_answer(w, res, ctx2, start, &free_of_text);
+    int reads;
+    int failed = read_answer(w, res, ctx2, start, &reads);
     Py_DECREF(res);
     if (failed) return -1;
-    if (ascii && free_of_text) {
-        /* (the slot found before the call: on_end added no entry since) */
+    /* (the slots found before the call: on_end added no entry since) */
+    if (ascii && reads == READS_NOTHING) {
         Memo e = {any_h, b->ctx, b->q, ANY_ASCII, 0, 0, *ctx2, *start, 1};
         return memo_put(w, any, e, NULL);
+    }
+    if (plain && reads == READS_ESCAPES) {
+        Memo e = {plain_h, b->ctx, b->q, ANY_PLAIN, 0, 0, *ctx2, *start, 1};
+        return memo_put(w, plain, e, NULL);
     }
     Memo e = {h, b->ctx, b->q, b->origin, len, 0, *ctx2, *start, 1};
     return memo_put(w, m, e, cps);

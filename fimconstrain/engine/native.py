@@ -64,7 +64,7 @@ WALK = CExtension(
     key="walk",
     source="_walk.c",
     module="fimconstrain.engine._walk",
-    abi=6,
+    abi=7,
     what="the native vocabulary walk",
     instead="whole masks are computed in Python",
 )

@@ -24,7 +24,7 @@ from typing import Any
 
 from .automata.earley import EarleySet, Item
 from .automata.grammar import Grammar
-from .layers.layer_protocol import Layer, PlainEnds
+from .layers.layer_protocol import READS_NOTHING, Layer, PlainEnds
 
 #: the most steps a reduction path is followed (a grammar's unit cycles would loop)
 REDUCTION_STEPS = 64
@@ -32,9 +32,10 @@ REDUCTION_STEPS = 64
 #: what a symbol's end gives the walk: None (rejected), -2 (undecided: no dense start state),
 #: or (context, dense start state, allowed terminals as little-endian words)
 EndAnswer = tuple[int, int, bytes] | int | None
-#: the walk's question where a symbol ends: the answer, and whether it holds for every ASCII
-#: text of that lexer state in that context
-EndReply = tuple[EndAnswer, bool]
+#: the walk's question where a symbol ends: the answer, and what of the text it read (the
+#: layer's :data:`~.layers.layer_protocol.READS_NOTHING`: it holds for every ASCII text of that
+#: lexer state in that context; ``READS_ESCAPES``: for every one without a backslash)
+EndReply = tuple[EndAnswer, int]
 
 
 class WalkEnds:
@@ -79,17 +80,16 @@ class WalkEnds:
 
     def on_end(self, ctx: int, q: int, text: str) -> EndReply:
         """The end of the symbol ``text`` in lexer state ``q`` (dense) of context ``ctx``, and
-        whether the answer is the same for every ASCII text there (the layer's word, or a
-        plain end's, which reads no text)."""
+        what of an ASCII text it read (the layer's word, or a plain end's, which reads none)."""
         layer = self.layer
         parser, layout = self.contexts[ctx]
         sid = self.sids[q]
         terminals = layer.token_mask(sid) & self.allowed_mask[ctx]
         if not terminals:
-            return None, True
+            return None, READS_NOTHING
         if terminals & layer.ignore_mask:
             if layer.ignore_unchanged(layout):
-                return self._started(ctx, layer.lex_start(layout)), True
+                return self._started(ctx, layer.lex_start(layout)), READS_NOTHING
         elif text.isascii():
             plain = self.plain[ctx]
             if plain is None:
@@ -102,18 +102,19 @@ class WalkEnds:
                     continue
                 if not scans:  # (the parser as it is)
                     same = self.context(parser, layout_after, self.allowed_mask[ctx])
-                    return self._started(same, start), True
+                    return self._started(same, start), READS_NOTHING
                 scanned = layer.recognizer.scan_expecting(parser, layer.terminal_ids(terminals))
                 if scanned is None:
-                    return None, True
+                    return None, READS_NOTHING
                 after, expected = scanned
-                return self._started(self.context(after, layout_after, expected | extra), start), True
-        free = not layer.end_reads_text(parser, layout, sid)
+                context = self.context(after, layout_after, expected | extra)
+                return self._started(context, start), READS_NOTHING
+        reads = layer.end_reads_text(parser, layout, sid)
         ended = layer.end_and_next(parser, layout, sid, text)
         if ended is None:
-            return None, free
+            return None, reads
         after, layout_after, start, allowed = ended
-        return self._started(self.context(after, layout_after, allowed), start), free
+        return self._started(self.context(after, layout_after, allowed), start), reads
 
     def _started(self, ctx: int, start: int) -> EndAnswer:
         """The answer where a symbol ended into context ``ctx`` and the next starts in lexer

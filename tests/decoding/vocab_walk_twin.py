@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fimconstrain.engine.layers.layer_protocol import READS_ESCAPES, READS_NOTHING
 from fimconstrain.engine.walk_ends import EndReply
+
+#: the memo's keys for the answers that serve every ASCII text of a context and state, and every
+#: one without a backslash (``_walk.c``'s)
+ANY_ASCII, ANY_PLAIN = -3, -4
 
 
 def walk_py(
@@ -35,8 +40,9 @@ def walk_py(
     )
     lives = [int.from_bytes(live[q * W : (q + 1) * W].tobytes(), "little") for q in range(len(final))]
     ctx_allowed: dict[int, int] = {k: int.from_bytes(a, "little") for k, a in enumerate(root_allowed)}
-    # by (context, state, origin, lexeme), or (context, state) for every ASCII text
-    memo: dict[tuple[int, int, int, str] | tuple[int, int], tuple[int, int]] = {}
+    # by (context, state, origin, lexeme), or (context, state, ANY_ASCII) for every ASCII text,
+    # or (context, state, ANY_PLAIN) for every ASCII text without a backslash
+    memo: dict[tuple[int, int, int, str] | tuple[int, int, int], tuple[int, int]] = {}
     calls = 0
     # the places (token k of tok_ids) of the tokens asked about, and the nodes with one below
     asked_at: list[bool] | None = None
@@ -93,15 +99,21 @@ def walk_py(
                 nxt = trans[q * C + cls]
                 if final[q] and not final[nxt]:
                     text = (root_lexemes[origin] if origin >= 0 else "") + lexeme
-                    key: tuple[int, int, int, str] | tuple[int, int] = (ctx, q, origin, lexeme)
-                    got = memo.get((ctx, q)) if text.isascii() else None
+                    key: tuple[int, int, int, str] | tuple[int, int, int] = (ctx, q, origin, lexeme)
+                    ascii = text.isascii()
+                    plain = ascii and "\\" not in text
+                    got = memo.get((ctx, q, ANY_ASCII)) if ascii else None
+                    if got is None and plain:
+                        got = memo.get((ctx, q, ANY_PLAIN))
                     if got is None:
                         got = memo.get(key)
                     if got is None:
                         calls += 1
-                        answer, free = on_end(ctx, q, text)
-                        if free and text.isascii():
-                            key = (ctx, q)
+                        answer, reads = on_end(ctx, q, text)
+                        if ascii and reads == READS_NOTHING:
+                            key = (ctx, q, ANY_ASCII)
+                        elif plain and reads == READS_ESCAPES:
+                            key = (ctx, q, ANY_PLAIN)
                         if answer is None:
                             got = (-1, 0)
                         elif isinstance(answer, int):

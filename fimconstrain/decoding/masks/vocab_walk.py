@@ -7,7 +7,7 @@ read. The C extension ``fimconstrain.engine._walk`` (``_walk.c``) walks; Python 
 engine's compiled :class:`~fimconstrain.engine.walk_ends.WalkEnds`), once per context, lexer
 state and text in a walk, or once per context and lexer state for every ASCII text where the
 layer says the text does not change the answer (``end_reads_text``: most names, numbers and
-operators).
+operators), or for every one without a backslash where it reads only the escapes (a string).
 Its Python twin, the reference the C is tested against, is the tests' own
 (``tests/decoding/vocab_walk_twin.py``).
 

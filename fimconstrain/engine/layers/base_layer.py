@@ -16,7 +16,7 @@ from ..automata.earley import EarleySet, Recognizer
 from ..automata.grammar import Grammar
 from ..automata.regex_dfa import LexerDFA
 from ..versions import PythonVersion
-from .layer_protocol import Branch, FinishVocabulary, LayoutT, Modes, PlainEnds
+from .layer_protocol import READS_NOTHING, Branch, FinishVocabulary, LayoutT, Modes, PlainEnds
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -175,11 +175,11 @@ class BaseLayer(ABC, Generic[LayoutT]):
         terminal."""
         return True
 
-    def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
-        """Never: this layer's :meth:`end_symbol` reads the lexer state, not the text (a
+    def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> int:
+        """Nothing: this layer's :meth:`end_symbol` reads the lexer state, not the text (a
         layer whose ``end_symbol`` reads the text says where, or the vocabulary walk answers
         wrongly there)."""
-        return False
+        return READS_NOTHING
 
     def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:
         """Whether ending the input here (after this last symbol) gives a complete program."""

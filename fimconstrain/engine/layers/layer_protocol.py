@@ -34,6 +34,11 @@ from ..versions import PythonVersion
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+#: what a symbol's end reads of an ASCII text (:meth:`Layer.end_reads_text`): nothing (every
+#: ASCII text ending in that lexer state ends alike), only its backslashes (a string's escapes:
+#: every ASCII text without one ends alike), or the text
+READS_NOTHING, READS_ESCAPES, READS_TEXT = 0, 1, 2
+
 #: a layer's layout type (``None`` for :class:`~.base_layer.PlainLayer`,
 #: :data:`~.python_layer.PythonLayout`)
 LayoutT = TypeVar("LayoutT")
@@ -205,9 +210,11 @@ class Layer(LexicalLayer, Protocol[LayoutT]):
         they were (the C lexer ends such symbols itself where this holds)."""
         ...
 
-    def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> bool:
-        """Whether :meth:`end_symbol` here may answer differently for two ASCII texts that
-        both end in ``lexeme_state`` (when not, the vocabulary walk asks once for them all)."""
+    def end_reads_text(self, parser: EarleySet, layout: LayoutT, lexeme_state: int) -> int:
+        """What of an ASCII text ending in ``lexeme_state`` :meth:`end_symbol` may read here:
+        :data:`READS_NOTHING` (any two end alike: the vocabulary walk asks once for them all),
+        :data:`READS_ESCAPES` (any two without a backslash end alike: asked once for those) or
+        :data:`READS_TEXT`."""
         ...
 
     def end_of_input(self, parser: EarleySet, layout: LayoutT, lexeme_state: int, text: str) -> bool:

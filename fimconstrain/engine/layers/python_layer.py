@@ -15,7 +15,16 @@ from ..versions import PythonVersion, format_version
 from .ast_checks import DONE, AstChecks, AstState
 from .base_layer import BaseLayer, bitmask
 from .fstring_modes import FStringModes, open_quotes
-from .layer_protocol import Branch, FinishVocabulary, Modes, PlainEnd, PlainEnds
+from .layer_protocol import (
+    READS_ESCAPES,
+    READS_NOTHING,
+    READS_TEXT,
+    Branch,
+    FinishVocabulary,
+    Modes,
+    PlainEnd,
+    PlainEnds,
+)
 from .lexeme_checks import identifier_ok, string_ok
 
 if TYPE_CHECKING:
@@ -353,22 +362,23 @@ class PythonLayer(BaseLayer[PythonLayout]):
         first (:meth:`end_symbol`)."""
         return not (layout[3] and self.old_fstrings)
 
-    def end_reads_text(self, parser: EarleySet, layout: PythonLayout, lexeme_state: int) -> bool:
-        """Whether :meth:`end_symbol` reads the text here, for an ASCII one, step for step: in
-        an f-string, a line break outside brackets (its indentation), a string, or while the
-        AST checks read symbols; never a name, a number or an operator elsewhere."""
+    def end_reads_text(self, parser: EarleySet, layout: PythonLayout, lexeme_state: int) -> int:
+        """What :meth:`end_symbol` reads of an ASCII text here, step for step: the text in an
+        f-string, a line break outside brackets (its indentation) or while the AST checks read
+        symbols; a string's escapes alone (``string_ok`` passes every string without a
+        backslash); nothing of a name, a number or an operator elsewhere."""
         mask = self.token_mask(lexeme_state) & self.allowed(parser, layout)
         if not mask:
-            return False
+            return READS_NOTHING
         if layout[3]:
-            return True
+            return READS_TEXT
         if mask & self.ignore_mask:
-            return False
+            return READS_NOTHING
         if mask == self.newline_mask:
-            return not layout[1]
-        if mask & (self.string_mask | self.text_mask | self.string_start_mask):
-            return True
-        return self.track_keywords or layout[4][0] != DONE
+            return READS_NOTHING if layout[1] else READS_TEXT
+        if self.track_keywords or layout[4][0] != DONE or mask & (self.text_mask | self.string_start_mask):
+            return READS_TEXT
+        return READS_ESCAPES if mask & self.string_mask else READS_NOTHING
 
     def next_terminals(self, parser: EarleySet, layout: PythonLayout, terminal: int) -> int:
         """Terminals that may be lexed after a lexeme ends as ``terminal`` here: a superset,
