@@ -329,7 +329,9 @@ class TextCodec:
     def tail(self, token: int) -> int:
         """The token whose :meth:`piece` is ``token``'s without its first character (``" in"``
         -> ``"in"``), or -1 if no token is (the table is built on the first call)."""
-        tails = self.tails()
+        tails = self._tails
+        if tails is None:
+            tails = self.tails()
         return tails[token] if 0 <= token < len(tails) else -1
 
     def tails(self) -> list[int]:
