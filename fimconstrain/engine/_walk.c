@@ -269,19 +269,19 @@ static int end_symbol(Walk *w, const Branch *b, int32_t upto, int32_t *ctx2, int
         ascii = cps[k] < 128;
         escapes |= cps[k] == '\\';
     }
-    if (ascii && head && !escapes) {
-        Py_ssize_t at = PyUnicode_FindChar(head, '\\', 0, PyUnicode_GET_LENGTH(head), 1);
-        if (at == -2) return -1;
-        escapes = at >= 0;
-    }
     uint64_t any_h = key_hash(b->ctx, b->q, ANY_ASCII, NULL, 0);
-    uint64_t plain_h = key_hash(b->ctx, b->q, ANY_PLAIN, NULL, 0);
     Memo *any = ascii ? memo_slot(w, any_h, b->ctx, b->q, ANY_ASCII, NULL, 0) : NULL;
     if (any && any->used) {
         *ctx2 = any->ctx2;
         *start = any->start;
         return 0;
     }
+    if (ascii && head && !escapes) { /* (the root's lexeme read only past the memo for every text) */
+        Py_ssize_t at = PyUnicode_FindChar(head, '\\', 0, PyUnicode_GET_LENGTH(head), 1);
+        if (at == -2) return -1;
+        escapes = at >= 0;
+    }
+    uint64_t plain_h = key_hash(b->ctx, b->q, ANY_PLAIN, NULL, 0);
     Memo *plain = ascii && !escapes ? memo_slot(w, plain_h, b->ctx, b->q, ANY_PLAIN, NULL, 0) : NULL;
     if (plain && plain->used) {
         *ctx2 = plain->ctx2;
