@@ -16,10 +16,14 @@ Each batch is timed under the requests' sampler settings (``--samplers``): ``mas
 every one of the top ``k`` candidates (the whole top-k mask: what plain sampling and top_p
 need), ``greedy`` and ``min_p`` stop where the sampler could pick nothing further down
 (fimconstrain/serving/support.py; the same sampled distribution).  Ratios are against the
-in-process whole mask measured in the same run at the same batch.  Beside each step's time,
-the rows' checks alone (``checks ms/step``): the rest is the step's tensor work on the CPU
-(``topk`` over the dense logits and the mask), which a GPU does where vLLM serves.  A pool
-cannot beat the number of cores: on a 2-core machine the curve stops at 2 workers.
+in-process whole mask measured in the same run at the same batch; beside each median, the
+mean and the slowest step (where a request's first complete middle or a garbage collection
+lands).  Beside each step's time, the rows' checks alone (``checks ms/step``): the rest is the
+step's tensor work on the CPU (``topk`` over the dense logits and the mask), which a GPU does
+where vLLM serves.  A pool cannot beat the number of cores: on a 2-core machine the curve
+stops at 2 workers.  The set-up's objects are frozen out of Python's collector before the
+replays, as vLLM's engine does once it has started (``freeze_gc_heap``), so that a full pass
+here scans what the replays made, as it would there.
 
     python benchmarks/batch_constraint.py --cuts 128 --steps 16 --workers 1 2
 """
@@ -27,6 +31,7 @@ cannot beat the number of cores: on a 2-core machine the curve stops at 2 worker
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -190,6 +195,8 @@ def main() -> int:
     rows, results = [], []
     inline = InlineChecker(TokenTable.from_tokenizer(loaded.tokenizer))
     pools = {n: ConstraintPool(loaded.tokenizer, n) for n in args.workers}
+    gc.collect()
+    gc.freeze()
     try:
         for batch in (b for b in args.batches if b <= len(recorded)):
             batch_args = (recorded[:batch], args.steps, args.top_k, vocab, cut_list)
@@ -199,7 +206,9 @@ def main() -> int:
                 for n, checker in [(0, inline), *pools.items()]:
                     if (name, n) not in measured:
                         measured[name, n] = replay(checker, *batch_args, SAMPLERS[name])
+                    steps = measured[name, n][0]
                     t, checks = map(statistics.median, measured[name, n])
+                    mean, slowest = statistics.fmean(steps), max(steps)
                     results.append(
                         {
                             "batch": batch,
@@ -207,6 +216,8 @@ def main() -> int:
                             "workers": n,
                             "ms_per_step": 1000 * t,
                             "check_ms_per_step": 1000 * checks,
+                            "mean_ms_per_step": 1000 * mean,
+                            "max_ms_per_step": 1000 * slowest,
                         }
                     )
                     where = f"{n} workers" if n else "in-process"
@@ -216,6 +227,7 @@ def main() -> int:
                             name,
                             where,
                             f"{1000 * t:.2f}",
+                            f"{1000 * mean:.2f} / {1000 * slowest:.1f}",
                             f"{1000 * checks:.2f}",
                             f"{1000 * t / batch:.3f}",
                             f"{base / t:.2f}",
@@ -229,6 +241,7 @@ def main() -> int:
         "sampler",
         "checker",
         "ms/step (median)",
+        "mean / slowest",
         "checks ms/step",
         "ms/row",
         "speed-up vs in-process mask",

@@ -435,8 +435,8 @@ def main(argv=None) -> int:
     edits: dict[str, list[dict]] = {}
     # the server's garbage-collection policy: no full pass while a request works, one between
     # requests (without it a full pass lands inside some decoding step, as it never does there)
+    from fimconstrain.collector import Collector
     from fimconstrain.decoding.models.confidence import ConfidenceGate
-    from lsp_server.collector import Collector
 
     collector = Collector()
     collector.install()

@@ -46,6 +46,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from fimconstrain import __version__
+from fimconstrain.collector import Collector
 from fimconstrain.decoding.editor.policy import wants_multiline
 from fimconstrain.decoding.editor.python_version import Choice, Chooser
 from fimconstrain.decoding.models.known_models import AUTO, auto_note, real_model_hint
@@ -53,7 +54,6 @@ from fimconstrain.decoding.models.loading import DEFAULT_MODEL_DIR
 from fimconstrain.engine import clear_caches
 from fimconstrain.engine.errors import Interrupted
 
-from .collector import Collector
 from .completer import Completer, Job
 from .config import SECTION, Settings, section, update
 from .documents import Documents, encoding_name, offset_at, uri_path

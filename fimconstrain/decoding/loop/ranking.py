@@ -17,7 +17,7 @@ def log_normaliser(logits: np.ndarray) -> float:
     """``log(sum(exp(logits)))``: a token's log-probability is its logit minus this. The
     exponentials are taken in the row's own precision and summed in float64: a float64 copy of a
     151,936-token row is 1.2 MB, which a process that maps large blocks on their own (the
-    language server's, ``lsp_server/collector.py``) maps and faults in anew at every step."""
+    language server's, ``fimconstrain/collector.py``) maps and faults in anew at every step."""
     top = float(logits.max())
     return top + float(np.log(np.exp(logits - top).sum(dtype=np.float64)))
 

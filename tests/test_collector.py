@@ -1,4 +1,4 @@
-"""Full garbage collections only when the worker is idle (lsp_server/collector.py): cycles
+"""Full garbage collections only when the worker is idle (fimconstrain/collector.py): cycles
 made while requests work are found at the next idle moment, frozen ones by a sweep."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 
-from lsp_server.collector import NEVER, YOUNG_PASSES, Collector
+from fimconstrain.collector import NEVER, YOUNG_PASSES, Collector
 
 
 class Node:
@@ -76,7 +76,7 @@ def test_nothing_changes_until_installed():
 
 _KEPT = """
 import ctypes
-from lsp_server.collector import Collector
+from fimconstrain.collector import Collector
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in

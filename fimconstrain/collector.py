@@ -1,15 +1,20 @@
-"""The server process's memory: when Python's cyclic garbage collector runs (never a full pass
-while a request works), and how freed memory goes back to the system.
+"""A long-running process's memory: when Python's cyclic garbage collector runs, and how freed
+memory goes back to the system.
 
-A full pass scans every tracked object with the interpreter lock held, and no turn-taking
-(:mod:`lsp_server.turns`) can preempt it: with a large document's parse states cached that is
-half a second (measured while a 5 MB file is read: 9 full passes, the longest 0.51 s). So the
-automatic full passes are off; the young generations are collected as usual, and a full pass
-runs when the worker goes idle, after which the survivors (the model, cached parse states,
-open documents) are frozen: moved out of the collector's sight, so that the next pass looks
-only at what came since. Frozen objects are still freed by reference counting; frozen cycles
-are found by a sweep over everything, when a large document is closed or the frozen set has
-doubled since the last sweep.
+A full pass scans every tracked object with the interpreter lock held, and nothing can preempt
+it: with torch imported and a vocabulary's tables built that is 0.13-0.24 s, and with a large
+document's parse states cached in the language server half a second (measured while a 5 MB
+file is read: 9 full passes, the longest 0.51 s). A pass that lands in a request stalls it; in a
+serving worker the whole batch's step waits for it. Two policies keep such passes short:
+
+* :class:`Collector` (the language server's): the automatic full passes are off; the young
+  generations are collected as usual, and a full pass runs when the process goes idle, after
+  which the survivors (the model, cached parse states, open documents) are frozen: moved out of
+  the collector's sight, so that the next pass looks only at what came since. Frozen objects
+  are still freed by reference counting; frozen cycles are found by a sweep over everything,
+  when a large document is closed or the frozen set has doubled since the last sweep.
+* :func:`freeze_after_full_passes` (a serving pool worker's, which is never idle for long):
+  the automatic passes stay, and what survives each is frozen.
 
 With glibc, blocks of :data:`MMAP_BYTES` or more (a large document's text, its line starts) are
 always mapped on their own, so that freeing one hands it back at once; glibc's default raises
@@ -58,8 +63,8 @@ class Collector:
         self._lock = threading.Lock()
 
     def install(self) -> None:
-        """Turn the automatic full passes off for this process (the server's own), and map
-        large blocks on their own."""
+        """Turn the automatic full passes off for this process (one that the caller owns: the
+        language server's, a pool worker), and map large blocks on their own."""
         young, middle, _ = gc.get_threshold()
         gc.set_threshold(young, middle, NEVER)
         self.installed = True
@@ -95,3 +100,21 @@ class Collector:
         if self.installed:
             gc.freeze()
             self.swept_size = gc.get_freeze_count()
+
+
+def freeze_after_full_passes() -> None:
+    """For a process whose idle moments are too short to hold a full pass (a serving pool
+    worker, asked again a few milliseconds after it answers): the automatic full passes stay on,
+    but what is alive now, and from now on what survives each full pass, is frozen, so that a
+    pass scans only what came since the last one. Cycles are never looked for among frozen
+    objects: the engine makes none, and the passes measured in a worker collected none.
+    Idempotent."""
+    gc.collect()
+    gc.freeze()
+    if _freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(_freeze_survivors)
+
+
+def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
+    if phase == "stop" and info["generation"] == 2:
+        gc.freeze()
