@@ -63,8 +63,8 @@ class Collector:
         self._lock = threading.Lock()
 
     def install(self) -> None:
-        """Turn the automatic full passes off for this process (one that the caller owns: the
-        language server's, a pool worker), and map large blocks on their own."""
+        """Turn the automatic full passes off for this process (the language server's own), and
+        map large blocks on their own."""
         young, middle, _ = gc.get_threshold()
         gc.set_threshold(young, middle, NEVER)
         self.installed = True
